@@ -1,0 +1,160 @@
+"""Every failure the tool reports on purpose, with its exit code.
+
+Core modules raise these; only ``cli`` turns them into output and an exit code. The
+exit codes are a public contract (CI pipelines branch on them), so they live in this
+one table and nowhere else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    UNEXPECTED = 1
+    USAGE = 2  # bad command line or bad recipe
+    SOURCE = 3  # git: clone, fetch, pin, dirty checkout
+    ARTIFACT = 4  # download, checksum, extraction
+    BUILD = 5
+    VALIDATION = 6
+    DOCTOR = 7  # doctor found a blocking problem
+    INTERRUPTED = 130
+
+
+class FlagtreeCpuError(Exception):
+    """A failure with a message for humans, an optional fix, and an exit code.
+
+    ``message`` says what failed and where; ``fix`` is the command or action that
+    resolves it (rendered as "fix: ..."); ``details`` are extra lines (file lists,
+    expected/actual values).
+    """
+
+    exit_code: ExitCode = ExitCode.UNEXPECTED
+    kind: str = "error"
+
+    def __init__(self, message: str, *, fix: str | None = None, details: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.message = message
+        self.fix = fix
+        self.details = tuple(details)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "kind": self.kind,
+            "exit_code": int(self.exit_code),
+            "message": self.message,
+            "fix": self.fix,
+            "details": list(self.details),
+        }
+
+
+class UsageError(FlagtreeCpuError):
+    exit_code = ExitCode.USAGE
+    kind = "usage"
+
+
+@dataclass(frozen=True)
+class RecipeProblem:
+    """One thing wrong with a recipe, located as precisely as we can."""
+
+    origin: str  # the recipe file, or "--set KEY=VALUE" for an override
+    line: int | None
+    key: str  # dotted key path, e.g. "sources.flagtree.commit"; "" for the whole file
+    message: str
+    fix: str | None = None
+
+    @property
+    def where(self) -> str:
+        return f"{self.origin}:{self.line}" if self.line else self.origin
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "file": self.origin,
+            "line": self.line,
+            "key": self.key,
+            "message": self.message,
+            "fix": self.fix,
+        }
+
+
+@dataclass(frozen=True)
+class RecipeWarning:
+    key: str
+    message: str
+
+
+class RecipeError(FlagtreeCpuError):
+    """A recipe that cannot be used; carries every problem found, not only the first."""
+
+    exit_code = ExitCode.USAGE
+    kind = "recipe"
+
+    def __init__(self, origin: str, problems: list[RecipeProblem] | tuple[RecipeProblem, ...]):
+        self.origin = origin
+        self.problems = tuple(problems)
+        count = len(self.problems)
+        noun = "problem" if count == 1 else "problems"
+        super().__init__(
+            f"recipe {origin} has {count} {noun}",
+            fix="correct the keys listed above; `flagtree-cpu recipe schema` prints every key "
+            "the recipe format accepts",
+            details=tuple(_format_problem(p) for p in self.problems),
+        )
+
+    def to_json(self) -> dict[str, object]:
+        data = super().to_json()
+        data["problems"] = [p.to_json() for p in self.problems]
+        return data
+
+
+def _format_problem(problem: RecipeProblem) -> str:
+    key = f" {problem.key}:" if problem.key else ""
+    text = f"{problem.where}:{key} {problem.message}"
+    if problem.fix:
+        text += f"\n    fix: {problem.fix}"
+    return text
+
+
+class RecipeNotFound(FlagtreeCpuError):
+    exit_code = ExitCode.USAGE
+    kind = "recipe"
+
+
+class SourceError(FlagtreeCpuError):
+    exit_code = ExitCode.SOURCE
+    kind = "source"
+
+
+class ArtifactError(FlagtreeCpuError):
+    exit_code = ExitCode.ARTIFACT
+    kind = "artifact"
+
+
+class BuildError(FlagtreeCpuError):
+    exit_code = ExitCode.BUILD
+    kind = "build"
+
+
+class ValidationFailed(FlagtreeCpuError):
+    exit_code = ExitCode.VALIDATION
+    kind = "validation"
+
+
+class DoctorFailed(FlagtreeCpuError):
+    exit_code = ExitCode.DOCTOR
+    kind = "doctor"
+
+
+class Interrupted(FlagtreeCpuError):
+    """Ctrl-C: the run stopped; whatever was finished stays finished."""
+
+    exit_code = ExitCode.INTERRUPTED
+    kind = "interrupted"
+
+    def __init__(self, what: str = "the run"):
+        super().__init__(
+            f"interrupted during {what}",
+            fix="re-run the same command; finished steps are not repeated",
+        )
