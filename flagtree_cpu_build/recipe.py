@@ -1,0 +1,875 @@
+"""The recipe: every pinned input of a build, as validated, frozen data.
+
+A recipe is YAML (schema version 1). This module defines its models, the rules a
+recipe must obey (each with a message that says how to fix it), where recipes are
+found (bundled, user folders, a path), and placeholder expansion (``{workdir}``,
+``{sources.flagtree.path}`` ...). FlagTree knowledge belongs in the bundled recipe
+file, not here: a new FlagTree branch should need a new recipe, not new code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import posixpath
+import re
+import string
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from . import recipe_schema as rs
+from . import recipe_yaml
+from .errors import RecipeError, RecipeNotFound, RecipeProblem, RecipeWarning
+from .recipe_schema import Context, Path_, spec, suggest
+
+SCHEMA_VERSION = 1
+DEFAULT_RECIPE = "flagtree-cpu-arm64"
+RECIPES_ENV = "FLAGTREE_CPU_RECIPES"  # extra recipe folders, os.pathsep-separated
+
+# Placeholders every recipe may use in fields marked "interpolate". The values come from
+# the workspace and the host (workspace.placeholder_values); per-source and per-artifact
+# placeholders are added from the recipe itself.
+PLACEHOLDERS: dict[str, str] = {
+    "workdir": "the workspace folder (--workdir, default ./flagtree-workspace)",
+    "home": "the user's home folder",
+    "triton_home": "where Triton keeps .triton/ ($TRITON_HOME, else the home folder)",
+    "state_dir": "the tool's state folder inside the workspace ({workdir}/.flagtree-cpu)",
+    "logs_dir": "the log folder inside the workspace ({workdir}/logs)",
+    "cache_dir": "the per-user download cache",
+    "empty_dir": "an empty folder the tool creates, for variables that must name an "
+    "existing path but should provide nothing",
+    "python": "the target Python interpreter (the workspace venv unless one is active)",
+    "jobs": "parallel compile jobs, from CPU cores and available memory",
+    "link_jobs": "parallel link jobs, from available memory",
+    "arch": "the host machine architecture (e.g. aarch64)",
+}
+SOURCE_PLACEHOLDERS = {"path": "absolute path of the source's checkout"}
+ARTIFACT_PLACEHOLDERS = {"path": "absolute path of the published tree", "url": "the download URL"}
+
+ARCHES = ("aarch64", "x86_64", "riscv64", "ppc64le", "s390x")
+_ARCH_ALIASES = {"arm64": "aarch64", "amd64": "x86_64", "x64": "x86_64", "x86-64": "x86_64"}
+_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
+_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_HEX_RE = re.compile(r"[0-9a-fA-F]+")
+_GIT_SCHEMES = ("https", "http", "ssh", "git", "file")
+_DOWNLOAD_SCHEMES = ("https", "http", "file")
+
+
+# --- checks: (value, ctx, path) -> report problems ------------------------------------
+
+
+def check_name(value: str, ctx: Context, path: Path_) -> None:
+    if not _NAME_RE.fullmatch(value):
+        ctx.report(path, f"{value!r} is not a valid name",
+                   "use lower-case letters, digits, '-' and '_', starting with a letter or digit")
+
+
+def check_names(value: Mapping[str, Any], ctx: Context, path: Path_) -> None:
+    for key in value:
+        check_name(key, ctx, path + (key,))
+
+
+def _url_check(schemes: tuple[str, ...], what: str) -> rs.Check:
+    def check(value: str, ctx: Context, path: Path_) -> None:
+        scheme, sep, rest = value.partition("://")
+        if not sep:
+            if re.fullmatch(r"[\w.-]+@[\w.-]+:.+", value):
+                fix = f"write it as ssh://{value.replace(':', '/', 1)}"
+            else:
+                fix = f"add the scheme, e.g. https://{value}"
+            ctx.report(path, f"{value!r} is not a URL: it has no scheme", fix)
+        elif scheme not in schemes:
+            ctx.report(path, f"{what} URL scheme {scheme!r} is not supported",
+                       f"use one of: {', '.join(s + '://' for s in schemes)}")
+        elif not rest.strip("/"):
+            ctx.report(path, f"{value!r} has no host or path after the scheme")
+
+    return check
+
+
+check_git_url = _url_check(_GIT_SCHEMES, "git")
+check_download_url = _url_check(_DOWNLOAD_SCHEMES, "download")
+
+
+def check_commit(value: str, ctx: Context, path: Path_) -> None:
+    if len(value) == 40 and _HEX_RE.fullmatch(value):
+        return
+    if _HEX_RE.fullmatch(value) and len(value) < 40:
+        ctx.report(path, f"{value!r} is an abbreviated commit id ({len(value)} characters); a pin "
+                   "must be the full 40-character id",
+                   f"run `git rev-parse {value}` in a clone to get the full id")
+    else:
+        ctx.report(path, f"{value!r} is not a commit id (40 hexadecimal characters)",
+                   "put a branch or tag name in `ref:` and the full commit id in `commit:`")
+
+
+def check_sha256(value: str, ctx: Context, path: Path_) -> None:
+    if not (len(value) == 64 and _HEX_RE.fullmatch(value)):
+        ctx.report(path, f"{value!r} is not a sha256 digest (64 hexadecimal characters, got "
+                   f"{len(value)})", "run `sha256sum FILE`, or remove the key to record the "
+                   "digest on first download")
+
+
+def _relative_path_check(what: str, escape_msg: str) -> rs.Check:
+    def check(value: str, ctx: Context, path: Path_) -> None:
+        if not value or value.strip() != value:
+            ctx.report(path, f"{what} {value!r} is empty or has surrounding spaces")
+        elif value.startswith(("/", "~")) or "\\" in value:
+            ctx.report(path, f"{what} {value!r} must be a relative path with '/' separators")
+        elif _escapes(value):
+            ctx.report(path, f"{what} {value!r} {escape_msg}", "remove the '..' parts")
+
+    return check
+
+
+def _escapes(rel: str) -> bool:
+    return posixpath.normpath(rel).split("/")[0] == ".."
+
+
+check_file_in_source = _relative_path_check("path", "escapes the source's folder")
+check_link_path = _relative_path_check("link path", "escapes the root source's folder")
+check_source_path = _relative_path_check("source path", "escapes the workdir")
+
+
+def check_env_names(value: Any, ctx: Context, path: Path_) -> None:
+    names = value.keys() if isinstance(value, Mapping) else value
+    for i, name in enumerate(names):
+        if not _ENV_NAME_RE.fullmatch(name):
+            where = path + ((name,) if isinstance(value, Mapping) else (i,))
+            ctx.report(where, f"{name!r} is not an environment variable name",
+                       "use letters, digits and '_', not starting with a digit")
+
+
+def check_arches(value: tuple[str, ...], ctx: Context, path: Path_) -> None:
+    for i, arch in enumerate(value):
+        if arch in ARCHES:
+            continue
+        alias = _ARCH_ALIASES.get(arch)
+        fix = f"Linux calls it {alias!r}" if alias else f"use one of: {', '.join(ARCHES)}"
+        ctx.report(path + (i,), f"unknown architecture {arch!r}{suggest(arch, ARCHES)}", fix)
+
+
+def check_requirement(value: str, ctx: Context, path: Path_) -> None:
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        Requirement(value)
+    except InvalidRequirement as exc:
+        ctx.report(path, f"{value!r} is not a valid requirement: {exc}",
+                   "write it as pip would take it, e.g. 'ninja>=1.11.1' or 'torch==2.10.0+cpu'")
+
+
+def check_specifier(value: str, ctx: Context, path: Path_) -> None:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        SpecifierSet(value)
+    except InvalidSpecifier:
+        ctx.report(path, f"{value!r} is not a version range", "e.g. '>=3.10,<3.14' or '==3.3.*'")
+
+
+def _known(kind: str, singular: str) -> rs.Check:
+    def check(value: str, ctx: Context, path: Path_) -> None:
+        names = ctx.facts.get(kind, set())
+        if value not in names:
+            have = ", ".join(sorted(names)) or "none"
+            ctx.report(path, f"there is no {singular} named {value!r}{suggest(value, names)}",
+                       f"use one of the recipe's {kind}: {have}")
+
+    return check
+
+
+check_source_ref = _known("sources", "source")
+
+
+def check_placeholders(value: Any, ctx: Context, path: Path_) -> None:
+    """Every {placeholder} in an interpolated field must be one the tool can fill in."""
+    for where, text in _strings(value, path):
+        try:
+            parts = list(string.Formatter().parse(text))
+        except ValueError as exc:
+            ctx.report(where, f"{text!r}: {exc}", "write a literal brace as '{{' or '}}'")
+            continue
+        for _literal, name, fmt, conversion in parts:
+            if name is None:
+                continue
+            known = placeholder_catalog(ctx.facts.get("sources", ()), ctx.facts.get("artifacts", ()))
+            if name not in known:
+                ctx.report(where, f"unknown placeholder {{{name}}}{suggest(name, known)}",
+                           "placeholders are: " + ", ".join("{" + k + "}" for k in known))
+            elif fmt or conversion:
+                ctx.report(where, f"placeholder {{{name}}} has a format; only plain {{name}} works")
+
+
+def check_no_artifact_placeholders(value: str, ctx: Context, path: Path_) -> None:
+    """An artifact's own URL/path cannot depend on artifacts (that could be circular)."""
+    if "{artifacts." in value:
+        ctx.report(path, "an artifact's url and path cannot use {artifacts.*} placeholders",
+                   "spell the location out, or use {triton_home}, {cache_dir} or {workdir}")
+
+
+def _strings(value: Any, path: Path_) -> Iterable[tuple[Path_, str]]:
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, tuple):
+        for i, item in enumerate(value):
+            yield from _strings(item, path + (i,))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(item, path + (key,))
+
+
+def placeholder_catalog(sources: Iterable[str], artifacts: Iterable[str]) -> list[str]:
+    names = list(PLACEHOLDERS)
+    names += [f"sources.{s}.{k}" for s in sorted(sources) for k in SOURCE_PLACEHOLDERS]
+    names += [f"artifacts.{a}.{k}" for a in sorted(artifacts) for k in ARTIFACT_PLACEHOLDERS]
+    return names
+
+
+INTERPOLATED = (check_placeholders,)
+
+
+# --- models ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Platform:
+    """The machines a build from this recipe can run on."""
+
+    os: Literal["linux"] = spec("operating system", default="linux")
+    arch: tuple[str, ...] = spec("CPU architectures (uname -m names)", checks=check_arches,
+                                 json={"items": {"enum": list(ARCHES)}})
+    cpu_features: tuple[str, ...] = spec(
+        "CPU features the built code needs, as /proc/cpuinfo spells them", default=())
+    sve_vector_bits: int | None = spec(
+        "SVE vector length (bits) the build assumes, if any", default=None, json={"minimum": 128})
+
+
+@dataclass(frozen=True, kw_only=True)
+class SystemPackages:
+    """System packages the build needs, per package manager."""
+
+    apt: tuple[str, ...] = spec("Debian/Ubuntu package names", default=())
+
+
+@dataclass(frozen=True, kw_only=True)
+class Probe:
+    """A cheap compatibility check on a source, run before any long step."""
+
+    file: str = spec("file (relative to the source) that must exist", checks=check_file_in_source)
+    contains: str | None = spec("text the file must contain", default=None)
+    why: str = spec("what a failure means and what to do, shown to the user")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Source:
+    """A git repository checked out at a pinned commit."""
+
+    url: str = spec("where to clone from", checks=check_git_url)
+    ref: str | None = spec("branch or tag the commit belongs to; resolved once and locked when "
+                           "`commit` is absent", default=None)
+    commit: str | None = spec("the pinned commit (full 40-hex id)", default=None, checks=check_commit,
+                              json={"pattern": "^[0-9a-fA-F]{40}$"})
+    path: str | None = spec("checkout folder, relative to the workdir (or to the `inside` source);"
+                            " default: the source name", default=None, checks=check_source_path)
+    inside: str | None = spec("name of the source this one is checked out inside", default=None,
+                              checks=check_source_ref)
+    submodules: Literal["none", "recursive"] = spec("submodules to check out at their recorded "
+                                                    "commits", default="none")
+    shallow: bool = spec("fetch only the pinned commit on first clone", default=False)
+    filter: Literal["blob:none", "tree:0"] | None = spec("partial-clone filter for the first clone",
+                                                        default=None)
+    patches: tuple[str, ...] = spec("patch files (under patches/) applied after checkout",
+                                    default=())
+    probes: tuple[Probe, ...] = spec("compatibility probes run after checkout", default=())
+
+    def check(self, ctx: Context, path: Path_) -> None:
+        if self.ref is None and self.commit is None:
+            ctx.report(path, "a source needs `ref` (a branch or tag), `commit`, or both",
+                       "add `ref: main` to follow a branch (resolved once, then locked)")
+        for i, patch in enumerate(self.patches):
+            if _find_patch(patch, ctx.facts.get("patch_dirs", ())) is None:
+                dirs = " or ".join(str(d) for d in ctx.facts.get("patch_dirs", ()))
+                ctx.report(path + ("patches", i), f"patch file {patch!r} not found in {dirs}",
+                           "put the file there, or fix its name")
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostSelector:
+    """Which hosts an artifact variant is for; every listed condition must hold."""
+
+    os_id: tuple[str, ...] = spec("/etc/os-release ID values, e.g. almalinux", default=())
+    arch: tuple[str, ...] = spec("architectures", default=(), checks=check_arches)
+
+    def check(self, ctx: Context, path: Path_) -> None:
+        if not self.os_id and not self.arch:
+            ctx.report(path, "`when` needs at least one condition (os_id or arch)")
+
+    def matches(self, os_id: str, arch: str) -> bool:
+        return (not self.os_id or os_id in self.os_id) and (not self.arch or arch in self.arch)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArtifactVariant:
+    """Replacement url/sha256/path for the hosts matched by `when` (first match wins)."""
+
+    when: HostSelector = spec("the hosts this variant is for")
+    url: str | None = spec("download URL on those hosts", default=None,
+                           checks=(check_download_url, check_no_artifact_placeholders,
+                                   check_placeholders), interpolate=True)
+    sha256: str | None = spec("expected sha256 on those hosts", default=None, checks=check_sha256)
+    path: str | None = spec("publish path on those hosts", default=None, interpolate=True,
+                            checks=(check_no_artifact_placeholders, check_placeholders))
+    size: int | None = spec("approximate download size in bytes", default=None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SourcePin:
+    """Ties an artifact to a source file: the file's first `chars` characters must appear
+    in the artifact URL (FlagTree names its LLVM tarball after cmake/llvm-hash.txt)."""
+
+    source: str = spec("source holding the file", checks=check_source_ref)
+    file: str = spec("file in that source", checks=check_file_in_source)
+    chars: int = spec("how many leading characters of the file must appear in the URL",
+                      default=8, json={"minimum": 1, "maximum": 64})
+
+    def check(self, ctx: Context, path: Path_) -> None:
+        if not 1 <= self.chars <= 64:
+            ctx.report(path + ("chars",), f"chars must be between 1 and 64, got {self.chars}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Artifact:
+    """A downloaded, verified and unpacked toolchain (e.g. the LLVM prebuilt)."""
+
+    url: str = spec("download URL", checks=(check_download_url, check_no_artifact_placeholders,
+                                            check_placeholders), interpolate=True)
+    sha256: str | None = spec("expected sha256; absent = recorded on first download (lock file)",
+                              default=None, checks=check_sha256,
+                              json={"pattern": "^[0-9a-fA-F]{64}$"})
+    kind: Literal["tarball"] = spec("archive kind", default="tarball")
+    path: str = spec("where the unpacked tree is published (relative = inside the workdir)",
+                     interpolate=True, checks=(check_no_artifact_placeholders, check_placeholders))
+    strip_components: int = spec("leading path components to drop while unpacking", default=0,
+                                 json={"minimum": 0})
+    version_file: str | None = spec("file written inside the tree holding the URL exactly", default=None,
+                                    checks=check_file_in_source)
+    size: int | None = spec("approximate download size in bytes (for plans)", default=None)
+    matches: SourcePin | None = spec("consistency rule against a source file", default=None)
+    variants: tuple[ArtifactVariant, ...] = spec("per-host replacements", default=())
+
+    def check(self, ctx: Context, path: Path_) -> None:
+        if self.strip_components < 0:
+            ctx.report(path + ("strip_components",), "strip_components cannot be negative")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Link:
+    """One symlink: `path` relative to the root source, `target` relative to the link's folder."""
+
+    path: str = spec("where the link is created, relative to the root source", checks=check_link_path)
+    target: str = spec("what the link points to, relative to the link's own folder")
+    may_become_absolute: bool = spec(
+        "the build is known to rewrite this link as an absolute link to the same place; "
+        "that state is accepted, not 'repaired'", default=False)
+
+    def check(self, ctx: Context, path: Path_) -> None:
+        if self.target.startswith("/"):
+            ctx.report(path + ("target",), f"target {self.target!r} is absolute; links must be "
+                       "relative so the tree can be moved", "write it relative to the link's folder")
+            return
+        resolved = posixpath.normpath(posixpath.join(posixpath.dirname(self.path), self.target))
+        if _escapes(resolved):
+            ctx.report(path + ("target",), f"target {self.target!r} resolves outside the root "
+                       f"source (to {resolved!r})", "count the '../' parts again: the target is "
+                       "relative to the folder that holds the link")
+        elif resolved == posixpath.normpath(self.path):
+            ctx.report(path + ("target",), "the link points at itself")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Links:
+    """Symlinks created inside one source's checkout."""
+
+    root: str = spec("the source whose checkout holds the links", checks=check_source_ref)
+    entries: tuple[Link, ...] = spec("the links")
+
+    def check(self, ctx: Context, path: Path_) -> None:
+        seen: dict[str, int] = {}
+        for i, link in enumerate(self.entries):
+            key = posixpath.normpath(link.path)
+            if key in seen:
+                ctx.report(path + ("entries", i, "path"), f"duplicate link path {link.path!r} "
+                           f"(also entry {seen[key]})", "delete one of the two entries")
+            seen.setdefault(key, i)
+        for i, link in enumerate(self.entries):
+            key = posixpath.normpath(link.path)
+            for other, j in seen.items():
+                if key.startswith(other + "/"):
+                    ctx.report(path + ("entries", i, "path"), f"link path {link.path!r} lies "
+                               f"inside link {other!r} (entry {j}); it would be created through "
+                               "the other link", "link the folder or its files, not both")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Requirement:
+    """A Python package requirement, as pip takes it."""
+
+    SHORTHAND = "requirement"  # a bare string means {requirement: <string>}
+
+    requirement: str = spec("PEP 508 requirement, e.g. ninja>=1.11.1", checks=check_requirement)
+    index_url: str | None = spec("package index to install from", default=None,
+                                 checks=check_download_url)
+    system_command: str | None = spec(
+        "skip the pip install when this command is on PATH and its version satisfies the "
+        "requirement", default=None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PythonSpec:
+    """The target Python interpreter and packages."""
+
+    requires: str | None = spec("interpreter version range", default=None, checks=check_specifier)
+    build: tuple[Requirement, ...] = spec("needed by the build (installed before it)", default=())
+    runtime: tuple[Requirement, ...] = spec("needed to run and validate the result", default=())
+
+
+@dataclass(frozen=True, kw_only=True)
+class CommandEnv:
+    """Variables set only when a command is available on PATH."""
+
+    command: str = spec("executable name")
+    env: dict[str, str] = spec("variables to set", checks=(check_env_names, check_placeholders),
+                               interpolate=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildSpec:
+    """How the build runs."""
+
+    cwd: str = spec("working folder", interpolate=True, checks=INTERPOLATED)
+    argv: tuple[str, ...] = spec("the command, one list item per argument (never a shell string)",
+                                 interpolate=True, checks=INTERPOLATED)
+    env: dict[str, str] = spec("build environment", default_factory=dict, interpolate=True,
+                               checks=(check_env_names, check_placeholders))
+    offline_env: dict[str, str] = spec("extra variables for --offline builds", default_factory=dict,
+                                       interpolate=True, checks=(check_env_names, check_placeholders))
+    unset_env: tuple[str, ...] = spec("inherited variables removed from the build environment",
+                                      default=(), checks=check_env_names)
+    env_if_command: tuple[CommandEnv, ...] = spec("variables set when a command exists", default=())
+    memory_per_job_gb: float = spec("memory one compile job needs (limits {jobs})", default=2.0,
+                                    json={"exclusiveMinimum": 0})
+    memory_per_link_job_gb: float = spec("memory one link job needs (limits {link_jobs})",
+                                         default=4.0, json={"exclusiveMinimum": 0})
+
+    def check(self, ctx: Context, path: Path_) -> None:
+        if not self.argv:
+            ctx.report(path + ("argv",), "the build command is empty")
+        for key in ("memory_per_job_gb", "memory_per_link_job_gb"):
+            if getattr(self, key) <= 0:
+                ctx.report(path + (key,), f"{key} must be greater than 0")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RuntimeSpec:
+    """What programs using the result need."""
+
+    env: dict[str, str] = spec("variables to export at run time", default_factory=dict,
+                               interpolate=True, checks=(check_env_names, check_placeholders))
+
+
+@dataclass(frozen=True, kw_only=True)
+class KernelCheck:
+    required: bool = spec("a failure fails validation (otherwise it is reported only)", default=True)
+    timeout: float | None = spec("seconds before the kernel is stopped", default=None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BackendKernel(KernelCheck):
+    """`import triton` and check the registered backend and builder methods."""
+
+    triton_version: str = spec("expected triton.__version__ range", checks=check_specifier)
+    backends: tuple[str, ...] = spec("backends that must be registered", default=("cpu",))
+    builder_prefix: str = spec("prefix of the builder methods to compare", default="create_cpu_")
+    builder_methods: tuple[str, ...] = spec("exact set of builder methods with that prefix", default=())
+
+    def check(self, ctx: Context, path: Path_) -> None:
+        for i, name in enumerate(self.builder_methods):
+            if not name.startswith(self.builder_prefix):
+                ctx.report(path + ("builder_methods", i), f"{name!r} does not start with "
+                           f"builder_prefix {self.builder_prefix!r}")
+        if len(set(self.builder_methods)) != len(self.builder_methods):
+            ctx.report(path + ("builder_methods",), "builder_methods lists a name twice")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RmsNormKernel(KernelCheck):
+    """A @triton.jit kernel calling tle_ops.rms_norm, compared with a float reference."""
+
+    dtype: Literal["bfloat16", "float16", "float32"] = spec("element type", default="bfloat16")
+    dim: int = spec("vector length D", default=128, json={"minimum": 1})
+    eps: float = spec("epsilon", default=1e-6)
+    max_error: float = spec("largest accepted absolute error", default=0.0625)
+
+
+@dataclass(frozen=True, kw_only=True)
+class VectorAddKernel(KernelCheck):
+    """A plain @triton.jit vector add; the result must be exact."""
+
+    size: int = spec("number of elements", default=98432, json={"minimum": 1})
+
+
+@dataclass(frozen=True, kw_only=True)
+class SoftmaxKernel(KernelCheck):
+    """A row-wise softmax kernel compared with torch.softmax."""
+
+    rows: int = spec("rows", default=64, json={"minimum": 1})
+    cols: int = spec("columns", default=781, json={"minimum": 1})
+    tolerance: float = spec("largest accepted absolute error", default=1e-5)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecodeKernel(KernelCheck):
+    """End-to-end INT8 decode of a model given with --model; skipped without one."""
+
+    required: bool = spec("a failure fails validation", default=False)
+    max_new_tokens: int = spec("tokens to generate", default=32, json={"minimum": 1})
+    min_tokens_per_s: float | None = spec("throughput floor, if any", default=None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Validation:
+    """Validation kernels and what they must show."""
+
+    timeout: float = spec("default seconds per kernel", default=600.0)
+    backend: BackendKernel | None = spec("backend registration check", default=None)
+    tle_rms_norm: RmsNormKernel | None = spec("TLE rms_norm operator check", default=None,
+                                              key="tle-rms-norm")
+    vector_add: VectorAddKernel | None = spec("plain kernel check", default=None, key="vector-add")
+    softmax: SoftmaxKernel | None = spec("second plain kernel check", default=None)
+    decode_e2e: DecodeKernel | None = spec("end-to-end model check", default=None, key="decode-e2e")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Recipe:
+    """Everything needed to build and check one system, pinned."""
+
+    schema_version: int = spec("recipe format version; this tool reads 1")
+    name: str = spec("recipe name (lower-case, '-' separated)", checks=check_name)
+    description: str = spec("one line on what this recipe builds", default="")
+    platform: Platform = spec("where the result runs")
+    system_packages: SystemPackages = spec("system packages", default_factory=SystemPackages)
+    sources: dict[str, Source] = spec("git sources by name", checks=check_names)
+    artifacts: dict[str, Artifact] = spec("downloaded toolchains by name", default_factory=dict,
+                                          checks=check_names)
+    links: Links | None = spec("symlinks to create", default=None)
+    python: PythonSpec = spec("Python interpreter and packages", default_factory=PythonSpec)
+    build: BuildSpec | None = spec("the build", default=None)
+    runtime: RuntimeSpec = spec("run-time environment", default_factory=RuntimeSpec)
+    validation: Validation | None = spec("validation kernels", default=None)
+
+    file: str = spec("where the recipe was loaded from", default="", internal=True)
+    digest: str = spec("sha256 of the normalized recipe", default="", internal=True)
+
+    def check(self, ctx: Context, path: Path_) -> None:
+        _check_source_tree(self.sources, ctx, path + ("sources",))
+
+    def source_path(self, name: str) -> str:
+        """The checkout folder of source ``name``, relative to the workdir."""
+        return _checkout_path(self.sources, name)
+
+    def sources_in_order(self) -> list[str]:
+        """Source names with every parent before the sources checked out inside it."""
+        ordered: list[str] = []
+
+        def visit(name: str) -> None:
+            if name in ordered:
+                return
+            parent = self.sources[name].inside
+            if parent:
+                visit(parent)
+            ordered.append(name)
+
+        for name in self.sources:
+            visit(name)
+        return ordered
+
+
+def _check_source_tree(sources: Mapping[str, Source], ctx: Context, path: Path_) -> None:
+    for name in sources:  # `inside` chains must end
+        seen = [name]
+        current = sources[name].inside
+        while current is not None and current in sources:
+            if current in seen:
+                chain = " -> ".join(seen + [current])
+                ctx.report(path + (name, "inside"), f"sources are inside each other in a circle: {chain}")
+                return
+            seen.append(current)
+            current = sources[current].inside
+    recipe_paths = {name: _checkout_path(sources, name) for name in sources}
+    for name, rel in recipe_paths.items():
+        for other, other_rel in recipe_paths.items():
+            if other == name:
+                continue
+            if rel == other_rel and name < other:
+                ctx.report(path + (other, "path"), f"sources {name!r} and {other!r} use the same "
+                           f"folder {rel!r}", "give each source its own `path`")
+            elif rel.startswith(other_rel + "/") and not _is_inside(sources, name, other):
+                ctx.report(path + (name, "path"), f"the checkout {rel!r} lies inside source "
+                           f"{other!r}'s checkout", f"declare `inside: {other}` and make `path` "
+                           "relative to it, so it is cloned after its parent")
+
+
+def _checkout_path(sources: Mapping[str, Source], name: str) -> str:
+    source = sources[name]
+    own = source.path or name
+    if source.inside:
+        return posixpath.normpath(posixpath.join(_checkout_path(sources, source.inside), own))
+    return posixpath.normpath(own)
+
+
+def _is_inside(sources: Mapping[str, Source], name: str, ancestor: str) -> bool:
+    current = sources[name].inside
+    while current is not None:
+        if current == ancestor:
+            return True
+        current = sources[current].inside
+    return False
+
+
+# --- where recipes and patches live --------------------------------------------------------
+
+
+def bundled_dir(kind: Literal["recipes", "patches"]) -> Path:
+    """The folder of bundled recipes or patches.
+
+    In a wheel they are package data (``flagtree_cpu_build/recipes``); in a source
+    checkout or editable install they sit at the top of the repository.
+    """
+    package = Path(__file__).resolve().parent
+    for candidate in (package / kind, package.parent / kind):
+        if candidate.is_dir():
+            return candidate
+    return package / kind
+
+
+@dataclass(frozen=True)
+class RecipeRef:
+    name: str
+    path: Path
+    origin: Literal["bundled", "user", "file"]
+    shadows: Path | None = None  # a bundled recipe of the same name this one hides
+
+
+def user_recipe_dirs(extra: Sequence[str | Path] = (), environ: Mapping[str, str] | None = None) -> list[Path]:
+    env = os.environ if environ is None else environ
+    dirs = [Path(d).expanduser() for d in extra]
+    dirs += [Path(d).expanduser() for d in env.get(RECIPES_ENV, "").split(os.pathsep) if d]
+    return dirs
+
+
+def list_recipes(user_dirs: Sequence[Path] = ()) -> list[RecipeRef]:
+    """Every recipe by name; a user recipe hides a bundled one of the same name."""
+    found: dict[str, RecipeRef] = {}
+    for folder in user_dirs:
+        for file in sorted(folder.glob("*.y*ml")) if folder.is_dir() else ():
+            found.setdefault(file.stem, RecipeRef(file.stem, file, "user"))
+    for file in sorted(bundled_dir("recipes").glob("*.yaml")):
+        if file.stem in found:
+            found[file.stem] = replace(found[file.stem], shadows=file)
+        else:
+            found[file.stem] = RecipeRef(file.stem, file, "bundled")
+    return sorted(found.values(), key=lambda r: r.name)
+
+
+def find_recipe(name_or_path: str, user_dirs: Sequence[Path] = ()) -> RecipeRef:
+    candidate = Path(name_or_path).expanduser()
+    looks_like_path = "/" in name_or_path or candidate.suffix in (".yaml", ".yml")
+    if looks_like_path or candidate.is_file():
+        if candidate.is_file():
+            return RecipeRef(candidate.stem, candidate, "file")
+        if candidate.exists():
+            raise RecipeNotFound(f"cannot read recipe {name_or_path}: it is a folder, not a YAML file",
+                                 fix="give the recipe file inside it, or add the folder with --recipes-dir")
+        raise RecipeNotFound(f"recipe file {name_or_path} does not exist",
+                             fix="check the path, or give a recipe name from `flagtree-cpu recipe list`")
+    known = {r.name: r for r in list_recipes(user_dirs)}
+    if name_or_path in known:
+        return known[name_or_path]
+    raise RecipeNotFound(
+        f"no recipe named {name_or_path!r}{suggest(name_or_path, known)}",
+        fix=f"`flagtree-cpu recipe list` shows the recipes ({', '.join(known) or 'none found'}); "
+        f"add folders with --recipes-dir or {RECIPES_ENV}",
+    )
+
+
+# --- loading -------------------------------------------------------------------------------
+
+
+def load_recipe(name_or_path: str, overrides: Sequence[str] = (),
+                user_dirs: Sequence[Path] = ()) -> Recipe:
+    ref = find_recipe(name_or_path, user_dirs)
+    return load_recipe_file(ref.path, overrides)
+
+
+def load_recipe_file(path: Path, overrides: Sequence[str] = ()) -> Recipe:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RecipeNotFound(f"cannot read recipe {path}: {exc}",
+                             fix="check the file exists and is readable UTF-8 text") from exc
+    patch_dirs = [path.parent / "patches", path.parent.parent / "patches", bundled_dir("patches")]
+    return parse_recipe(text, str(path), overrides, patch_dirs=_unique(patch_dirs))
+
+
+def parse_recipe(text: str, origin: str, overrides: Sequence[str] = (),
+                 patch_dirs: Sequence[Path] = ()) -> Recipe:
+    """Validate a recipe text (plus overrides); raises RecipeError listing every problem."""
+    loaded = recipe_yaml.load(text, origin)
+    for assignment in overrides:
+        recipe_yaml.apply_override(loaded, assignment)
+    if loaded.problems:
+        raise RecipeError(origin, loaded.problems)
+    data = loaded.data
+    if not isinstance(data, dict):
+        what = "empty" if data is None else f"a {type(data).__name__}, not a mapping"
+        line = loaded.position(()).line
+        raise RecipeError(origin, [RecipeProblem(origin, line, "", f"the recipe is {what}",
+                                                 "start from `flagtree-cpu recipe show "
+                                                 f"{DEFAULT_RECIPE} --raw`")])
+    version_problem = _schema_version_problem(data, loaded)
+    if version_problem:
+        raise RecipeError(origin, [version_problem])
+
+    ctx = Context(
+        facts={
+            "sources": _mapping_keys(data.get("sources")),
+            "artifacts": _mapping_keys(data.get("artifacts")),
+            "patch_dirs": tuple(patch_dirs),
+        },
+        raw_text={p: pos.raw for p, pos in loaded.positions.items() if pos.raw is not None},
+        override_paths=[p for p, pos in loaded.positions.items() if pos.from_override],
+    )
+    recipe = rs.convert(data, Recipe, ctx)
+    if ctx.problems:
+        problems = []
+        for problem in ctx.problems:
+            pos = loaded.position(problem.path)
+            problems.append(RecipeProblem(pos.origin, pos.line, recipe_yaml.format_path(problem.path),
+                                          problem.message, problem.fix))
+        problems.sort(key=lambda p: (p.origin != origin, p.line or 0))
+        raise RecipeError(origin, problems)
+    canonical = json.dumps(rs.to_data(recipe), sort_keys=True, separators=(",", ":"))
+    return replace(recipe, file=origin, digest=hashlib.sha256(canonical.encode()).hexdigest())
+
+
+def _schema_version_problem(data: dict[str, Any], loaded: recipe_yaml.LoadedData) -> RecipeProblem | None:
+    pos = loaded.position(("schema_version",))
+    if "schema_version" not in data:
+        return RecipeProblem(pos.origin, pos.line, "schema_version", "missing required key "
+                             "'schema_version'", f"add `schema_version: {SCHEMA_VERSION}` as the "
+                             "first line")
+    version = data["schema_version"]
+    if version != SCHEMA_VERSION or isinstance(version, bool):
+        from . import __version__
+
+        return RecipeProblem(pos.origin, pos.line, "schema_version",
+                             f"schema_version {version!r} is not supported by flagtree-cpu "
+                             f"{__version__}, which reads version {SCHEMA_VERSION}",
+                             "upgrade flagtree-cpu (pip install -U flagtree-cpu) if the recipe is "
+                             f"newer, or rewrite it for version {SCHEMA_VERSION}")
+    return None
+
+
+def _mapping_keys(value: Any) -> frozenset[str]:
+    return frozenset(k for k in value if isinstance(k, str)) if isinstance(value, dict) else frozenset()
+
+
+def _unique(paths: Iterable[Path]) -> list[Path]:
+    seen: list[Path] = []
+    for p in paths:
+        if p not in seen:
+            seen.append(p)
+    return seen
+
+
+def _find_patch(name: str, dirs: Iterable[Path]) -> Path | None:
+    if _escapes(name) or name.startswith("/"):
+        return None
+    for folder in dirs:
+        if (folder / name).is_file():
+            return folder / name
+    return None
+
+
+def recipe_warnings(recipe: Recipe) -> list[RecipeWarning]:
+    """Things that are allowed but weaken reproducibility."""
+    warnings = []
+    for name, source in recipe.sources.items():
+        if source.commit is None:
+            warnings.append(RecipeWarning(f"sources.{name}", f"no pinned commit: {source.ref!r} is "
+                                          "resolved at the first sync and recorded in the lock file"))
+    for name, artifact in recipe.artifacts.items():
+        if artifact.sha256 is None:
+            warnings.append(RecipeWarning(f"artifacts.{name}", "no sha256: trusted on first "
+                                          "download and recorded in the lock file"))
+    return warnings
+
+
+# --- host selection and placeholder expansion ---------------------------------------------
+
+
+def select_variants(recipe: Recipe, os_id: str, arch: str) -> Recipe:
+    """Apply, per artifact, the first variant whose `when` matches this host."""
+    artifacts = {}
+    for name, artifact in recipe.artifacts.items():
+        for variant in artifact.variants:
+            if variant.when.matches(os_id, arch):
+                artifact = replace(
+                    artifact,
+                    url=variant.url or artifact.url,
+                    sha256=variant.sha256 if variant.url or variant.sha256 else artifact.sha256,
+                    path=variant.path or artifact.path,
+                    size=variant.size if variant.size is not None else artifact.size,
+                )
+                break
+        artifacts[name] = artifact
+    return replace(recipe, artifacts=artifacts)
+
+
+def expand(text: str, values: Mapping[str, str]) -> str:
+    """Replace {name} placeholders; the recipe was validated, so every name is known."""
+    out = []
+    for literal, name, _fmt, _conv in string.Formatter().parse(text):
+        out.append(literal)
+        if name is not None:
+            out.append(values[name])
+    return "".join(out)
+
+
+def resolve(recipe: Recipe, workdir: Path, base: Mapping[str, str]) -> Recipe:
+    """The recipe with every placeholder filled in, for this workspace and host.
+
+    ``base`` holds the values of PLACEHOLDERS (see workspace.placeholder_values); the
+    per-source and per-artifact values are derived here.
+    """
+    missing = set(PLACEHOLDERS) - set(base)
+    if missing:  # a programming error, not a user one
+        raise KeyError(f"placeholder values missing: {sorted(missing)}")
+    values = dict(base)
+    for name in recipe.sources:
+        values[f"sources.{name}.path"] = str(workdir / recipe.source_path(name))
+    for name, artifact in recipe.artifacts.items():
+        values[f"artifacts.{name}.url"] = expand(artifact.url, values)
+        values[f"artifacts.{name}.path"] = str(workdir / expand(artifact.path, values))
+    return rs.map_interpolated(recipe, lambda text, _path: expand(text, values))
+
+
+def recipe_json_schema() -> dict[str, Any]:
+    schema = rs.json_schema(Recipe, title="flagtree-cpu recipe (schema version 1)",
+                            schema_id="https://flagtree-cpu.invalid/schema/recipe-v1.json")
+    schema["properties"]["schema_version"]["const"] = SCHEMA_VERSION
+    return schema

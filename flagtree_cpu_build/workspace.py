@@ -1,0 +1,108 @@
+"""Where things live: the workdir and its state, the per-user caches, Triton's home.
+
+Every path the tool writes to is derived here, from the command line and the
+environment, so the rest of the code never guesses a location.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from .buildenv import compute_jobs
+from .host import HostFacts
+from .recipe import Recipe
+
+DEFAULT_WORKDIR = "flagtree-workspace"
+CACHE_ENV = "FLAGTREE_CPU_CACHE_DIR"
+STATE_DIRNAME = ".flagtree-cpu"
+
+
+@dataclass(frozen=True)
+class Workspace:
+    root: Path  # absolute
+
+    @property
+    def state_dir(self) -> Path:
+        return self.root / STATE_DIRNAME
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def lock_file(self) -> Path:
+        return self.state_dir / "lock.yaml"
+
+    @property
+    def empty_dir(self) -> Path:
+        return self.state_dir / "empty"
+
+    @property
+    def venv_dir(self) -> Path:
+        return self.root / ".venv"
+
+
+def workspace_at(workdir: str | Path | None) -> Workspace:
+    path = Path(workdir) if workdir else Path.cwd() / DEFAULT_WORKDIR
+    return Workspace(Path(os.path.abspath(path.expanduser())))
+
+
+def home_dir(environ: Mapping[str, str]) -> Path:
+    return Path(environ.get("HOME") or Path.home())
+
+
+def triton_home(environ: Mapping[str, str]) -> Path:
+    """Triton's setup.py and runtime use $TRITON_HOME/.triton, TRITON_HOME defaulting to HOME."""
+    return Path(environ.get("TRITON_HOME") or home_dir(environ))
+
+
+def user_cache_dir(environ: Mapping[str, str]) -> Path:
+    if environ.get(CACHE_ENV):
+        return Path(environ[CACHE_ENV]).expanduser()
+    xdg = environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg else home_dir(environ) / ".cache"
+    return base / "flagtree-cpu"
+
+
+def target_python(ws: Workspace, environ: Mapping[str, str]) -> Path:
+    """The interpreter builds go into: an active venv, else the workspace's own venv."""
+    active = environ.get("VIRTUAL_ENV")
+    if active:
+        return Path(active) / "bin" / "python"
+    return ws.venv_dir / "bin" / "python"
+
+
+def placeholder_values(
+    recipe: Recipe,
+    ws: Workspace,
+    host: HostFacts,
+    environ: Mapping[str, str],
+    *,
+    jobs: int | None = None,
+    python: Path | None = None,
+) -> dict[str, str]:
+    """Values for recipe.PLACEHOLDERS in this workspace, on this host."""
+    build = recipe.build
+    counts = compute_jobs(
+        host.cpu_count,
+        host.mem_available,
+        build.memory_per_job_gb if build else 2.0,
+        build.memory_per_link_job_gb if build else 4.0,
+    )
+    job_count = jobs if jobs is not None else counts.jobs
+    return {
+        "workdir": str(ws.root),
+        "home": str(home_dir(environ)),
+        "triton_home": str(triton_home(environ)),
+        "state_dir": str(ws.state_dir),
+        "logs_dir": str(ws.logs_dir),
+        "cache_dir": str(user_cache_dir(environ)),
+        "empty_dir": str(ws.empty_dir),
+        "python": str(python or target_python(ws, environ)),
+        "jobs": str(job_count),
+        "link_jobs": str(min(counts.link_jobs, job_count)),
+        "arch": host.arch,
+    }
