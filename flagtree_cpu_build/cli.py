@@ -1,0 +1,333 @@
+"""The command line: parse options, call the core, render. Nothing else.
+
+This is the only module that imports typer or decides exit codes. Every failure the
+core raises is a ``FlagtreeCpuError``; ``FlagtreeGroup.invoke`` is the one place that
+turns it into a message and an exit code, so no command has its own try/except.
+Heavy modules (git, requests) are imported inside the commands that use them, to keep
+``--help`` and ``--version`` fast.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Optional
+
+import typer
+from typer.core import TyperGroup
+
+from . import __version__
+from .errors import ExitCode, FlagtreeCpuError, Interrupted, RecipeError
+from .ui import UI
+
+# Global options may be written before or after the command (`flagtree-cpu --json
+# recipe list` and `flagtree-cpu recipe list --json`); they are moved to the front
+# before parsing, so they are still parsed once, by the top-level callback.
+_GLOBAL_VALUE_OPTIONS = {"--recipe", "-r", "--workdir", "-w", "--set", "--recipes-dir"}
+_GLOBAL_FLAGS = {"--json", "--verbose", "-v", "--quiet", "-q"}
+
+
+def hoist_global_options(args: Sequence[str]) -> list[str]:
+    """Move global options that follow the command name in front of it."""
+    args = list(args)
+    i = 0
+    while i < len(args) and args[i].startswith("-") and args[i] != "--":  # leading globals
+        name = args[i].split("=", 1)[0]
+        i += 2 if name in _GLOBAL_VALUE_OPTIONS and "=" not in args[i] else 1
+    head, rest = args[:i], args[i:]
+    hoisted: list[str] = []
+    kept: list[str] = []
+    j = 0
+    while j < len(rest):
+        token = rest[j]
+        if token == "--":
+            kept += rest[j:]
+            break
+        name = token.split("=", 1)[0]
+        if name in _GLOBAL_FLAGS:
+            hoisted.append(token)
+        elif name in _GLOBAL_VALUE_OPTIONS:
+            if "=" in token:
+                hoisted.append(token)
+            elif j + 1 < len(rest):
+                hoisted += [token, rest[j + 1]]
+                j += 1
+            else:
+                kept.append(token)  # let the parser report the missing value
+        else:
+            kept.append(token)
+        j += 1
+    return head + hoisted + kept
+
+
+class FlagtreeGroup(TyperGroup):
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, hoist_global_options(args))
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except FlagtreeCpuError as exc:
+            _ui_of(ctx).error(exc)
+            raise typer.Exit(int(exc.exit_code)) from None
+        except KeyboardInterrupt:
+            _ui_of(ctx).error(Interrupted())
+            raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+        except (typer.Exit, typer.Abort, typer.TyperException):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the one place unexpected errors are reported
+            _ui_of(ctx).unexpected(exc)
+            raise typer.Exit(int(ExitCode.UNEXPECTED)) from None
+
+
+@dataclass
+class Options:
+    """The global options, parsed once by the top-level callback."""
+
+    recipe: str
+    workdir: Optional[str]
+    overrides: list[str] = field(default_factory=list)
+    recipes_dirs: list[str] = field(default_factory=list)
+    ui: UI = field(default_factory=UI)
+
+
+def _ui_of(ctx: Any) -> UI:
+    root = ctx.find_root()
+    return root.obj.ui if isinstance(getattr(root, "obj", None), Options) else UI()
+
+
+def _options(ctx: typer.Context) -> Options:
+    return ctx.find_root().obj
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"flagtree-cpu {__version__}")
+        raise typer.Exit()
+
+
+def _examples(*lines: str) -> str:
+    """An epilog listing example invocations, one per line."""
+    return "[b]Examples[/b]\n\n" + "\n\n".join(f"  [cyan]{line}[/cyan]" for line in lines)
+
+
+app = typer.Typer(
+    name="flagtree-cpu",
+    cls=FlagtreeGroup,
+    help="Build FlagTree (Triton 3.3) with its Arm64 CPU backend from a pinned YAML recipe.",
+    epilog=_examples(
+        "flagtree-cpu recipe list",
+        "flagtree-cpu recipe show flagtree-cpu-arm64",
+        "flagtree-cpu --set sources.flagtree-cpu.commit=<sha> recipe validate",
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+
+
+@app.callback()
+def main_options(
+    ctx: typer.Context,
+    recipe: Annotated[str, typer.Option(
+        "--recipe", "-r", envvar="FLAGTREE_CPU_RECIPE", metavar="NAME|PATH",
+        help="Recipe to use: a name from `recipe list` or a YAML file.")] = "flagtree-cpu-arm64",
+    workdir: Annotated[Optional[str], typer.Option(
+        "--workdir", "-w", envvar="FLAGTREE_CPU_WORKDIR", metavar="DIR",
+        help="Workspace folder.  [default: ./flagtree-workspace]")] = None,
+    overrides: Annotated[Optional[list[str]], typer.Option(
+        "--set", metavar="KEY=VALUE",
+        help="Override a recipe value, e.g. --set sources.flagtree-cpu.commit=<sha>. Repeatable.")] = None,
+    recipes_dirs: Annotated[Optional[list[str]], typer.Option(
+        "--recipes-dir", metavar="DIR",
+        help="Extra folder of user recipes (also FLAGTREE_CPU_RECIPES). Repeatable.")] = None,
+    json_mode: Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="More detail; tracebacks on errors.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only warnings and errors.")] = False,
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_version_callback, is_eager=True, help="Print the version and exit.")] = False,
+) -> None:
+    """Build FlagTree (Triton 3.3) with its Arm64 CPU backend from a pinned YAML recipe.
+
+    Global options may also be written after the command.
+    """
+    ctx.obj = Options(
+        recipe=recipe,
+        workdir=workdir,
+        overrides=list(overrides or []),
+        recipes_dirs=list(recipes_dirs or []),
+        ui=UI(json_mode=json_mode, verbose=verbose, quiet=quiet and not verbose),
+    )
+
+
+recipe_app = typer.Typer(
+    help="List, show, validate recipes; print the recipe JSON Schema.",
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+)
+app.add_typer(recipe_app, name="recipe")
+
+
+@recipe_app.command("list", epilog=_examples(
+    "flagtree-cpu recipe list",
+    "flagtree-cpu recipe list --recipes-dir ~/my-recipes --json",
+))
+def recipe_list(ctx: typer.Context) -> None:
+    """List bundled recipes and user recipes (--recipes-dir, FLAGTREE_CPU_RECIPES)."""
+    from . import recipe as recipes
+
+    opts = _options(ctx)
+    entries = []
+    for ref in recipes.list_recipes(recipes.user_recipe_dirs(opts.recipes_dirs)):
+        try:
+            loaded = recipes.load_recipe_file(ref.path)
+            status, description, problems = "valid", loaded.description, []
+        except RecipeError as exc:
+            status, description = f"invalid ({len(exc.problems)} problems)", ""
+            problems = [p.to_json() for p in exc.problems]
+        except FlagtreeCpuError as exc:
+            status, description, problems = "unreadable", "", [{"message": exc.message}]
+        entries.append({
+            "name": ref.name, "origin": ref.origin, "file": str(ref.path), "status": status,
+            "description": description, "shadows": str(ref.shadows) if ref.shadows else None,
+            "problems": problems,
+        })
+    if opts.ui.json_mode:
+        opts.ui.emit_json({"recipes": entries})
+        return
+    rows = []
+    for e in entries:
+        origin = e["origin"] + (" (hides bundled)" if e["shadows"] else "")
+        rows.append([e["name"], origin, e["status"], e["description"] or e["file"]])
+    opts.ui.table(["name", "origin", "status", "description"], rows)
+
+
+@recipe_app.command("show", epilog=_examples(
+    "flagtree-cpu recipe show",
+    "flagtree-cpu recipe show flagtree-cpu-arm64 --workdir /data/ft",
+    "flagtree-cpu recipe show ./my-recipe.yaml --raw",
+    "flagtree-cpu recipe show --set artifacts.llvm.url=https://mirror.example/llvm.tar.gz --json",
+))
+def recipe_show(
+    ctx: typer.Context,
+    name: Annotated[Optional[str], typer.Argument(
+        metavar="[NAME|PATH]", help="Recipe to show.  [default: the --recipe option]")] = None,
+    raw: Annotated[bool, typer.Option(
+        "--raw", help="Show the recipe as written (placeholders and variants unresolved).")] = False,
+) -> None:
+    """Print a recipe as YAML, resolved for this workspace and host.
+
+    Placeholders such as {workdir} and {artifacts.llvm.path} are filled in, and the
+    artifact variant for this host is applied. Overrides given with --set are included.
+    """
+    from . import recipe as recipes
+    from .recipe_schema import to_data
+
+    opts = _options(ctx)
+    loaded = recipes.load_recipe(name or opts.recipe, opts.overrides,
+                                 recipes.user_recipe_dirs(opts.recipes_dirs))
+    shown, context = loaded, "as written"
+    if not raw:
+        shown, context = _resolve_for_host(loaded, opts)
+    for warning in recipes.recipe_warnings(loaded):
+        opts.ui.warn(f"{warning.key}: {warning.message}")
+    data = to_data(shown)
+    if opts.ui.json_mode:
+        opts.ui.emit_json({"file": loaded.file, "digest": loaded.digest, "resolved": not raw,
+                           "context": context, "recipe": data})
+        return
+    import yaml
+
+    header = (f"# {loaded.name} from {loaded.file}\n# digest: sha256:{loaded.digest}\n"
+              f"# {context}\n")
+    opts.ui.emit_text(header + yaml.safe_dump(data, sort_keys=False, width=100, allow_unicode=True))
+
+
+def _resolve_for_host(loaded: Any, opts: Options) -> tuple[Any, str]:
+    from . import recipe as recipes
+    from .host import read_host
+    from .workspace import placeholder_values, workspace_at
+
+    host = read_host()
+    ws = workspace_at(opts.workdir)
+    selected = recipes.select_variants(loaded, host.os_id, host.arch)
+    values = placeholder_values(selected, ws, host, os.environ)
+    context = (f"resolved for workdir {ws.root} on {host.arch} {host.os_id or 'unknown-os'} "
+               f"({values['jobs']} jobs)")
+    return recipes.resolve(selected, ws.root, values), context
+
+
+@recipe_app.command("validate", epilog=_examples(
+    "flagtree-cpu recipe validate my-recipe.yaml other.yaml",
+    "flagtree-cpu recipe validate --all",
+    "flagtree-cpu --set sources.flagtree.commit=<sha> recipe validate",
+))
+def recipe_validate(
+    ctx: typer.Context,
+    targets: Annotated[Optional[list[str]], typer.Argument(
+        metavar="[PATH|NAME]...", help="Recipes to check.  [default: the --recipe option]")] = None,
+    all_recipes: Annotated[bool, typer.Option("--all", help="Check every recipe `recipe list` shows.")] = False,
+) -> None:
+    """Check recipes strictly and report every problem with file:line and a fix.
+
+    Exit code 2 when any recipe is invalid. Overrides given with --set are applied to
+    each recipe and checked like the file itself.
+    """
+    from . import recipe as recipes
+
+    opts = _options(ctx)
+    user_dirs = recipes.user_recipe_dirs(opts.recipes_dirs)
+    if all_recipes:
+        paths = [ref.path for ref in recipes.list_recipes(user_dirs)]
+    else:
+        paths = [recipes.find_recipe(t, user_dirs).path for t in (targets or [opts.recipe])]
+    results, failures = [], []
+    for path in paths:
+        try:
+            loaded = recipes.load_recipe_file(path, opts.overrides)
+        except FlagtreeCpuError as exc:
+            failures.append(exc)
+            results.append({"file": str(path), "ok": False, "error": exc.to_json()})
+            if not opts.ui.json_mode:
+                opts.ui.error(exc)
+            continue
+        warnings = recipes.recipe_warnings(loaded)
+        results.append({"file": str(path), "ok": True, "name": loaded.name, "digest": loaded.digest,
+                        "warnings": [{"key": w.key, "message": w.message} for w in warnings]})
+        if not opts.ui.json_mode:
+            links = len(loaded.links.entries) if loaded.links else 0
+            opts.ui.success(f"{path}: recipe {loaded.name} is valid ({len(loaded.sources)} sources, "
+                            f"{len(loaded.artifacts)} artifacts, {links} links)")
+            for warning in warnings:
+                opts.ui.warn(f"{warning.key}: {warning.message}")
+    if opts.ui.json_mode:
+        opts.ui.emit_json({"ok": not failures, "results": results})
+    if failures:
+        raise typer.Exit(int(ExitCode.USAGE))
+
+
+@recipe_app.command("schema", epilog=_examples(
+    "flagtree-cpu recipe schema > recipe.schema.json",
+    "# VS Code / yaml-language-server: first line of a recipe",
+    "# yaml-language-server: $schema=./recipe.schema.json",
+))
+def recipe_schema_cmd() -> None:
+    """Print the recipe format as JSON Schema (draft 2020-12) on stdout, for editors and CI."""
+    import json
+
+    from .recipe import recipe_json_schema
+
+    sys.stdout.write(json.dumps(recipe_json_schema(), indent=2) + "\n")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point."""
+    app(args=list(sys.argv[1:] if argv is None else argv), prog_name="flagtree-cpu")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
