@@ -1,0 +1,187 @@
+"""A world of real bare git repositories imitating FlagTree, flagtree-cpu and sleef.
+
+Built once per test session from the fixture trees in ``tests/fixtures/projects``;
+tests clone from it (``GitWorld.clone``) or point the tool at it, either by URL
+(``GitWorld.url``) or — to run the *unmodified* bundled recipe — through git's own
+``url.<base>.insteadOf`` rules in ``GitWorld.gitconfig``, which redirect the real
+GitHub URLs to these repositories.
+
+History of the repositories (labels are keys of ``Repo.commits``):
+
+  FlagTree      pre-cpu      base tree: setup.py, cmake/llvm-hash.txt, the tracked
+                             symlink python/triton/_C/include -> ../../../include/
+                cpu-backend  adds third_party/cpu/{backend,language} (branch triton_v3.3.x)
+                tip          a later commit on triton_v3.3.x
+                (main stays at pre-cpu, as FlagTree's main lacks the CPU backend)
+  flagtree-cpu  v33          3.3-compatible: every link target, triton_cpu.cc with
+                             add_neon_sdot_to_llvmir, sleef as a real submodule (main)
+                v37          the "Triton 3.7 port": pass gone, sleef submodule removed
+                             (branch triton-3.7)
+  sleef         first        what flagtree-cpu's gitlink records
+                second       a later commit on main (so "tip" != "pinned")
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PROJECTS = Path(__file__).resolve().parent.parent / "fixtures" / "projects"
+
+GITHUB_URLS = {
+    "flagtree": "https://github.com/flagos-ai/FlagTree.git",
+    "flagtree-cpu": "https://github.com/flagos-ai/flagtree-cpu.git",
+    "sleef": "https://github.com/shibatch/sleef",
+}
+
+
+def git_env(home: Path, gitconfig: Path | None = None) -> dict[str, str]:
+    """A hermetic environment for git: no user or system config, fixed identity."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(
+        HOME=str(home),
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_CONFIG_GLOBAL=str(gitconfig) if gitconfig else os.devnull,
+        GIT_TERMINAL_PROMPT="0",
+        GIT_AUTHOR_NAME="Fixture Author",
+        GIT_AUTHOR_EMAIL="author@fixture.invalid",
+        GIT_COMMITTER_NAME="Fixture Committer",
+        GIT_COMMITTER_EMAIL="committer@fixture.invalid",
+    )
+    return env
+
+
+def git(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
+    result = subprocess.run(
+        ["git", *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True, check=False
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"git {' '.join(map(str, args))} failed in {cwd}:\n{result.stderr}")
+    return result.stdout.strip()
+
+
+@dataclass
+class Repo:
+    name: str
+    bare: Path
+    commits: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return self.bare.as_uri()
+
+
+@dataclass
+class GitWorld:
+    root: Path
+    repos: dict[str, Repo]
+    gitconfig: Path  # insteadOf rules: GitHub URLs -> the bare repos here; file protocol allowed
+    env: dict[str, str]  # a git environment using ``gitconfig``
+
+    def __getitem__(self, name: str) -> Repo:
+        return self.repos[name]
+
+    def clone(self, name: str, dest: Path, *, commit: str | None = None,
+              recursive: bool = False) -> Path:
+        """A working clone of repo ``name`` at ``commit`` (default: its default branch)."""
+        args = ["clone", "--quiet"] + (["--recurse-submodules"] if recursive else [])
+        git(*args, self.repos[name].url, dest, env=self.env)
+        if commit:
+            git("checkout", "--quiet", commit, cwd=dest, env=self.env)
+            if recursive:
+                git("submodule", "update", "--init", "--recursive", "--quiet", cwd=dest, env=self.env)
+        return dest
+
+    def recipe_overrides(self) -> list[str]:
+        """--set arguments pointing the bundled recipe straight at this world."""
+        return [
+            f"sources.flagtree.url={self['flagtree'].url}",
+            f"sources.flagtree.commit={self['flagtree'].commits['cpu-backend']}",
+            f"sources.flagtree-cpu.url={self['flagtree-cpu'].url}",
+        ]
+
+
+def _copy_tree(src: Path, dest: Path) -> None:
+    shutil.copytree(src, dest, dirs_exist_ok=True)
+
+
+def _commit(work: Path, message: str, env: dict[str, str]) -> str:
+    git("add", "-A", cwd=work, env=env)
+    git("commit", "--quiet", "-m", message, cwd=work, env=env)
+    return git("rev-parse", "HEAD", cwd=work, env=env)
+
+
+def _publish(work: Path, bare: Path, env: dict[str, str]) -> None:
+    git("clone", "--quiet", "--bare", work, bare, env=env)
+    # clients may fetch a pinned commit directly (git fetch origin <sha>)
+    git("config", "uploadpack.allowAnySHA1InWant", "true", cwd=bare, env=env)
+
+
+def build_world(root: Path) -> GitWorld:
+    root.mkdir(parents=True, exist_ok=True)
+    home = root / "home"
+    home.mkdir(exist_ok=True)
+    build_config = root / "build.gitconfig"
+    build_config.write_text('[protocol "file"]\n\tallow = always\n[init]\n\tdefaultBranch = main\n')
+    env = git_env(home, build_config)
+    work = root / "work"
+    bare = root / "bare"
+    bare.mkdir()
+
+    # sleef
+    sleef = Repo("sleef", bare / "sleef.git")
+    w = work / "sleef"
+    w.mkdir(parents=True)
+    git("init", "--quiet", cwd=w, env=env)
+    _copy_tree(PROJECTS / "sleef", w)
+    sleef.commits["first"] = _commit(w, "sleef: first", env)
+    (w / "README.md").write_text("# sleef fixture\n\nA later commit nobody pinned.\n")
+    sleef.commits["second"] = _commit(w, "sleef: second", env)
+    _publish(w, sleef.bare, env)
+
+    # flagtree-cpu
+    ftc = Repo("flagtree-cpu", bare / "flagtree-cpu.git")
+    w = work / "flagtree-cpu"
+    w.mkdir(parents=True)
+    git("init", "--quiet", cwd=w, env=env)
+    _copy_tree(PROJECTS / "flagtree-cpu-v33", w)
+    git("submodule", "add", "--quiet", sleef.url, "third_party/sleef", cwd=w, env=env)
+    git("checkout", "--quiet", sleef.commits["first"], cwd=w / "third_party/sleef", env=env)
+    # record the real upstream URL, as the real .gitmodules does; tests reach it via insteadOf
+    git("config", "-f", ".gitmodules", "submodule.third_party/sleef.url", GITHUB_URLS["sleef"], cwd=w, env=env)
+    ftc.commits["v33"] = _commit(w, "flagtree-cpu: Triton 3.3 compatible", env)
+    git("checkout", "--quiet", "-b", "triton-3.7", cwd=w, env=env)
+    git("rm", "--quiet", "-r", "third_party/sleef", cwd=w, env=env)
+    git("rm", "--quiet", "--force", ".gitmodules", cwd=w, env=env)  # the port has no submodules
+    _copy_tree(PROJECTS / "flagtree-cpu-v37", w)
+    ftc.commits["v37"] = _commit(w, "flagtree-cpu: Triton 3.7 port", env)
+    git("checkout", "--quiet", "main", cwd=w, env=env)
+    _publish(w, ftc.bare, env)
+
+    # FlagTree
+    ft = Repo("flagtree", bare / "FlagTree.git")
+    w = work / "flagtree"
+    w.mkdir(parents=True)
+    git("init", "--quiet", cwd=w, env=env)
+    _copy_tree(PROJECTS / "flagtree-base", w)
+    (w / "python/triton/_C").mkdir(parents=True, exist_ok=True)
+    os.symlink("../../../include/", w / "python/triton/_C/include")  # tracked, like the real one
+    ft.commits["pre-cpu"] = _commit(w, "FlagTree: base", env)
+    git("checkout", "--quiet", "-b", "triton_v3.3.x", cwd=w, env=env)
+    _copy_tree(PROJECTS / "flagtree-cpu-backend", w)
+    ft.commits["cpu-backend"] = _commit(w, "[CPU] ARM64 CPU backend", env)
+    (w / "README.md").write_text("# FlagTree fixture\n\nA later commit on triton_v3.3.x.\n")
+    ft.commits["tip"] = _commit(w, "FlagTree: later change", env)
+    git("checkout", "--quiet", "main", cwd=w, env=env)
+    _publish(w, ft.bare, env)
+
+    repos = {"flagtree": ft, "flagtree-cpu": ftc, "sleef": sleef}
+    gitconfig = root / "world.gitconfig"
+    rules = "".join(
+        f'[url "{repos[name].url}"]\n\tinsteadOf = {url}\n' for name, url in GITHUB_URLS.items()
+    )
+    gitconfig.write_text('[protocol "file"]\n\tallow = always\n' + rules)
+    return GitWorld(root, repos, gitconfig, git_env(home, gitconfig))

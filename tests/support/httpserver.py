@@ -1,0 +1,189 @@
+"""A real HTTP server on 127.0.0.1 with Range support and injectable faults.
+
+Downloads are tested against this, not against a mock of ``requests``: the tool's
+own HTTP code talks to a real socket. Faults are per path and count down, so "fail
+twice with 503, then serve" or "drop the connection after 1 MiB once" are one line:
+
+    server.serve("/llvm.tar.gz", data, Faults(status=503, status_times=2))
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass
+class Faults:
+    status: int | None = None  # answer with this status ...
+    status_times: int | None = None  # ... this many times, then serve normally (None: always)
+    drop_after: int | None = None  # send only this many body bytes, then cut the connection ...
+    drop_times: int | None = None  # ... this many times (None: always)
+    rate: int | None = None  # bytes per second (throttled body)
+    ignore_range: bool = False  # answer Range requests with 200 and the whole body
+    wrong_content_range: bool = False  # answer 206 with a Content-Range for other bytes
+
+
+@dataclass
+class Served:
+    data: bytes
+    faults: Faults = field(default_factory=Faults)
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    method: str
+    path: str
+    headers: dict[str, str]
+    status: int
+
+    @property
+    def range(self) -> str | None:
+        return self.headers.get("Range")
+
+
+_RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:  # keep test output clean
+        pass
+
+    def do_HEAD(self) -> None:  # noqa: N802 - http.server naming
+        self._respond(body=False)
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._respond(body=True)
+
+    def _respond(self, body: bool) -> None:
+        owner = self.server.owner
+        path = self.path.split("?", 1)[0]
+        served = owner.files.get(path)
+        with owner.lock:
+            status = self._status_for(served)
+            drop = self._drop_for(served) if body and status in (200, 206) else None
+        if status not in (200, 206):
+            self._record(status)
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        assert served is not None
+        data, start, end = served.data, 0, len(served.data) - 1
+        match = _RANGE.match(self.headers.get("Range", ""))
+        if match and not served.faults.ignore_range:
+            start = int(match.group(1))
+            end = int(match.group(2)) if match.group(2) else len(data) - 1
+            if start >= len(data):
+                self._record(416)
+                self.send_response(416)
+                self.send_header("Content-Range", f"bytes */{len(data)}")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            status = 206
+        chunk = data[start:end + 1]
+        self._record(status)
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(chunk)))
+        self.send_header("Accept-Ranges", "bytes")
+        if status == 206:
+            shown = (start + 1, end + 1) if served.faults.wrong_content_range else (start, end)
+            self.send_header("Content-Range", f"bytes {shown[0]}-{min(shown[1], len(data) - 1)}/{len(data)}")
+        for name, value in served.headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        if body:
+            self._send_body(chunk, served.faults.rate, drop)
+
+    def _status_for(self, served: Served | None) -> int:
+        if served is None:
+            return 404
+        faults = served.faults
+        if faults.status is None or faults.status_times == 0:
+            return 200
+        if faults.status_times is not None:
+            faults.status_times -= 1
+        return faults.status
+
+    def _drop_for(self, served: Served | None) -> int | None:
+        faults = served.faults if served else None
+        if faults is None or faults.drop_after is None or faults.drop_times == 0:
+            return None
+        if faults.drop_times is not None:
+            faults.drop_times -= 1
+        return faults.drop_after
+
+    def _send_body(self, chunk: bytes, rate: int | None, drop: int | None) -> None:
+        limit = len(chunk) if drop is None else min(drop, len(chunk))
+        step = max(1, rate // 20) if rate else 64 * 1024
+        sent = 0
+        try:
+            while sent < limit:
+                piece = chunk[sent:min(sent + step, limit)]
+                self.wfile.write(piece)
+                sent += len(piece)
+                if rate:
+                    self.wfile.flush()
+                    time.sleep(len(piece) / rate)
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+            return
+        if drop is not None:
+            # a dropped connection, as a flaky mirror or a proxy timeout produces
+            self.close_connection = True
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _record(self, status: int) -> None:
+        with self.server.owner.lock:
+            self.server.owner.requests.append(
+                RequestRecord(self.command, self.path, dict(self.headers.items()), status)
+            )
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    owner: LoopbackHTTPServer
+
+
+class LoopbackHTTPServer:
+    def __init__(self) -> None:
+        self.files: dict[str, Served] = {}
+        self.requests: list[RequestRecord] = []
+        self.lock = threading.Lock()
+        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server.owner = self
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def url(self, path: str) -> str:
+        return self.base_url + path
+
+    def serve(self, path: str, data: bytes, faults: Faults | None = None, **headers: str) -> str:
+        self.files[path] = Served(data, faults or Faults(), headers)
+        return self.url(path)
+
+    def requests_for(self, path: str) -> list[RequestRecord]:
+        return [r for r in self.requests if r.path.split("?", 1)[0] == path]
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)

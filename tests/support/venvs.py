@@ -1,0 +1,66 @@
+"""Fresh virtual environments for install tests, without the network.
+
+A test that installs our wheel into a new venv must not download its dependencies
+(tests stay on loopback). ``provision_dependencies`` links the already-installed
+distributions the project needs (and theirs, recursively) from the running venv into
+a folder, which a ``.pth`` file then adds to the fresh venv — so ``pip install
+--no-index our.whl`` finds every dependency satisfied, and only our wheel is new.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+from packaging.requirements import Requirement
+
+
+def _closure(names: list[str]) -> set[str]:
+    seen: set[str] = set()
+    todo = list(names)
+    while todo:
+        name = re.sub(r"[-_.]+", "-", todo.pop()).lower()
+        if name in seen:
+            continue
+        seen.add(name)
+        for spec in md.distribution(name).requires or []:
+            requirement = Requirement(spec)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                todo.append(requirement.name)
+    return seen
+
+
+def provision_dependencies(project: str, dest: Path) -> Path:
+    """Link the installed dependencies of ``project`` (not the project itself) into ``dest``."""
+    dest.mkdir(parents=True, exist_ok=True)
+    requires = [Requirement(s) for s in md.distribution(project).requires or []]
+    names = [r.name for r in requires if r.marker is None or r.marker.evaluate({"extra": ""})]
+    for name in _closure(names):
+        dist = md.distribution(name)
+        tops = {Path(str(f)).parts[0] for f in dist.files or [] if not str(f).startswith("..")}
+        for top in tops:
+            source = Path(str(dist.locate_file(top)))
+            target = dest / top
+            if source.exists() and not target.exists() and not top.endswith(".pth"):
+                os.symlink(source, target)
+    return dest
+
+
+def make_venv(path: Path) -> Path:
+    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, capture_output=True)
+    return path / "bin" / "python"
+
+
+def site_packages(python: Path) -> Path:
+    out = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                         check=True, capture_output=True, text=True)
+    return Path(out.stdout.strip())
+
+
+def this_purelib() -> Path:
+    return Path(sysconfig.get_paths()["purelib"])

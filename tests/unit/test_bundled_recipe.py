@@ -1,0 +1,141 @@
+"""The bundled recipe carries FlagTree's real pins, links, env and expectations.
+
+The expected values below are copied from FLAGTREE-FACTS.md (and FlagTree's
+link_flagtree_cpu.sh), independently of the recipe file, so a typo in the recipe
+fails here.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from pathlib import Path
+
+import pytest
+
+from flagtree_cpu_build.host import HostFacts
+from flagtree_cpu_build.recipe import load_recipe, resolve, select_variants
+from flagtree_cpu_build.workspace import Workspace, placeholder_values
+
+FACTS_LINKS = [
+    ("include/triton/Dialect/TritonCPU", "../../../third_party/triton-cpu/include/triton/Dialect/TritonCPU"),
+    ("lib/Dialect/TritonCPU", "../../third_party/triton-cpu/lib/Dialect/TritonCPU"),
+    ("third_party/cpu/CMakeLists.txt", "../triton-cpu/third_party/cpu/CMakeLists.txt"),
+    ("third_party/cpu/include", "../triton-cpu/third_party/cpu/include"),
+    ("third_party/cpu/lib", "../triton-cpu/third_party/cpu/lib"),
+    ("third_party/cpu/runtime", "../triton-cpu/third_party/cpu/runtime"),
+    ("third_party/cpu/triton_cpu.cc", "../triton-cpu/third_party/cpu/triton_cpu.cc"),
+    ("third_party/sleef", "triton-cpu/third_party/sleef"),
+    ("third_party/cpu/language/cpu/neon.py",
+     "../../../../third_party/triton-cpu/third_party/cpu/language/cpu/neon.py"),
+    ("third_party/cpu/language/cpu/runtime.py",
+     "../../../../third_party/triton-cpu/third_party/cpu/language/cpu/runtime.py"),
+    ("third_party/cpu/language/cpu/tle_ops.py",
+     "../../../../third_party/triton-cpu/third_party/cpu/language/cpu/tle_ops.py"),
+    ("python/triton/language/extra/cpu", "../../../../third_party/cpu/language/cpu"),
+]
+
+FACTS_BUILDER_METHODS = {
+    "create_cpu_flash_attn_decode", "create_cpu_fused_decode_step", "create_cpu_fused_mlp",
+    "create_cpu_fused_transformer_layer", "create_cpu_neon_sdot", "create_cpu_rms_norm",
+    "create_cpu_sdot_gemv", "create_cpu_sdot_gemv_fused_bf16", "create_cpu_sdot_pack_weights",
+    "create_cpu_swiglu",
+}
+
+ARM_BOARD = HostFacts(system="linux", arch="aarch64", os_id="ubuntu", os_version_id="24.04",
+                      os_pretty_name="Ubuntu 24.04", cpu_count=12, mem_total=32 * 2**30,
+                      mem_available=20 * 2**30)
+
+
+@pytest.fixture(scope="module")
+def recipe():
+    return load_recipe("flagtree-cpu-arm64")
+
+
+def test_pins_and_urls(recipe) -> None:
+    flagtree = recipe.sources["flagtree"]
+    assert flagtree.url == "https://github.com/flagos-ai/FlagTree.git"
+    assert flagtree.ref == "triton_v3.3.x"
+    assert flagtree.commit == "3911e5bf145c039104aa31ef2fef0e55f569c9e5"
+    cpu = recipe.sources["flagtree-cpu"]
+    assert cpu.url == "https://github.com/flagos-ai/flagtree-cpu.git"
+    assert (cpu.ref, cpu.commit, cpu.submodules) == ("main", None, "recursive")
+    assert recipe.source_path("flagtree-cpu") == "FlagTree/third_party/triton-cpu"
+    assert recipe.sources_in_order() == ["flagtree", "flagtree-cpu"]
+    llvm = recipe.artifacts["llvm"]
+    assert llvm.url == ("https://oaitriton.blob.core.windows.net/public/llvm-builds/"
+                        "llvm-a66376b0-ubuntu-arm64.tar.gz")
+    assert llvm.sha256 is None  # none is published: trust on first use
+    assert (llvm.matches.source, llvm.matches.file, llvm.matches.chars) == ("flagtree", "cmake/llvm-hash.txt", 8)
+    assert llvm.version_file == "version.txt"
+
+
+def test_the_twelve_links_match_flagtrees_script(recipe) -> None:
+    assert recipe.links.root == "flagtree"
+    assert [(link.path, link.target) for link in recipe.links.entries] == FACTS_LINKS
+    absolute_ok = [link.path for link in recipe.links.entries if link.may_become_absolute]
+    assert absolute_ok == ["python/triton/language/extra/cpu"]
+
+
+def test_every_link_target_lands_in_the_flagtree_cpu_checkout_or_the_backend(recipe) -> None:
+    for link in recipe.links.entries:
+        resolved = posixpath.normpath(posixpath.join(posixpath.dirname(link.path), link.target))
+        assert resolved.startswith(("third_party/triton-cpu/", "third_party/cpu/language/cpu")), resolved
+
+
+def test_build_environment_encodes_the_traps(recipe) -> None:
+    env = recipe.build.env
+    assert env["FLAGTREE_BACKEND"] == "cpu"
+    assert env["TRITON_BUILD_PROTON"] == "OFF"
+    assert env["TRITON_APPEND_CMAKE_ARGS"] == "-DCMAKE_INSTALL_PREFIX={home}/.flagtree_install"
+    nvidia = ["TRITON_PTXAS_PATH", "TRITON_CUOBJDUMP_PATH", "TRITON_NVDISASM_PATH", "TRITON_CUDACRT_PATH",
+              "TRITON_CUDART_PATH", "TRITON_CUPTI_INCLUDE_PATH", "TRITON_CUPTI_LIB_PATH"]
+    assert all(env[name] == "{empty_dir}" for name in nvidia)
+    assert recipe.build.offline_env["TRITON_OFFLINE_BUILD"] == "1"  # not "ON"
+    assert {"LLVM_INCLUDE_DIRS", "LLVM_LIBRARY_DIR"} <= set(recipe.build.unset_env)
+    assert recipe.build.argv[1:] == ("-m", "pip", "install", "-e", "python", "--no-build-isolation", "-v")
+    assert recipe.runtime.env["FLAGTREE_BACKEND"] == "cpu"
+    assert recipe.runtime.env["FLAGGEMS_VENDOR"] == "arm"
+
+
+def test_prerequisites_are_split_into_build_and_runtime(recipe) -> None:
+    build = [r.requirement for r in recipe.python.build]
+    assert build == ["setuptools>=40.8.0", "wheel", "pybind11>=2.13.1", "ninja>=1.11.1", "cmake>=3.18"]
+    torch = recipe.python.runtime[0]
+    assert (torch.requirement, torch.index_url) == ("torch==2.10.0+cpu", "https://download.pytorch.org/whl/cpu")
+
+
+def test_platform_and_validation_expectations(recipe) -> None:
+    assert recipe.platform.arch == ("aarch64",)
+    assert set(recipe.platform.cpu_features) >= {"sve2", "i8mm", "bf16"}
+    assert recipe.platform.sve_vector_bits == 128
+    backend = recipe.validation.backend
+    assert set(backend.builder_methods) == FACTS_BUILDER_METHODS
+    assert backend.triton_version == "==3.3.*"
+    rms = recipe.validation.tle_rms_norm
+    assert (rms.dtype, rms.dim, rms.eps) == ("bfloat16", 128, 1e-6)
+    assert rms.max_error >= 0.0143  # the FEP's clean run must pass
+    assert recipe.validation.decode_e2e.required is False
+
+
+def test_resolved_for_an_ubuntu_arm_board(recipe, tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    environ = {"HOME": "/home/edge"}
+    chosen = select_variants(recipe, ARM_BOARD.os_id, ARM_BOARD.arch)
+    resolved = resolve(chosen, ws.root, placeholder_values(chosen, ws, ARM_BOARD, environ))
+    env = resolved.build.env
+    assert resolved.build.cwd == str(ws.root / "FlagTree")
+    assert resolved.build.argv[0] == str(ws.root / ".venv/bin/python")
+    assert env["LLVM_SYSPATH"] == "/home/edge/.triton/llvm/llvm-a66376b0-ubuntu-arm64"
+    assert env["TRITON_APPEND_CMAKE_ARGS"] == "-DCMAKE_INSTALL_PREFIX=/home/edge/.flagtree_install"
+    assert env["TRITON_PTXAS_PATH"] == str(ws.state_dir / "empty")
+    assert env["MAX_JOBS"] == "10"  # 12 cores, 20 GiB at 2 GB per job
+    assert env["TRITON_PARALLEL_LINK_JOBS"] == "5"  # 20 GiB at 4 GB per link job
+
+
+def test_almalinux_gets_the_almalinux_tarball(recipe, tmp_path: Path) -> None:
+    chosen = select_variants(recipe, "almalinux", "aarch64")
+    assert chosen.artifacts["llvm"].url.endswith("/llvm-a66376b0-almalinux-arm64.tar.gz")
+    ws = Workspace(tmp_path)
+    host = HostFacts("linux", "aarch64", "almalinux", "9.4", "AlmaLinux", 4, None, None)
+    resolved = resolve(chosen, ws.root, placeholder_values(chosen, ws, host, {"HOME": "/h", "TRITON_HOME": "/t"}))
+    assert resolved.build.env["LLVM_SYSPATH"] == "/t/.triton/llvm/llvm-a66376b0-almalinux-arm64"

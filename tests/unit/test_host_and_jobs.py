@@ -1,0 +1,55 @@
+"""Host facts from file snapshots, and the jobs formula."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from flagtree_cpu_build.buildenv import GIB, compute_jobs
+from flagtree_cpu_build.host import parse_meminfo, parse_os_release, read_host
+
+HOSTS = Path(__file__).resolve().parent.parent / "fixtures" / "hosts"
+
+
+def test_os_release_values_are_unquoted() -> None:
+    parsed = parse_os_release('ID="almalinux"\nVERSION_ID=\'9.4\'\n# comment\nNAME=AlmaLinux\nbroken line\n')
+    assert parsed == {"ID": "almalinux", "VERSION_ID": "9.4", "NAME": "AlmaLinux"}
+
+
+def test_meminfo_kilobytes_become_bytes() -> None:
+    parsed = parse_meminfo("MemTotal:  1024 kB\nHugePages_Total:   0\nnonsense\n")
+    assert parsed == {"MemTotal": 1024 * 1024, "HugePages_Total": 0}
+
+
+@pytest.mark.parametrize("snapshot, os_id, available_gib", [
+    ("ubuntu-24.04-aarch64", "ubuntu", 24.77),
+    ("almalinux-9-aarch64", "almalinux", 5.0),
+])
+def test_read_host_from_a_snapshot(snapshot: str, os_id: str, available_gib: float) -> None:
+    facts = read_host(HOSTS / snapshot)
+    assert facts.os_id == os_id
+    assert facts.mem_available / GIB == pytest.approx(available_gib, abs=0.01)
+    assert facts.cpu_count >= 1
+
+
+def test_read_host_without_files_is_not_an_error(tmp_path: Path) -> None:
+    facts = read_host(tmp_path)
+    assert (facts.os_id, facts.mem_available) == ("", None)
+
+
+@pytest.mark.parametrize("cores, gib, expected, limit", [
+    (12, 32, (12, 8), "CPUs"),       # a big board: every core, 8 link jobs at 4 GB
+    (12, 8, (4, 2), "memory"),       # 8 GiB at 2 GB per job: memory limits it to 4
+    (8, 1.5, (1, 1), "memory"),      # too little memory still builds, one job at a time
+    (1, 64, (1, 1), "CPUs"),
+])
+def test_jobs_from_cores_and_memory(cores: int, gib: float, expected: tuple[int, int], limit: str) -> None:
+    counts = compute_jobs(cores, int(gib * GIB), 2.0, 4.0)
+    assert (counts.jobs, counts.link_jobs) == expected
+    assert f"limited by {limit}" in counts.reason
+
+
+def test_jobs_with_unknown_memory_use_cores_and_one_link_job() -> None:
+    counts = compute_jobs(6, None, 2.0, 4.0)
+    assert (counts.jobs, counts.link_jobs) == (6, 1)

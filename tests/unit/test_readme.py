@@ -1,0 +1,36 @@
+"""The README stays true: its annotated recipe is valid, its commands exist, CI runs its test command."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from flagtree_cpu_build.cli import app
+from flagtree_cpu_build.recipe import load_recipe_file
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+README = (ROOT / "README.md").read_text()
+
+
+def test_the_annotated_example_recipe_is_valid(tmp_path: Path) -> None:
+    section = README.split("## The recipe format", 1)[1]
+    example = re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
+    (tmp_path / "patches").mkdir()
+    (tmp_path / "patches" / "fix-something.patch").write_text("")  # the example names one
+    path = tmp_path / "example.yaml"
+    path.write_text(example)
+    recipe = load_recipe_file(path)
+    assert recipe.validation.decode_e2e.min_tokens_per_s == 15.0
+    assert recipe.sources["flagtree-cpu"].filter == "blob:none"
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    assert "make test    # the whole test suite" in README
+    assert re.search(r"^make test$", (ROOT / ".ci/run").read_text(), re.M)
+
+
+def test_every_command_in_the_reference_exists() -> None:
+    for command in re.findall(r"^### `recipe (\w+)", README, re.M):
+        assert CliRunner().invoke(app, ["recipe", command, "--help"]).exit_code == 0, command

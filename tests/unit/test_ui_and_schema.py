@@ -1,0 +1,89 @@
+"""Output conventions and the JSON Schema."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import jsonschema
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from flagtree_cpu_build.cli import app
+from flagtree_cpu_build.errors import RecipeError, RecipeProblem
+from flagtree_cpu_build.recipe import bundled_dir, recipe_json_schema
+from flagtree_cpu_build.ui import UI
+from tests.support.corpus import CORPUS
+
+
+def test_plain_output_when_not_a_terminal_and_markup_is_not_interpreted() -> None:
+    err, out = io.StringIO(), io.StringIO()
+    ui = UI(stderr=err, stdout=out)
+    ui.warn("arch [aarch64] is [bold]required[/bold]")
+    ui.table(["a", "b"], [["[x]", "y"]])
+    text = err.getvalue()
+    assert "\x1b[" not in text  # no colour codes in logs
+    assert "arch [aarch64] is [bold]required[/bold]" in text
+    assert "[x]" in text
+    assert out.getvalue() == ""
+
+
+def test_errors_in_json_mode_also_go_to_stdout_as_json() -> None:
+    err, out = io.StringIO(), io.StringIO()
+    UI(json_mode=True, stderr=err, stdout=out).error(
+        RecipeError("r.yaml", [RecipeProblem("r.yaml", 3, "name", "bad name", "rename it")]))
+    assert "r.yaml:3: name: bad name" in err.getvalue()
+    assert json.loads(out.getvalue())["error"]["problems"][0]["fix"] == "rename it"
+
+
+def test_quiet_hides_info_but_not_warnings() -> None:
+    err = io.StringIO()
+    ui = UI(quiet=True, stderr=err, stdout=io.StringIO())
+    ui.info("chatter")
+    ui.success("done")
+    ui.warn("careful")
+    assert err.getvalue().strip() == "warning: careful"
+
+
+@pytest.fixture(scope="module")
+def schema() -> dict:
+    result = CliRunner().invoke(app, ["recipe", "schema"])
+    assert result.exit_code == 0
+    return json.loads(result.stdout)
+
+
+def test_schema_is_valid_json_schema_and_accepts_the_bundled_recipe(schema: dict) -> None:
+    jsonschema.Draft202012Validator.check_schema(schema)
+    for path in bundled_dir("recipes").glob("*.yaml"):
+        jsonschema.Draft202012Validator(schema).validate(yaml.safe_load(path.read_text()))
+
+
+@pytest.mark.parametrize("name", ["01-unknown-key-typo", "03-commit-not-hex", "04-sha256-wrong-length",
+                                  "12-unsupported-schema-version", "13-list-expected",
+                                  "14-yaml-boolean-trap", "18-missing-required-key", "21-arch-alias"])
+def test_schema_rejects_structurally_invalid_recipes(schema: dict, name: str) -> None:
+    data = yaml.safe_load((CORPUS / f"{name}.yaml").read_text())
+    assert list(jsonschema.Draft202012Validator(schema).iter_errors(data)), name
+
+
+def test_schema_documents_keys_for_editors(schema: dict) -> None:
+    source = schema["$defs"]["Source"]["properties"]
+    assert "pinned commit" in source["commit"]["description"]
+    assert schema["$defs"]["Validation"]["properties"]["tle-rms-norm"]["anyOf"][0]["$ref"].endswith("RmsNormKernel")
+    assert schema["properties"]["schema_version"]["const"] == 1
+
+
+def test_recipe_json_schema_is_deterministic() -> None:
+    assert json.dumps(recipe_json_schema()) == json.dumps(recipe_json_schema())
+
+
+def test_show_resolves_and_raw_does_not(tmp_path) -> None:
+    resolved = CliRunner().invoke(app, ["--workdir", str(tmp_path), "recipe", "show"])
+    assert resolved.exit_code == 0, resolved.stderr
+    data = yaml.safe_load(resolved.stdout)
+    assert data["build"]["cwd"] == str(tmp_path / "FlagTree")
+    assert "{" not in data["build"]["env"]["LLVM_SYSPATH"]
+    raw = CliRunner().invoke(app, ["recipe", "show", "--raw"])
+    assert yaml.safe_load(raw.stdout)["build"]["cwd"] == "{sources.flagtree.path}"
+    assert "# digest: sha256:" in raw.stdout
