@@ -1,0 +1,35 @@
+"""Small timing helpers shared by the benchmarks."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def time_command(argv: Sequence[str], *, runs: int, warmup: int = 2, **kwargs: object) -> list[float]:
+    """Wall-clock seconds of each of ``runs`` executions (after ``warmup`` discarded ones)."""
+    samples = []
+    for i in range(warmup + runs):
+        start = time.perf_counter()
+        subprocess.run(list(argv), check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kwargs)
+        if i >= warmup:
+            samples.append(time.perf_counter() - start)
+    return samples
+
+
+def summary(samples: list[float]) -> dict[str, float]:
+    return {"median_s": statistics.median(samples), "min_s": min(samples), "max_s": max(samples),
+            "runs": len(samples)}
+
+
+def save(name: str, document: dict) -> Path:
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(document, indent=2) + "\n")
+    return path
