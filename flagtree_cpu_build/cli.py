@@ -315,13 +315,11 @@ def recipe_validate(
     "# VS Code / yaml-language-server: first line of a recipe",
     "# yaml-language-server: $schema=./recipe.schema.json",
 ))
-def recipe_schema_cmd() -> None:
+def recipe_schema_cmd(ctx: typer.Context) -> None:
     """Print the recipe format as JSON Schema (draft 2020-12) on stdout, for editors and CI."""
-    import json
-
     from .recipe import recipe_json_schema
 
-    sys.stdout.write(json.dumps(recipe_json_schema(), indent=2) + "\n")
+    _options(ctx).ui.emit_json(recipe_json_schema())
 
 
 def main(argv: Sequence[str] | None = None) -> None:

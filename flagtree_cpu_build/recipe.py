@@ -187,6 +187,7 @@ check_source_ref = _known("sources", "source")
 
 def check_placeholders(value: Any, ctx: Context, path: Path_) -> None:
     """Every {placeholder} in an interpolated field must be one the tool can fill in."""
+    known = placeholder_catalog(ctx.facts.get("sources", ()), ctx.facts.get("artifacts", ()))
     for where, text in _strings(value, path):
         try:
             parts = list(string.Formatter().parse(text))
@@ -196,7 +197,6 @@ def check_placeholders(value: Any, ctx: Context, path: Path_) -> None:
         for _literal, name, fmt, conversion in parts:
             if name is None:
                 continue
-            known = placeholder_catalog(ctx.facts.get("sources", ()), ctx.facts.get("artifacts", ()))
             if name not in known:
                 ctx.report(where, f"unknown placeholder {{{name}}}{suggest(name, known)}",
                            "placeholders are: " + ", ".join("{" + k + "}" for k in known))
@@ -831,6 +831,7 @@ def select_variants(recipe: Recipe, os_id: str, arch: str) -> Recipe:
                 artifact = replace(
                     artifact,
                     url=variant.url or artifact.url,
+                    # another URL is another file: the default's sha256 cannot apply to it
                     sha256=variant.sha256 if variant.url or variant.sha256 else artifact.sha256,
                     path=variant.path or artifact.path,
                     size=variant.size if variant.size is not None else artifact.size,

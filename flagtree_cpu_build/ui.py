@@ -62,10 +62,6 @@ class UI:
     def warn(self, message: str) -> None:
         self.console.print(Text.assemble(("warning: ", "bold yellow"), message), soft_wrap=True)
 
-    def detail(self, message: str) -> None:
-        if self.verbose:
-            self.console.print(Text(message, style="dim"), soft_wrap=True)
-
     def error(self, exc: FlagtreeCpuError) -> None:
         self.console.print(Text.assemble(("error: ", "bold red"), exc.message), soft_wrap=True)
         for line in exc.details:

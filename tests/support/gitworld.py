@@ -108,6 +108,15 @@ def _copy_tree(src: Path, dest: Path) -> None:
     shutil.copytree(src, dest, dirs_exist_ok=True)
 
 
+def _new_work_tree(work: Path, project: str, env: dict[str, str]) -> Path:
+    """A fresh repository holding the fixture tree ``project`` (not yet committed)."""
+    tree = work / project
+    tree.mkdir(parents=True)
+    git("init", "--quiet", cwd=tree, env=env)
+    _copy_tree(PROJECTS / project, tree)
+    return tree
+
+
 def _commit(work: Path, message: str, env: dict[str, str]) -> str:
     git("add", "-A", cwd=work, env=env)
     git("commit", "--quiet", "-m", message, cwd=work, env=env)
@@ -133,10 +142,7 @@ def build_world(root: Path) -> GitWorld:
 
     # sleef
     sleef = Repo("sleef", bare / "sleef.git")
-    w = work / "sleef"
-    w.mkdir(parents=True)
-    git("init", "--quiet", cwd=w, env=env)
-    _copy_tree(PROJECTS / "sleef", w)
+    w = _new_work_tree(work, "sleef", env)
     sleef.commits["first"] = _commit(w, "sleef: first", env)
     (w / "README.md").write_text("# sleef fixture\n\nA later commit nobody pinned.\n")
     sleef.commits["second"] = _commit(w, "sleef: second", env)
@@ -144,10 +150,7 @@ def build_world(root: Path) -> GitWorld:
 
     # flagtree-cpu
     ftc = Repo("flagtree-cpu", bare / "flagtree-cpu.git")
-    w = work / "flagtree-cpu"
-    w.mkdir(parents=True)
-    git("init", "--quiet", cwd=w, env=env)
-    _copy_tree(PROJECTS / "flagtree-cpu-v33", w)
+    w = _new_work_tree(work, "flagtree-cpu-v33", env)
     git("submodule", "add", "--quiet", sleef.url, "third_party/sleef", cwd=w, env=env)
     git("checkout", "--quiet", sleef.commits["first"], cwd=w / "third_party/sleef", env=env)
     # record the real upstream URL, as the real .gitmodules does; tests reach it via insteadOf
@@ -163,10 +166,7 @@ def build_world(root: Path) -> GitWorld:
 
     # FlagTree
     ft = Repo("flagtree", bare / "FlagTree.git")
-    w = work / "flagtree"
-    w.mkdir(parents=True)
-    git("init", "--quiet", cwd=w, env=env)
-    _copy_tree(PROJECTS / "flagtree-base", w)
+    w = _new_work_tree(work, "flagtree-base", env)
     (w / "python/triton/_C").mkdir(parents=True, exist_ok=True)
     os.symlink("../../../include/", w / "python/triton/_C/include")  # tracked, like the real one
     ft.commits["pre-cpu"] = _commit(w, "FlagTree: base", env)

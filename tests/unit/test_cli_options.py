@@ -99,3 +99,13 @@ def test_keyboard_interrupt_exits_130(monkeypatch) -> None:
     result = CliRunner().invoke(app, ["recipe", "list"])
     assert result.exit_code == 130
     assert "interrupted" in result.stderr
+
+
+def test_list_shows_a_broken_user_recipe_as_invalid_instead_of_failing(tmp_path) -> None:
+    (tmp_path / "broken.yaml").write_text("schema_version: 1\nname: broken\n")
+    result = CliRunner().invoke(app, ["--json", "recipe", "list", "--recipes-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.stderr
+    [entry] = [r for r in json.loads(result.stdout)["recipes"] if r["name"] == "broken"]
+    assert entry["status"] == "invalid (2 problems)"
+    assert {p["message"] for p in entry["problems"]} == {"missing required key 'platform'",
+                                                         "missing required key 'sources'"}

@@ -19,7 +19,9 @@ def test_corpus_is_large_enough() -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_invalid_recipe_is_rejected_with_location_and_fix(case: CorpusCase) -> None:
+    before = case.path.read_bytes()
     result = CliRunner().invoke(app, ["recipe", "validate", str(case.path)])
+    assert case.path.read_bytes() == before  # the user's file is never rewritten
     output = result.stderr
     assert result.exit_code == 2, output
     for fragment in case.expect:
