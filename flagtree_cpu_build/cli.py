@@ -178,7 +178,7 @@ app.add_typer(recipe_app, name="recipe")
 ))
 def recipe_list(ctx: typer.Context) -> None:
     """List bundled recipes and user recipes (--recipes-dir, FLAGTREE_CPU_RECIPES)."""
-    from . import recipe as recipes
+    from . import recipe_files as recipes
 
     opts = _options(ctx)
     entries = []
@@ -224,7 +224,7 @@ def recipe_show(
     Placeholders such as {workdir} and {artifacts.llvm.path} are filled in, and the
     artifact variant for this host is applied. Overrides given with --set are included.
     """
-    from . import recipe as recipes
+    from . import recipe_files as recipes
     from .recipe_schema import to_data
 
     opts = _options(ctx)
@@ -248,17 +248,17 @@ def recipe_show(
 
 
 def _resolve_for_host(loaded: Any, opts: Options) -> tuple[Any, str]:
-    from . import recipe as recipes
     from .host import read_host
+    from .recipe import resolve, select_variants
     from .workspace import placeholder_values, workspace_at
 
     host = read_host()
     ws = workspace_at(opts.workdir)
-    selected = recipes.select_variants(loaded, host.os_id, host.arch)
+    selected = select_variants(loaded, host.os_id, host.arch)
     values = placeholder_values(selected, ws, host, os.environ)
     context = (f"resolved for workdir {ws.root} on {host.arch} {host.os_id or 'unknown-os'} "
                f"({values['jobs']} jobs)")
-    return recipes.resolve(selected, ws.root, values), context
+    return resolve(selected, ws.root, values), context
 
 
 @recipe_app.command("validate", epilog=_examples(
@@ -277,7 +277,7 @@ def recipe_validate(
     Exit code 2 when any recipe is invalid. Overrides given with --set are applied to
     each recipe and checked like the file itself.
     """
-    from . import recipe as recipes
+    from . import recipe_files as recipes
 
     opts = _options(ctx)
     user_dirs = recipes.user_recipe_dirs(opts.recipes_dirs)
@@ -317,7 +317,7 @@ def recipe_validate(
 ))
 def recipe_schema_cmd(ctx: typer.Context) -> None:
     """Print the recipe format as JSON Schema (draft 2020-12) on stdout, for editors and CI."""
-    from .recipe import recipe_json_schema
+    from .recipe_files import recipe_json_schema
 
     _options(ctx).ui.emit_json(recipe_json_schema())
 

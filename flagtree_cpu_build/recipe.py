@@ -1,235 +1,49 @@
-"""The recipe: every pinned input of a build, as validated, frozen data.
+"""The recipe models: every pinned input of a build, as validated, frozen data.
 
-A recipe is YAML (schema version 1). This module defines its models, the rules a
-recipe must obey (each with a message that says how to fix it), where recipes are
-found (bundled, user folders, a path), and placeholder expansion (``{workdir}``,
-``{sources.flagtree.path}`` ...). FlagTree knowledge belongs in the bundled recipe
-file, not here: a new FlagTree branch should need a new recipe, not new code.
+A recipe is YAML (schema version 1). The classes below are the format: their fields,
+documentation and rules (see ``recipe_checks``) drive both the loader and the JSON
+Schema. This module also resolves a recipe for one host and workspace (artifact
+variants, placeholders). Loading and finding recipe files is ``recipe_files``.
+FlagTree knowledge belongs in the bundled recipe file, not here: a new FlagTree branch
+should need a new recipe, not new code.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 import posixpath
-import re
 import string
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from . import recipe_schema as rs
-from . import recipe_yaml
-from .errors import RecipeError, RecipeNotFound, RecipeProblem, RecipeWarning
-from .recipe_schema import Context, Path_, spec, suggest
+from .recipe_checks import (
+    ARCHES,
+    INTERPOLATED,
+    PLACEHOLDERS,
+    check_arches,
+    check_commit,
+    check_download_url,
+    check_env_names,
+    check_file_in_source,
+    check_git_url,
+    check_link_path,
+    check_name,
+    check_names,
+    check_no_artifact_placeholders,
+    check_placeholders,
+    check_requirement,
+    check_sha256,
+    check_source_path,
+    check_source_ref,
+    check_specifier,
+    escapes,
+    find_patch,
+)
+from .recipe_schema import Context, Path_, spec
 
 SCHEMA_VERSION = 1
-DEFAULT_RECIPE = "flagtree-cpu-arm64"
-RECIPES_ENV = "FLAGTREE_CPU_RECIPES"  # extra recipe folders, os.pathsep-separated
-
-# Placeholders every recipe may use in fields marked "interpolate". The values come from
-# the workspace and the host (workspace.placeholder_values); per-source and per-artifact
-# placeholders are added from the recipe itself.
-PLACEHOLDERS: dict[str, str] = {
-    "workdir": "the workspace folder (--workdir, default ./flagtree-workspace)",
-    "home": "the user's home folder",
-    "triton_home": "where Triton keeps .triton/ ($TRITON_HOME, else the home folder)",
-    "state_dir": "the tool's state folder inside the workspace ({workdir}/.flagtree-cpu)",
-    "logs_dir": "the log folder inside the workspace ({workdir}/logs)",
-    "cache_dir": "the per-user download cache",
-    "empty_dir": "an empty folder the tool creates, for variables that must name an "
-    "existing path but should provide nothing",
-    "python": "the target Python interpreter (the workspace venv unless one is active)",
-    "jobs": "parallel compile jobs, from CPU cores and available memory",
-    "link_jobs": "parallel link jobs, from available memory",
-    "arch": "the host machine architecture (e.g. aarch64)",
-}
-SOURCE_PLACEHOLDERS = {"path": "absolute path of the source's checkout"}
-ARTIFACT_PLACEHOLDERS = {"path": "absolute path of the published tree", "url": "the download URL"}
-
-ARCHES = ("aarch64", "x86_64", "riscv64", "ppc64le", "s390x")
-_ARCH_ALIASES = {"arm64": "aarch64", "amd64": "x86_64", "x64": "x86_64", "x86-64": "x86_64"}
-_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
-_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_HEX_RE = re.compile(r"[0-9a-fA-F]+")
-_GIT_SCHEMES = ("https", "http", "ssh", "git", "file")
-_DOWNLOAD_SCHEMES = ("https", "http", "file")
-
-
-# --- checks: (value, ctx, path) -> report problems ------------------------------------
-
-
-def check_name(value: str, ctx: Context, path: Path_) -> None:
-    if not _NAME_RE.fullmatch(value):
-        ctx.report(path, f"{value!r} is not a valid name",
-                   "use lower-case letters, digits, '-' and '_', starting with a letter or digit")
-
-
-def check_names(value: Mapping[str, Any], ctx: Context, path: Path_) -> None:
-    for key in value:
-        check_name(key, ctx, path + (key,))
-
-
-def _url_check(schemes: tuple[str, ...], what: str) -> rs.Check:
-    def check(value: str, ctx: Context, path: Path_) -> None:
-        scheme, sep, rest = value.partition("://")
-        if not sep:
-            if re.fullmatch(r"[\w.-]+@[\w.-]+:.+", value):
-                fix = f"write it as ssh://{value.replace(':', '/', 1)}"
-            else:
-                fix = f"add the scheme, e.g. https://{value}"
-            ctx.report(path, f"{value!r} is not a URL: it has no scheme", fix)
-        elif scheme not in schemes:
-            ctx.report(path, f"{what} URL scheme {scheme!r} is not supported",
-                       f"use one of: {', '.join(s + '://' for s in schemes)}")
-        elif not rest.strip("/"):
-            ctx.report(path, f"{value!r} has no host or path after the scheme")
-
-    return check
-
-
-check_git_url = _url_check(_GIT_SCHEMES, "git")
-check_download_url = _url_check(_DOWNLOAD_SCHEMES, "download")
-
-
-def check_commit(value: str, ctx: Context, path: Path_) -> None:
-    if len(value) == 40 and _HEX_RE.fullmatch(value):
-        return
-    if _HEX_RE.fullmatch(value) and len(value) < 40:
-        ctx.report(path, f"{value!r} is an abbreviated commit id ({len(value)} characters); a pin "
-                   "must be the full 40-character id",
-                   f"run `git rev-parse {value}` in a clone to get the full id")
-    else:
-        ctx.report(path, f"{value!r} is not a commit id (40 hexadecimal characters)",
-                   "put a branch or tag name in `ref:` and the full commit id in `commit:`")
-
-
-def check_sha256(value: str, ctx: Context, path: Path_) -> None:
-    if not (len(value) == 64 and _HEX_RE.fullmatch(value)):
-        ctx.report(path, f"{value!r} is not a sha256 digest (64 hexadecimal characters, got "
-                   f"{len(value)})", "run `sha256sum FILE`, or remove the key to record the "
-                   "digest on first download")
-
-
-def _relative_path_check(what: str, escape_msg: str) -> rs.Check:
-    def check(value: str, ctx: Context, path: Path_) -> None:
-        if not value or value.strip() != value:
-            ctx.report(path, f"{what} {value!r} is empty or has surrounding spaces")
-        elif value.startswith(("/", "~")) or "\\" in value:
-            ctx.report(path, f"{what} {value!r} must be a relative path with '/' separators")
-        elif _escapes(value):
-            ctx.report(path, f"{what} {value!r} {escape_msg}", "remove the '..' parts")
-
-    return check
-
-
-def _escapes(rel: str) -> bool:
-    return posixpath.normpath(rel).split("/")[0] == ".."
-
-
-check_file_in_source = _relative_path_check("path", "escapes the source's folder")
-check_link_path = _relative_path_check("link path", "escapes the root source's folder")
-check_source_path = _relative_path_check("source path", "escapes the workdir")
-
-
-def check_env_names(value: Any, ctx: Context, path: Path_) -> None:
-    names = value.keys() if isinstance(value, Mapping) else value
-    for i, name in enumerate(names):
-        if not _ENV_NAME_RE.fullmatch(name):
-            where = path + ((name,) if isinstance(value, Mapping) else (i,))
-            ctx.report(where, f"{name!r} is not an environment variable name",
-                       "use letters, digits and '_', not starting with a digit")
-
-
-def check_arches(value: tuple[str, ...], ctx: Context, path: Path_) -> None:
-    for i, arch in enumerate(value):
-        if arch in ARCHES:
-            continue
-        alias = _ARCH_ALIASES.get(arch)
-        fix = f"Linux calls it {alias!r}" if alias else f"use one of: {', '.join(ARCHES)}"
-        ctx.report(path + (i,), f"unknown architecture {arch!r}{suggest(arch, ARCHES)}", fix)
-
-
-def check_requirement(value: str, ctx: Context, path: Path_) -> None:
-    from packaging.requirements import InvalidRequirement, Requirement
-
-    try:
-        Requirement(value)
-    except InvalidRequirement as exc:
-        ctx.report(path, f"{value!r} is not a valid requirement: {exc}",
-                   "write it as pip would take it, e.g. 'ninja>=1.11.1' or 'torch==2.10.0+cpu'")
-
-
-def check_specifier(value: str, ctx: Context, path: Path_) -> None:
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
-    try:
-        SpecifierSet(value)
-    except InvalidSpecifier:
-        ctx.report(path, f"{value!r} is not a version range", "e.g. '>=3.10,<3.14' or '==3.3.*'")
-
-
-def _known(kind: str, singular: str) -> rs.Check:
-    def check(value: str, ctx: Context, path: Path_) -> None:
-        names = ctx.facts.get(kind, set())
-        if value not in names:
-            have = ", ".join(sorted(names)) or "none"
-            ctx.report(path, f"there is no {singular} named {value!r}{suggest(value, names)}",
-                       f"use one of the recipe's {kind}: {have}")
-
-    return check
-
-
-check_source_ref = _known("sources", "source")
-
-
-def check_placeholders(value: Any, ctx: Context, path: Path_) -> None:
-    """Every {placeholder} in an interpolated field must be one the tool can fill in."""
-    known = placeholder_catalog(ctx.facts.get("sources", ()), ctx.facts.get("artifacts", ()))
-    for where, text in _strings(value, path):
-        try:
-            parts = list(string.Formatter().parse(text))
-        except ValueError as exc:
-            ctx.report(where, f"{text!r}: {exc}", "write a literal brace as '{{' or '}}'")
-            continue
-        for _literal, name, fmt, conversion in parts:
-            if name is None:
-                continue
-            if name not in known:
-                ctx.report(where, f"unknown placeholder {{{name}}}{suggest(name, known)}",
-                           "placeholders are: " + ", ".join("{" + k + "}" for k in known))
-            elif fmt or conversion:
-                ctx.report(where, f"placeholder {{{name}}} has a format; only plain {{name}} works")
-
-
-def check_no_artifact_placeholders(value: str, ctx: Context, path: Path_) -> None:
-    """An artifact's own URL/path cannot depend on artifacts (that could be circular)."""
-    if "{artifacts." in value:
-        ctx.report(path, "an artifact's url and path cannot use {artifacts.*} placeholders",
-                   "spell the location out, or use {triton_home}, {cache_dir} or {workdir}")
-
-
-def _strings(value: Any, path: Path_) -> Iterable[tuple[Path_, str]]:
-    if isinstance(value, str):
-        yield path, value
-    elif isinstance(value, tuple):
-        for i, item in enumerate(value):
-            yield from _strings(item, path + (i,))
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield from _strings(item, path + (key,))
-
-
-def placeholder_catalog(sources: Iterable[str], artifacts: Iterable[str]) -> list[str]:
-    names = list(PLACEHOLDERS)
-    names += [f"sources.{s}.{k}" for s in sorted(sources) for k in SOURCE_PLACEHOLDERS]
-    names += [f"artifacts.{a}.{k}" for a in sorted(artifacts) for k in ARTIFACT_PLACEHOLDERS]
-    return names
-
-
-INTERPOLATED = (check_placeholders,)
 
 
 # --- models ------------------------------------------------------------------------------
@@ -291,7 +105,7 @@ class Source:
             ctx.report(path, "a source needs `ref` (a branch or tag), `commit`, or both",
                        "add `ref: main` to follow a branch (resolved once, then locked)")
         for i, patch in enumerate(self.patches):
-            if _find_patch(patch, ctx.facts.get("patch_dirs", ())) is None:
+            if find_patch(patch, ctx.facts.get("patch_dirs", ())) is None:
                 dirs = " or ".join(str(d) for d in ctx.facts.get("patch_dirs", ()))
                 ctx.report(path + ("patches", i), f"patch file {patch!r} not found in {dirs}",
                            "put the file there, or fix its name")
@@ -382,7 +196,7 @@ class Link:
                        "relative so the tree can be moved", "write it relative to the link's folder")
             return
         resolved = posixpath.normpath(posixpath.join(posixpath.dirname(self.path), self.target))
-        if _escapes(resolved):
+        if escapes(resolved):
             ctx.report(path + ("target",), f"target {self.target!r} resolves outside the root "
                        f"source (to {resolved!r})", "count the '../' parts again: the target is "
                        "relative to the folder that holds the link")
@@ -640,185 +454,6 @@ def _is_inside(sources: Mapping[str, Source], name: str, ancestor: str) -> bool:
     return False
 
 
-# --- where recipes and patches live --------------------------------------------------------
-
-
-def bundled_dir(kind: Literal["recipes", "patches"]) -> Path:
-    """The folder of bundled recipes or patches.
-
-    In a wheel they are package data (``flagtree_cpu_build/recipes``); in a source
-    checkout or editable install they sit at the top of the repository.
-    """
-    package = Path(__file__).resolve().parent
-    for candidate in (package / kind, package.parent / kind):
-        if candidate.is_dir():
-            return candidate
-    return package / kind
-
-
-@dataclass(frozen=True)
-class RecipeRef:
-    name: str
-    path: Path
-    origin: Literal["bundled", "user", "file"]
-    shadows: Path | None = None  # a bundled recipe of the same name this one hides
-
-
-def user_recipe_dirs(extra: Sequence[str | Path] = (), environ: Mapping[str, str] | None = None) -> list[Path]:
-    env = os.environ if environ is None else environ
-    dirs = [Path(d).expanduser() for d in extra]
-    dirs += [Path(d).expanduser() for d in env.get(RECIPES_ENV, "").split(os.pathsep) if d]
-    return dirs
-
-
-def list_recipes(user_dirs: Sequence[Path] = ()) -> list[RecipeRef]:
-    """Every recipe by name; a user recipe hides a bundled one of the same name."""
-    found: dict[str, RecipeRef] = {}
-    for folder in user_dirs:
-        for file in sorted(folder.glob("*.y*ml")) if folder.is_dir() else ():
-            found.setdefault(file.stem, RecipeRef(file.stem, file, "user"))
-    for file in sorted(bundled_dir("recipes").glob("*.yaml")):
-        if file.stem in found:
-            found[file.stem] = replace(found[file.stem], shadows=file)
-        else:
-            found[file.stem] = RecipeRef(file.stem, file, "bundled")
-    return sorted(found.values(), key=lambda r: r.name)
-
-
-def find_recipe(name_or_path: str, user_dirs: Sequence[Path] = ()) -> RecipeRef:
-    candidate = Path(name_or_path).expanduser()
-    looks_like_path = "/" in name_or_path or candidate.suffix in (".yaml", ".yml")
-    if looks_like_path or candidate.is_file():
-        if candidate.is_file():
-            return RecipeRef(candidate.stem, candidate, "file")
-        if candidate.exists():
-            raise RecipeNotFound(f"cannot read recipe {name_or_path}: it is a folder, not a YAML file",
-                                 fix="give the recipe file inside it, or add the folder with --recipes-dir")
-        raise RecipeNotFound(f"recipe file {name_or_path} does not exist",
-                             fix="check the path, or give a recipe name from `flagtree-cpu recipe list`")
-    known = {r.name: r for r in list_recipes(user_dirs)}
-    if name_or_path in known:
-        return known[name_or_path]
-    raise RecipeNotFound(
-        f"no recipe named {name_or_path!r}{suggest(name_or_path, known)}",
-        fix=f"`flagtree-cpu recipe list` shows the recipes ({', '.join(known) or 'none found'}); "
-        f"add folders with --recipes-dir or {RECIPES_ENV}",
-    )
-
-
-# --- loading -------------------------------------------------------------------------------
-
-
-def load_recipe(name_or_path: str, overrides: Sequence[str] = (),
-                user_dirs: Sequence[Path] = ()) -> Recipe:
-    ref = find_recipe(name_or_path, user_dirs)
-    return load_recipe_file(ref.path, overrides)
-
-
-def load_recipe_file(path: Path, overrides: Sequence[str] = ()) -> Recipe:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RecipeNotFound(f"cannot read recipe {path}: {exc}",
-                             fix="check the file exists and is readable UTF-8 text") from exc
-    patch_dirs = [path.parent / "patches", path.parent.parent / "patches", bundled_dir("patches")]
-    return parse_recipe(text, str(path), overrides, patch_dirs=_unique(patch_dirs))
-
-
-def parse_recipe(text: str, origin: str, overrides: Sequence[str] = (),
-                 patch_dirs: Sequence[Path] = ()) -> Recipe:
-    """Validate a recipe text (plus overrides); raises RecipeError listing every problem."""
-    loaded = recipe_yaml.load(text, origin)
-    for assignment in overrides:
-        recipe_yaml.apply_override(loaded, assignment)
-    if loaded.problems:
-        raise RecipeError(origin, loaded.problems)
-    data = loaded.data
-    if not isinstance(data, dict):
-        what = "empty" if data is None else f"a {type(data).__name__}, not a mapping"
-        line = loaded.position(()).line
-        raise RecipeError(origin, [RecipeProblem(origin, line, "", f"the recipe is {what}",
-                                                 "start from `flagtree-cpu recipe show "
-                                                 f"{DEFAULT_RECIPE} --raw`")])
-    version_problem = _schema_version_problem(data, loaded)
-    if version_problem:
-        raise RecipeError(origin, [version_problem])
-
-    ctx = Context(
-        facts={
-            "sources": _mapping_keys(data.get("sources")),
-            "artifacts": _mapping_keys(data.get("artifacts")),
-            "patch_dirs": tuple(patch_dirs),
-        },
-        raw_text={p: pos.raw for p, pos in loaded.positions.items() if pos.raw is not None},
-        override_paths=[p for p, pos in loaded.positions.items() if pos.from_override],
-    )
-    recipe = rs.convert(data, Recipe, ctx)
-    if ctx.problems:
-        problems = []
-        for problem in ctx.problems:
-            pos = loaded.position(problem.path)
-            problems.append(RecipeProblem(pos.origin, pos.line, recipe_yaml.format_path(problem.path),
-                                          problem.message, problem.fix))
-        problems.sort(key=lambda p: (p.origin != origin, p.line or 0))
-        raise RecipeError(origin, problems)
-    canonical = json.dumps(rs.to_data(recipe), sort_keys=True, separators=(",", ":"))
-    return replace(recipe, file=origin, digest=hashlib.sha256(canonical.encode()).hexdigest())
-
-
-def _schema_version_problem(data: dict[str, Any], loaded: recipe_yaml.LoadedData) -> RecipeProblem | None:
-    pos = loaded.position(("schema_version",))
-    if "schema_version" not in data:
-        return RecipeProblem(pos.origin, pos.line, "schema_version", "missing required key "
-                             "'schema_version'", f"add `schema_version: {SCHEMA_VERSION}` as the "
-                             "first line")
-    version = data["schema_version"]
-    if version != SCHEMA_VERSION or isinstance(version, bool):
-        from . import __version__
-
-        return RecipeProblem(pos.origin, pos.line, "schema_version",
-                             f"schema_version {version!r} is not supported by flagtree-cpu "
-                             f"{__version__}, which reads version {SCHEMA_VERSION}",
-                             "upgrade flagtree-cpu (pip install -U flagtree-cpu) if the recipe is "
-                             f"newer, or rewrite it for version {SCHEMA_VERSION}")
-    return None
-
-
-def _mapping_keys(value: Any) -> frozenset[str]:
-    return frozenset(k for k in value if isinstance(k, str)) if isinstance(value, dict) else frozenset()
-
-
-def _unique(paths: Iterable[Path]) -> list[Path]:
-    seen: list[Path] = []
-    for p in paths:
-        if p not in seen:
-            seen.append(p)
-    return seen
-
-
-def _find_patch(name: str, dirs: Iterable[Path]) -> Path | None:
-    if _escapes(name) or name.startswith("/"):
-        return None
-    for folder in dirs:
-        if (folder / name).is_file():
-            return folder / name
-    return None
-
-
-def recipe_warnings(recipe: Recipe) -> list[RecipeWarning]:
-    """Things that are allowed but weaken reproducibility."""
-    warnings = []
-    for name, source in recipe.sources.items():
-        if source.commit is None:
-            warnings.append(RecipeWarning(f"sources.{name}", f"no pinned commit: {source.ref!r} is "
-                                          "resolved at the first sync and recorded in the lock file"))
-    for name, artifact in recipe.artifacts.items():
-        if artifact.sha256 is None:
-            warnings.append(RecipeWarning(f"artifacts.{name}", "no sha256: trusted on first "
-                                          "download and recorded in the lock file"))
-    return warnings
-
-
 # --- host selection and placeholder expansion ---------------------------------------------
 
 
@@ -867,10 +502,3 @@ def resolve(recipe: Recipe, workdir: Path, base: Mapping[str, str]) -> Recipe:
         values[f"artifacts.{name}.url"] = expand(artifact.url, values)
         values[f"artifacts.{name}.path"] = str(workdir / expand(artifact.path, values))
     return rs.map_interpolated(recipe, lambda text, _path: expand(text, values))
-
-
-def recipe_json_schema() -> dict[str, Any]:
-    schema = rs.json_schema(Recipe, title="flagtree-cpu recipe (schema version 1)",
-                            schema_id="https://flagtree-cpu.invalid/schema/recipe-v1.json")
-    schema["properties"]["schema_version"]["const"] = SCHEMA_VERSION
-    return schema

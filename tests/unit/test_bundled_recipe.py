@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from flagtree_cpu_build.host import HostFacts
-from flagtree_cpu_build.recipe import load_recipe, resolve, select_variants
+from flagtree_cpu_build.recipe import resolve, select_variants
+from flagtree_cpu_build.recipe_files import load_recipe
 from flagtree_cpu_build.workspace import Workspace, placeholder_values
 
 FACTS_LINKS = [

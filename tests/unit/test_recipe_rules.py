@@ -8,14 +8,14 @@ import pytest
 
 from flagtree_cpu_build.errors import RecipeError, RecipeNotFound
 from flagtree_cpu_build.host import HostFacts
-from flagtree_cpu_build.recipe import (
+from flagtree_cpu_build.recipe import resolve
+from flagtree_cpu_build.recipe_files import (
     bundled_dir,
     find_recipe,
     list_recipes,
     load_recipe,
     parse_recipe,
     recipe_warnings,
-    resolve,
 )
 from flagtree_cpu_build.workspace import Workspace, placeholder_values
 from tests.support.corpus import VALID
@@ -188,7 +188,7 @@ def test_patch_next_to_the_recipe_is_found(tmp_path: Path) -> None:
     (tmp_path / "patches" / "fix.patch").write_text("--- a\n+++ b\n")
     path = tmp_path / "r.yaml"
     path.write_text(MINIMAL + "    patches: [fix.patch]\n")
-    from flagtree_cpu_build.recipe import load_recipe_file
+    from flagtree_cpu_build.recipe_files import load_recipe_file
 
     assert load_recipe_file(path).sources["main"].patches == ("fix.patch",)
 

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from flagtree_cpu_build.cli import app
 from flagtree_cpu_build.errors import RecipeError, RecipeProblem
-from flagtree_cpu_build.recipe import bundled_dir, recipe_json_schema
+from flagtree_cpu_build.recipe_files import bundled_dir, recipe_json_schema
 from flagtree_cpu_build.ui import UI
 from tests.support.corpus import CORPUS
 

@@ -1,0 +1,229 @@
+"""The rules a recipe must obey, each with a message that says how to fix it.
+
+Every function here is a check in the sense of ``recipe_schema``: it receives a converted
+value, the conversion context and the key path, and reports problems. The placeholder
+catalog lives here too, because checking a ``{placeholder}`` needs it.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import string
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from . import recipe_schema as rs
+from .recipe_schema import Context, Path_, suggest
+
+# Placeholders every recipe may use in fields marked "interpolate". The values come from
+# the workspace and the host (workspace.placeholder_values); per-source and per-artifact
+# placeholders are added from the recipe itself.
+PLACEHOLDERS: dict[str, str] = {
+    "workdir": "the workspace folder (--workdir, default ./flagtree-workspace)",
+    "home": "the user's home folder",
+    "triton_home": "where Triton keeps .triton/ ($TRITON_HOME, else the home folder)",
+    "state_dir": "the tool's state folder inside the workspace ({workdir}/.flagtree-cpu)",
+    "logs_dir": "the log folder inside the workspace ({workdir}/logs)",
+    "cache_dir": "the per-user download cache",
+    "empty_dir": "an empty folder the tool creates, for variables that must name an "
+    "existing path but should provide nothing",
+    "python": "the target Python interpreter (the workspace venv unless one is active)",
+    "jobs": "parallel compile jobs, from CPU cores and available memory",
+    "link_jobs": "parallel link jobs, from available memory",
+    "arch": "the host machine architecture (e.g. aarch64)",
+}
+SOURCE_PLACEHOLDERS = {"path": "absolute path of the source's checkout"}
+ARTIFACT_PLACEHOLDERS = {"path": "absolute path of the published tree", "url": "the download URL"}
+
+ARCHES = ("aarch64", "x86_64", "riscv64", "ppc64le", "s390x")
+_ARCH_ALIASES = {"arm64": "aarch64", "amd64": "x86_64", "x64": "x86_64", "x86-64": "x86_64"}
+_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
+_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_HEX_RE = re.compile(r"[0-9a-fA-F]+")
+_GIT_SCHEMES = ("https", "http", "ssh", "git", "file")
+_DOWNLOAD_SCHEMES = ("https", "http", "file")
+
+
+# --- checks: (value, ctx, path) -> report problems ------------------------------------
+
+
+def check_name(value: str, ctx: Context, path: Path_) -> None:
+    if not _NAME_RE.fullmatch(value):
+        ctx.report(path, f"{value!r} is not a valid name",
+                   "use lower-case letters, digits, '-' and '_', starting with a letter or digit")
+
+
+def check_names(value: Mapping[str, Any], ctx: Context, path: Path_) -> None:
+    for key in value:
+        check_name(key, ctx, path + (key,))
+
+
+def _url_check(schemes: tuple[str, ...], what: str) -> rs.Check:
+    def check(value: str, ctx: Context, path: Path_) -> None:
+        scheme, sep, rest = value.partition("://")
+        if not sep:
+            if re.fullmatch(r"[\w.-]+@[\w.-]+:.+", value):
+                fix = f"write it as ssh://{value.replace(':', '/', 1)}"
+            else:
+                fix = f"add the scheme, e.g. https://{value}"
+            ctx.report(path, f"{value!r} is not a URL: it has no scheme", fix)
+        elif scheme not in schemes:
+            ctx.report(path, f"{what} URL scheme {scheme!r} is not supported",
+                       f"use one of: {', '.join(s + '://' for s in schemes)}")
+        elif not rest.strip("/"):
+            ctx.report(path, f"{value!r} has no host or path after the scheme")
+
+    return check
+
+
+check_git_url = _url_check(_GIT_SCHEMES, "git")
+check_download_url = _url_check(_DOWNLOAD_SCHEMES, "download")
+
+
+def check_commit(value: str, ctx: Context, path: Path_) -> None:
+    if len(value) == 40 and _HEX_RE.fullmatch(value):
+        return
+    if _HEX_RE.fullmatch(value) and len(value) < 40:
+        ctx.report(path, f"{value!r} is an abbreviated commit id ({len(value)} characters); a pin "
+                   "must be the full 40-character id",
+                   f"run `git rev-parse {value}` in a clone to get the full id")
+    else:
+        ctx.report(path, f"{value!r} is not a commit id (40 hexadecimal characters)",
+                   "put a branch or tag name in `ref:` and the full commit id in `commit:`")
+
+
+def check_sha256(value: str, ctx: Context, path: Path_) -> None:
+    if not (len(value) == 64 and _HEX_RE.fullmatch(value)):
+        ctx.report(path, f"{value!r} is not a sha256 digest (64 hexadecimal characters, got "
+                   f"{len(value)})", "run `sha256sum FILE`, or remove the key to record the "
+                   "digest on first download")
+
+
+def _relative_path_check(what: str, escape_msg: str) -> rs.Check:
+    def check(value: str, ctx: Context, path: Path_) -> None:
+        if not value or value.strip() != value:
+            ctx.report(path, f"{what} {value!r} is empty or has surrounding spaces")
+        elif value.startswith(("/", "~")) or "\\" in value:
+            ctx.report(path, f"{what} {value!r} must be a relative path with '/' separators")
+        elif escapes(value):
+            ctx.report(path, f"{what} {value!r} {escape_msg}", "remove the '..' parts")
+
+    return check
+
+
+def escapes(rel: str) -> bool:
+    return posixpath.normpath(rel).split("/")[0] == ".."
+
+
+check_file_in_source = _relative_path_check("path", "escapes the source's folder")
+check_link_path = _relative_path_check("link path", "escapes the root source's folder")
+check_source_path = _relative_path_check("source path", "escapes the workdir")
+
+
+def check_env_names(value: Any, ctx: Context, path: Path_) -> None:
+    names = value.keys() if isinstance(value, Mapping) else value
+    for i, name in enumerate(names):
+        if not _ENV_NAME_RE.fullmatch(name):
+            where = path + ((name,) if isinstance(value, Mapping) else (i,))
+            ctx.report(where, f"{name!r} is not an environment variable name",
+                       "use letters, digits and '_', not starting with a digit")
+
+
+def check_arches(value: tuple[str, ...], ctx: Context, path: Path_) -> None:
+    for i, arch in enumerate(value):
+        if arch in ARCHES:
+            continue
+        alias = _ARCH_ALIASES.get(arch)
+        fix = f"Linux calls it {alias!r}" if alias else f"use one of: {', '.join(ARCHES)}"
+        ctx.report(path + (i,), f"unknown architecture {arch!r}{suggest(arch, ARCHES)}", fix)
+
+
+def check_requirement(value: str, ctx: Context, path: Path_) -> None:
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        Requirement(value)
+    except InvalidRequirement as exc:
+        ctx.report(path, f"{value!r} is not a valid requirement: {exc}",
+                   "write it as pip would take it, e.g. 'ninja>=1.11.1' or 'torch==2.10.0+cpu'")
+
+
+def check_specifier(value: str, ctx: Context, path: Path_) -> None:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        SpecifierSet(value)
+    except InvalidSpecifier:
+        ctx.report(path, f"{value!r} is not a version range", "e.g. '>=3.10,<3.14' or '==3.3.*'")
+
+
+def _known(kind: str, singular: str) -> rs.Check:
+    def check(value: str, ctx: Context, path: Path_) -> None:
+        names = ctx.facts.get(kind, set())
+        if value not in names:
+            have = ", ".join(sorted(names)) or "none"
+            ctx.report(path, f"there is no {singular} named {value!r}{suggest(value, names)}",
+                       f"use one of the recipe's {kind}: {have}")
+
+    return check
+
+
+check_source_ref = _known("sources", "source")
+
+
+def check_placeholders(value: Any, ctx: Context, path: Path_) -> None:
+    """Every {placeholder} in an interpolated field must be one the tool can fill in."""
+    known = placeholder_catalog(ctx.facts.get("sources", ()), ctx.facts.get("artifacts", ()))
+    for where, text in _strings(value, path):
+        try:
+            parts = list(string.Formatter().parse(text))
+        except ValueError as exc:
+            ctx.report(where, f"{text!r}: {exc}", "write a literal brace as '{{' or '}}'")
+            continue
+        for _literal, name, fmt, conversion in parts:
+            if name is None:
+                continue
+            if name not in known:
+                ctx.report(where, f"unknown placeholder {{{name}}}{suggest(name, known)}",
+                           "placeholders are: " + ", ".join("{" + k + "}" for k in known))
+            elif fmt or conversion:
+                ctx.report(where, f"placeholder {{{name}}} has a format; only plain {{name}} works")
+
+
+def check_no_artifact_placeholders(value: str, ctx: Context, path: Path_) -> None:
+    """An artifact's own URL/path cannot depend on artifacts (that could be circular)."""
+    if "{artifacts." in value:
+        ctx.report(path, "an artifact's url and path cannot use {artifacts.*} placeholders",
+                   "spell the location out, or use {triton_home}, {cache_dir} or {workdir}")
+
+
+def _strings(value: Any, path: Path_) -> Iterable[tuple[Path_, str]]:
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, tuple):
+        for i, item in enumerate(value):
+            yield from _strings(item, path + (i,))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(item, path + (key,))
+
+
+def placeholder_catalog(sources: Iterable[str], artifacts: Iterable[str]) -> list[str]:
+    names = list(PLACEHOLDERS)
+    names += [f"sources.{s}.{k}" for s in sorted(sources) for k in SOURCE_PLACEHOLDERS]
+    names += [f"artifacts.{a}.{k}" for a in sorted(artifacts) for k in ARTIFACT_PLACEHOLDERS]
+    return names
+
+
+INTERPOLATED = (check_placeholders,)
+
+
+def find_patch(name: str, dirs: Iterable[Path]) -> Path | None:
+    if escapes(name) or name.startswith("/"):
+        return None
+    for folder in dirs:
+        if (folder / name).is_file():
+            return folder / name
+    return None

@@ -1,0 +1,208 @@
+"""Where recipes live, and loading one: bundled and user recipes, overrides, validation.
+
+``load_recipe("flagtree-cpu-arm64", overrides)`` finds the file (a user folder hides a
+bundled recipe of the same name), parses it with positions, applies ``--set``
+overrides, checks the schema version, converts it to ``recipe.Recipe`` and raises one
+``RecipeError`` listing every problem.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from . import recipe_schema as rs
+from . import recipe_yaml
+from .errors import RecipeError, RecipeNotFound, RecipeProblem, RecipeWarning
+from .recipe import SCHEMA_VERSION, Recipe
+from .recipe_schema import Context, suggest
+
+DEFAULT_RECIPE = "flagtree-cpu-arm64"
+RECIPES_ENV = "FLAGTREE_CPU_RECIPES"  # extra recipe folders, os.pathsep-separated
+
+
+# --- where recipes and patches live --------------------------------------------------------
+
+
+def bundled_dir(kind: Literal["recipes", "patches"]) -> Path:
+    """The folder of bundled recipes or patches.
+
+    In a wheel they are package data (``flagtree_cpu_build/recipes``); in a source
+    checkout or editable install they sit at the top of the repository.
+    """
+    package = Path(__file__).resolve().parent
+    for candidate in (package / kind, package.parent / kind):
+        if candidate.is_dir():
+            return candidate
+    return package / kind
+
+
+@dataclass(frozen=True)
+class RecipeRef:
+    name: str
+    path: Path
+    origin: Literal["bundled", "user", "file"]
+    shadows: Path | None = None  # a bundled recipe of the same name this one hides
+
+
+def user_recipe_dirs(extra: Sequence[str | Path] = (), environ: Mapping[str, str] | None = None) -> list[Path]:
+    env = os.environ if environ is None else environ
+    dirs = [Path(d).expanduser() for d in extra]
+    dirs += [Path(d).expanduser() for d in env.get(RECIPES_ENV, "").split(os.pathsep) if d]
+    return dirs
+
+
+def list_recipes(user_dirs: Sequence[Path] = ()) -> list[RecipeRef]:
+    """Every recipe by name; a user recipe hides a bundled one of the same name."""
+    found: dict[str, RecipeRef] = {}
+    for folder in user_dirs:
+        for file in sorted(folder.glob("*.y*ml")) if folder.is_dir() else ():
+            found.setdefault(file.stem, RecipeRef(file.stem, file, "user"))
+    for file in sorted(bundled_dir("recipes").glob("*.yaml")):
+        if file.stem in found:
+            found[file.stem] = replace(found[file.stem], shadows=file)
+        else:
+            found[file.stem] = RecipeRef(file.stem, file, "bundled")
+    return sorted(found.values(), key=lambda r: r.name)
+
+
+def find_recipe(name_or_path: str, user_dirs: Sequence[Path] = ()) -> RecipeRef:
+    candidate = Path(name_or_path).expanduser()
+    looks_like_path = "/" in name_or_path or candidate.suffix in (".yaml", ".yml")
+    if looks_like_path or candidate.is_file():
+        if candidate.is_file():
+            return RecipeRef(candidate.stem, candidate, "file")
+        if candidate.exists():
+            raise RecipeNotFound(f"cannot read recipe {name_or_path}: it is a folder, not a YAML file",
+                                 fix="give the recipe file inside it, or add the folder with --recipes-dir")
+        raise RecipeNotFound(f"recipe file {name_or_path} does not exist",
+                             fix="check the path, or give a recipe name from `flagtree-cpu recipe list`")
+    known = {r.name: r for r in list_recipes(user_dirs)}
+    if name_or_path in known:
+        return known[name_or_path]
+    raise RecipeNotFound(
+        f"no recipe named {name_or_path!r}{suggest(name_or_path, known)}",
+        fix=f"`flagtree-cpu recipe list` shows the recipes ({', '.join(known) or 'none found'}); "
+        f"add folders with --recipes-dir or {RECIPES_ENV}",
+    )
+
+
+# --- loading -------------------------------------------------------------------------------
+
+
+def load_recipe(name_or_path: str, overrides: Sequence[str] = (),
+                user_dirs: Sequence[Path] = ()) -> Recipe:
+    ref = find_recipe(name_or_path, user_dirs)
+    return load_recipe_file(ref.path, overrides)
+
+
+def load_recipe_file(path: Path, overrides: Sequence[str] = ()) -> Recipe:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RecipeNotFound(f"cannot read recipe {path}: {exc}",
+                             fix="check the file exists and is readable UTF-8 text") from exc
+    return parse_recipe(text, str(path), overrides, patch_dirs=patch_dirs(path))
+
+
+def patch_dirs(recipe_file: str | Path) -> list[Path]:
+    """Where a recipe's patch names are looked up: beside the recipe, then the bundled ones."""
+    path = Path(recipe_file)
+    return _unique([path.parent / "patches", path.parent.parent / "patches", bundled_dir("patches")])
+
+
+def parse_recipe(text: str, origin: str, overrides: Sequence[str] = (),
+                 patch_dirs: Sequence[Path] = ()) -> Recipe:
+    """Validate a recipe text (plus overrides); raises RecipeError listing every problem."""
+    loaded = recipe_yaml.load(text, origin)
+    for assignment in overrides:
+        recipe_yaml.apply_override(loaded, assignment)
+    if loaded.problems:
+        raise RecipeError(origin, loaded.problems)
+    data = loaded.data
+    if not isinstance(data, dict):
+        what = "empty" if data is None else f"a {type(data).__name__}, not a mapping"
+        line = loaded.position(()).line
+        raise RecipeError(origin, [RecipeProblem(origin, line, "", f"the recipe is {what}",
+                                                 "start from `flagtree-cpu recipe show "
+                                                 f"{DEFAULT_RECIPE} --raw`")])
+    version_problem = _schema_version_problem(data, loaded)
+    if version_problem:
+        raise RecipeError(origin, [version_problem])
+
+    ctx = Context(
+        facts={
+            "sources": _mapping_keys(data.get("sources")),
+            "artifacts": _mapping_keys(data.get("artifacts")),
+            "patch_dirs": tuple(patch_dirs),
+        },
+        raw_text={p: pos.raw for p, pos in loaded.positions.items() if pos.raw is not None},
+        override_paths=[p for p, pos in loaded.positions.items() if pos.from_override],
+    )
+    recipe = rs.convert(data, Recipe, ctx)
+    if ctx.problems:
+        problems = []
+        for problem in ctx.problems:
+            pos = loaded.position(problem.path)
+            problems.append(RecipeProblem(pos.origin, pos.line, recipe_yaml.format_path(problem.path),
+                                          problem.message, problem.fix))
+        problems.sort(key=lambda p: (p.origin != origin, p.line or 0))
+        raise RecipeError(origin, problems)
+    canonical = json.dumps(rs.to_data(recipe), sort_keys=True, separators=(",", ":"))
+    return replace(recipe, file=origin, digest=hashlib.sha256(canonical.encode()).hexdigest())
+
+
+def _schema_version_problem(data: dict[str, Any], loaded: recipe_yaml.LoadedData) -> RecipeProblem | None:
+    pos = loaded.position(("schema_version",))
+    if "schema_version" not in data:
+        return RecipeProblem(pos.origin, pos.line, "schema_version", "missing required key "
+                             "'schema_version'", f"add `schema_version: {SCHEMA_VERSION}` as the "
+                             "first line")
+    version = data["schema_version"]
+    if version != SCHEMA_VERSION or isinstance(version, bool):
+        from . import __version__
+
+        return RecipeProblem(pos.origin, pos.line, "schema_version",
+                             f"schema_version {version!r} is not supported by flagtree-cpu "
+                             f"{__version__}, which reads version {SCHEMA_VERSION}",
+                             "upgrade flagtree-cpu (pip install -U flagtree-cpu) if the recipe is "
+                             f"newer, or rewrite it for version {SCHEMA_VERSION}")
+    return None
+
+
+def _mapping_keys(value: Any) -> frozenset[str]:
+    return frozenset(k for k in value if isinstance(k, str)) if isinstance(value, dict) else frozenset()
+
+
+def _unique(paths: Iterable[Path]) -> list[Path]:
+    seen: list[Path] = []
+    for p in paths:
+        if p not in seen:
+            seen.append(p)
+    return seen
+
+
+def recipe_warnings(recipe: Recipe) -> list[RecipeWarning]:
+    """Things that are allowed but weaken reproducibility."""
+    warnings = []
+    for name, source in recipe.sources.items():
+        if source.commit is None:
+            warnings.append(RecipeWarning(f"sources.{name}", f"no pinned commit: {source.ref!r} is "
+                                          "resolved at the first sync and recorded in the lock file"))
+    for name, artifact in recipe.artifacts.items():
+        if artifact.sha256 is None:
+            warnings.append(RecipeWarning(f"artifacts.{name}", "no sha256: trusted on first "
+                                          "download and recorded in the lock file"))
+    return warnings
+
+
+def recipe_json_schema() -> dict[str, Any]:
+    schema = rs.json_schema(Recipe, title="flagtree-cpu recipe (schema version 1)",
+                            schema_id="https://flagtree-cpu.invalid/schema/recipe-v1.json")
+    schema["properties"]["schema_version"]["const"] = SCHEMA_VERSION
+    return schema
