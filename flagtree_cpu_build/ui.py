@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import IO, Any
 
 from rich import box
@@ -105,6 +107,42 @@ class UI:
             table.add_row(*(c if isinstance(c, Text) else Text(str(c)) for c in row))
         self.console.print(table)
 
+    @contextmanager
+    def progress(self, description: str, *, total: float | None = None,
+                 unit: str = "") -> Iterator[ProgressTask]:
+        """A progress bar on a terminal; on logs, a line per quarter or per 10 seconds."""
+        if self.quiet:
+            yield ProgressTask(None, None, description)
+            return
+        if not self.interactive:
+            task = ProgressTask(None, self, description, total)
+            yield task
+            task.finish()
+            return
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            MofNCompleteColumn,
+            Progress,
+            SpinnerColumn,
+            TaskProgressColumn,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
+
+        columns: list[Any] = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                              TaskProgressColumn()]
+        if unit == "bytes":
+            columns += [DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn()]
+        elif total is not None:
+            columns += [MofNCompleteColumn(), TimeRemainingColumn()]
+        columns += [TextColumn("{task.fields[detail]}", style="dim"), TimeElapsedColumn()]
+        with Progress(*columns, console=self.console, transient=True) as bar:
+            task_id = bar.add_task(description, total=total, detail="")
+            yield ProgressTask(bar, None, description, total, task_id)
+
     # --- machine output (stdout) -----------------------------------------------------
 
     def emit_json(self, document: Any) -> None:
@@ -114,6 +152,46 @@ class UI:
     def emit_text(self, text: str) -> None:
         self.stdout.write(text if text.endswith("\n") else text + "\n")
         self.stdout.flush()
+
+
+class ProgressTask:
+    """What a long step reports; rendered as a bar, as periodic log lines, or not at all."""
+
+    LOG_EVERY_S = 10.0
+
+    def __init__(self, bar: Any, plain: UI | None, description: str, total: float | None = None,
+                 task_id: Any = None):
+        self._bar, self._plain, self._task_id = bar, plain, task_id
+        self.description = description
+        self.total = total
+        self.completed = 0.0
+        self._last_log = 0.0
+        self._last_detail: str | None = None
+        self._logged = False
+
+    def update(self, completed: float, total: float | None = None, detail: str = "") -> None:
+        self.completed = completed
+        if total is not None:
+            self.total = total
+        if self._bar is not None:
+            self._bar.update(self._task_id, completed=completed, total=self.total, detail=detail)
+        elif self._plain is not None:
+            self._log_plain(detail)
+
+    def _log_plain(self, detail: str) -> None:
+        """Logs get a line when a phase starts and then every LOG_EVERY_S seconds, not a bar."""
+        now = time.monotonic()
+        if detail != self._last_detail:  # a new phase: its name, its percentage is still ~0
+            self._last_detail, self._last_log, self._logged = detail, now, True
+            self._plain.info(f"{self.description}: {detail}".rstrip(": "))
+        elif now - self._last_log >= self.LOG_EVERY_S:
+            self._last_log = now
+            share = f" {100 * self.completed / self.total:.0f}%" if self.total else ""
+            self._plain.info(f"{self.description}:{share} {detail}".rstrip())
+
+    def finish(self) -> None:
+        if self._plain is not None and self._logged:
+            self._plain.info(f"{self.description}: done")
 
 
 def _plain_width() -> int:

@@ -1,0 +1,115 @@
+"""The workspace lock file (``.flagtree-cpu/lock.yaml``): what a recipe resolved to, exactly.
+
+A recipe may leave a source unpinned (flagtree-cpu ``ref: main``) or an artifact without
+a sha256. The first run resolves them and records the result here — every repository
+and submodule commit, patches applied, artifact digests, the recipe digest and the tool
+version — and later runs reuse it, so a workspace does not drift when ``main`` moves.
+``--update`` re-resolves; ``--frozen`` refuses to change it.
+
+The file is YAML, written atomically, and validated with the same engine as recipes.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Literal
+
+import yaml
+
+from . import __version__
+from . import recipe_schema as rs
+from .errors import UsageError
+from .recipe_schema import spec
+
+LOCK_VERSION = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class SubmoduleLock:
+    path: str = spec("submodule path inside the source (nested ones joined with '/')")
+    url: str = spec("submodule URL from .gitmodules")
+    commit: str = spec("the gitlink commit")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PatchLock:
+    file: str = spec("patch file name")
+    sha256: str = spec("sha256 of the patch as applied")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SourceLock:
+    url: str = spec("repository URL")
+    ref: str | None = spec("branch or tag", default=None)
+    commit: str = spec("the checked-out commit")
+    resolved_from: Literal["recipe", "ref"] = spec("where the commit came from: the recipe's pin, or "
+                                                   "resolving the ref", default="recipe")
+    submodules: tuple[SubmoduleLock, ...] = spec("submodules at their gitlinks", default=())
+    patches: tuple[PatchLock, ...] = spec("patches applied", default=())
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArtifactLock:
+    url: str = spec("download URL")
+    sha256: str = spec("sha256 of the download")
+    size: int | None = spec("bytes", default=None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Lock:
+    lock_version: int = spec("lock file format version")
+    tool_version: str = spec("flagtree-cpu version that wrote it")
+    recipe: str = spec("recipe name")
+    recipe_digest: str = spec("sha256 of the normalized recipe when written")
+    sources: dict[str, SourceLock] = spec("sources", default_factory=dict)
+    artifacts: dict[str, ArtifactLock] = spec("artifacts", default_factory=dict)
+
+
+def empty_lock(recipe_name: str, recipe_digest: str) -> Lock:
+    return Lock(lock_version=LOCK_VERSION, tool_version=__version__, recipe=recipe_name,
+                recipe_digest=recipe_digest)
+
+
+def read_lock(path: Path) -> Lock | None:
+    """The lock at ``path``, or None when there is none yet."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    fix = f"fix the file, or delete it to resolve again: rm {path} && flagtree-cpu lock"
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise UsageError(f"lock file {path} is not valid YAML: {exc}", fix=fix) from exc
+    if not isinstance(data, dict) or data.get("lock_version") != LOCK_VERSION:
+        raise UsageError(f"lock file {path} is not a version-{LOCK_VERSION} flagtree-cpu lock", fix=fix)
+    ctx = rs.Context()
+    lock = rs.convert(data, Lock, ctx)
+    if ctx.problems:
+        first = ctx.problems[0]
+        raise UsageError(f"lock file {path} is damaged at {'.'.join(map(str, first.path))}: "
+                         f"{first.message}", fix=fix)
+    return lock
+
+
+def write_lock(path: Path, lock: Lock) -> None:
+    """Write atomically: a reader sees the old lock or the new one, never half of one."""
+    lock = replace(lock, tool_version=__version__)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = ("# Written by flagtree-cpu: what this workspace's recipe resolved to.\n"
+              "# Keep it next to the recipe to reproduce the workspace; `flagtree-cpu sync --update`\n"
+              "# re-resolves, `--frozen` refuses to change it.\n")
+    body = yaml.safe_dump(rs.to_data(lock), sort_keys=False, width=100)
+    fd, tmp = tempfile.mkstemp(prefix=".lock.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(header + body)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,59 @@
+"""What every stage returns, and what it is given.
+
+A stage (``run_sync``, ``run_link``, later fetch/build/validate) inspects the world,
+does only what is missing, and returns a ``StageResult`` listing each thing it looked
+at and what it did. ``setup`` is these stages in order; the CLI renders the result as
+a table or JSON.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .host import HostFacts
+from .recipe import Recipe
+from .ui import UI
+from .workspace import Workspace
+
+Status = Literal["ok", "created", "updated", "skipped"]
+_RANK = {"ok": 0, "skipped": 0, "updated": 1, "created": 2}
+
+
+@dataclass(frozen=True)
+class Action:
+    subject: str  # what was looked at: a source name, a link path, an artifact
+    status: Status
+    detail: str = ""
+    data: dict[str, Any] = field(default_factory=dict)  # machine-readable facts (commits, paths)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"subject": self.subject, "status": self.status, "detail": self.detail, **self.data}
+
+
+@dataclass(frozen=True)
+class StageResult:
+    stage: str
+    actions: tuple[Action, ...]
+    warnings: tuple[str, ...] = ()
+    seconds: float = 0.0
+
+    @property
+    def status(self) -> Status:
+        if not self.actions:
+            return "skipped"
+        return max((a.status for a in self.actions), key=lambda s: _RANK[s])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"stage": self.stage, "status": self.status, "seconds": round(self.seconds, 3),
+                "actions": [a.to_json() for a in self.actions], "warnings": list(self.warnings)}
+
+
+@dataclass(frozen=True)
+class StageContext:
+    """The recipe (artifact variants selected, placeholders filled in) and where it applies."""
+
+    recipe: Recipe
+    workspace: Workspace
+    host: HostFacts
+    ui: UI
