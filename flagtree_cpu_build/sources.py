@@ -1,0 +1,516 @@
+"""The sync stage: every recipe source checked out at its pinned commit — never at the cost
+of the user's work.
+
+For each source (parents before the sources nested inside them): clone it if missing
+(through the git cache when there is one), or move an existing checkout to its pin after
+checking that nothing would be lost; bring submodules to their recorded gitlinks; verify
+HEAD. Then apply recipe patches, record everything in the lock file, and run the
+recipe's compatibility checks. What this module refuses to do, and why:
+
+* move a checkout with changes to tracked files (they would mix with another version)
+  unless ``--allow-dirty`` — and even then git itself refuses if they conflict;
+* move a detached HEAD whose commits no branch, tag or remote keeps, unless ``--force``;
+* touch a checkout whose ``origin`` is another repository than the recipe's;
+* delete or ``reset --hard`` anything. The only folders it removes are its own
+  ``.<name>.flagtree-cpu-partial`` leftovers of an interrupted clone.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+import shutil
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Literal
+
+from .errors import SourceError
+from .gitcache import GitCache
+from .gitcmd import git_result, has_commit, run_git
+from .lockfile import Lock, PatchLock, SourceLock, SubmoduleLock, empty_lock, read_lock, write_lock
+from .patches import apply_patches, revert_patches
+from .probes import check_sources
+from .recipe import Recipe, Source
+from .recipe_checks import find_patch
+from .recipe_files import patch_dirs
+from .stages import Action, StageContext, StageResult
+from .workspace import Workspace
+
+PIN_REF = "refs/flagtree-cpu/pinned"  # keeps the pinned commit reachable (shallow clones, gc)
+_SHA = re.compile(r"[0-9a-f]{40}")
+
+
+@dataclass(frozen=True)
+class SyncOptions:
+    update: bool = False  # re-resolve refs instead of using the lock
+    frozen: bool = False  # the lock must already say everything; never write it
+    offline: bool = False
+    allow_dirty: bool = False
+    force: bool = False
+    git_cache: Path | None = None
+    source_paths: Mapping[str, Path] = field(default_factory=dict)  # name -> an existing clone to use
+
+
+@dataclass(frozen=True)
+class Pin:
+    name: str
+    url: str
+    ref: str | None
+    commit: str
+    resolved_from: Literal["recipe", "lock", "ref"]
+
+
+# --- resolving pins ------------------------------------------------------------------------
+
+
+def resolve_pins(recipe: Recipe, lock: Lock | None, options: SyncOptions) -> dict[str, Pin]:
+    """The commit of every source: the recipe's pin, else the lock's, else the ref resolved now."""
+    pins: dict[str, Pin] = {}
+    frozen_problems = []
+    for name in recipe.sources_in_order():
+        source = recipe.sources[name]
+        entry = lock.sources.get(name) if lock else None
+        if source.commit:
+            if options.frozen and (entry is None or entry.commit != source.commit.lower()):
+                locked = entry.commit[:12] if entry else "nothing"
+                frozen_problems.append(f"{name}: the lock records {locked}, the recipe pins {source.commit[:12]}")
+            pins[name] = Pin(name, source.url, source.ref, source.commit.lower(), "recipe")
+        elif entry and _same_repository(entry.url, source.url) and entry.ref == source.ref and not options.update:
+            pins[name] = Pin(name, source.url, source.ref, entry.commit, "lock")
+        elif options.frozen:
+            why = ("the lock has no entry" if entry is None else
+                   f"the lock records {entry.url} @ {entry.ref}, the recipe says {source.url} @ {source.ref}")
+            frozen_problems.append(f"{name}: follows {source.ref!r} and {why}")
+        elif options.offline:
+            raise SourceError(f"source {name} follows {source.ref!r}, which needs the network to resolve, "
+                              "and --offline forbids it", fix="pin the commit in the recipe, or run "
+                              "`flagtree-cpu lock` once with network")
+        else:
+            pins[name] = Pin(name, source.url, source.ref, ls_remote(source.url, source.ref or "HEAD", name), "ref")
+    if frozen_problems:
+        raise SourceError("--frozen: the lock file does not match the recipe", details=tuple(frozen_problems),
+                          fix="run `flagtree-cpu lock` (without --frozen) and commit the updated lock file")
+    return pins
+
+
+def ls_remote(url: str, ref: str, name: str) -> str:
+    if _SHA.fullmatch(ref):
+        return ref
+    out = run_git(["ls-remote", url, ref], url=url, source=name)
+    refs = {}
+    for line in out.splitlines():
+        sha, _, refname = line.partition("\t")
+        refs[refname] = sha
+    for candidate in (f"refs/heads/{ref}", f"refs/tags/{ref}^{{}}", f"refs/tags/{ref}", ref):
+        if candidate in refs:
+            return refs[candidate]
+    raise SourceError(f"{url} has no branch or tag {ref!r}",
+                      fix=f"check sources.{name}.ref; `git ls-remote {url}` lists what exists")
+
+
+def _same_repository(a: str, b: str) -> bool:
+    def norm(url: str) -> str:
+        url = url.strip().rstrip("/").removesuffix(".git").rstrip("/")
+        scheme, sep, rest = url.partition("://")
+        return f"{scheme.lower()}{sep}{rest}" if sep else url
+
+    return norm(a) == norm(b)
+
+
+# --- the stage -------------------------------------------------------------------------------
+
+
+def run_lock(ctx: StageContext, options: SyncOptions) -> StageResult:
+    """Resolve every source to a commit and write the lock file, without checking anything out."""
+    start = time.monotonic()
+    ws, recipe = ctx.workspace, ctx.recipe
+    old = read_lock(ws.lock_file)
+    pins = resolve_pins(recipe, old, options)
+    lock = old or empty_lock(recipe.name, recipe.digest)
+    actions, sources = [], {}
+    for name, pin in pins.items():
+        entry = lock.sources.get(name)
+        if entry and entry.commit == pin.commit:
+            sources[name] = entry
+            actions.append(Action(name, "ok", f"{pin.commit[:12]} ({_origin_word(pin)})", _pin_data(pin)))
+            continue
+        sources[name] = SourceLock(url=pin.url, ref=pin.ref, commit=pin.commit,
+                                   resolved_from="recipe" if pin.resolved_from == "recipe" else "ref")
+        status = "created" if entry is None else "updated"
+        was = f" (was {entry.commit[:12]})" if entry else ""
+        actions.append(Action(name, status, f"{pin.commit[:12]} ({_origin_word(pin)}){was}", _pin_data(pin)))
+    new = replace(lock, recipe=recipe.name, recipe_digest=recipe.digest, sources=sources)
+    if not options.frozen and new != old:
+        write_lock(ws.lock_file, new)
+    return StageResult("lock", tuple(actions), seconds=time.monotonic() - start)
+
+
+def run_sync(ctx: StageContext, options: SyncOptions) -> StageResult:
+    start = time.monotonic()
+    ws, recipe = ctx.workspace, ctx.recipe
+    unknown = sorted(set(options.source_paths) - set(recipe.sources))
+    if unknown:
+        raise SourceError(f"--source-path names no source of recipe {recipe.name}: {', '.join(unknown)}",
+                          fix=f"sources are: {', '.join(recipe.sources)}")
+    old = read_lock(ws.lock_file)
+    pins = resolve_pins(recipe, old, options)
+    cache = GitCache(options.git_cache, ctx.ui) if options.git_cache else None
+    actions, warnings, entries = [], [], {}
+    for name in recipe.sources_in_order():
+        previous = old.sources.get(name) if old else None
+        syncer = _SourceSync(name, recipe.sources[name], pins[name], ws.root / recipe.source_path(name),
+                             ctx, options, cache)
+        action, entry, warning = syncer.run(previous)
+        actions.append(action)
+        entries[name] = entry
+        if warning:
+            warnings.append(warning)
+    lock = replace(old or empty_lock(recipe.name, recipe.digest), recipe=recipe.name,
+                   recipe_digest=recipe.digest, sources=entries)
+    if not options.frozen and lock != old:
+        write_lock(ws.lock_file, lock)
+    checks = check_sources(recipe, ws)
+    actions.append(Action("compatibility checks", "ok", f"{checks} passed"))
+    return StageResult("sync", tuple(actions), tuple(warnings), time.monotonic() - start)
+
+
+def _origin_word(pin: Pin) -> str:
+    return {"recipe": "pinned by the recipe", "lock": f"{pin.ref} from the lock",
+            "ref": f"{pin.ref} resolved now"}[pin.resolved_from]
+
+
+def _pin_data(pin: Pin) -> dict[str, str | None]:
+    return {"commit": pin.commit, "ref": pin.ref, "resolved_from": pin.resolved_from}
+
+
+# --- one source --------------------------------------------------------------------------------
+
+
+class _SourceSync:
+    def __init__(self, name: str, source: Source, pin: Pin, dest: Path, ctx: StageContext,
+                 options: SyncOptions, cache: GitCache | None):
+        self.name, self.source, self.pin, self.dest = name, source, pin, dest
+        self.ui = ctx.ui
+        self.ws: Workspace = ctx.workspace
+        self.options, self.cache = options, cache
+        self.patch_state = ctx.workspace.state_dir / "patches" / name
+        self.recipe_file = ctx.recipe.file
+
+    def run(self, previous: SourceLock | None) -> tuple[Action, SourceLock, str | None]:
+        notes = []
+        if self.name in self.options.source_paths:
+            notes.append(self._link_existing_clone(self.options.source_paths[self.name]))
+        checkout = self.dest.resolve() if self.dest.is_symlink() else self.dest
+        if self._needs_clone(checkout):
+            self._clone(checkout)
+            status, detail = "created", f"cloned at {self.pin.commit[:12]}"
+        else:
+            self._check_origin(checkout)
+            head = _head(checkout)
+            if head == self.pin.commit:
+                status, detail = "ok", f"at {self.pin.commit[:12]}"
+            else:
+                self._move(checkout, head)
+                status, detail = "updated", f"moved {head[:12] if head else '(no commit)'} -> {self.pin.commit[:12]}"
+        submodules, moved = self._sync_submodules(checkout)
+        if moved and status == "ok":
+            status, detail = "updated", detail + "; submodules moved to their gitlinks"
+        if _head(checkout) != self.pin.commit:
+            raise SourceError(f"{checkout} is not at {self.pin.commit} after checkout",
+                              fix="re-run with --verbose and report it")
+        patches = self._apply_patches(checkout)
+        if any(p.applied_now for p in patches) and status == "ok":
+            status = "updated"
+        if patches:
+            detail += f"; {len(patches)} patch{'es' if len(patches) > 1 else ''}"
+        warning = self._dirty_warning(checkout, patches) if status == "ok" else None
+        if self.options.git_cache:
+            detail += " (git cache)"
+        if notes:
+            detail = "; ".join(notes + [detail])
+        entry = SourceLock(
+            url=self.pin.url, ref=self.pin.ref, commit=self.pin.commit,
+            resolved_from="recipe" if self.pin.resolved_from == "recipe" else (
+                previous.resolved_from if previous and self.pin.resolved_from == "lock" else "ref"),
+            submodules=tuple(submodules),
+            patches=tuple(PatchLock(file=p.file, sha256=p.sha256) for p in patches),
+        )
+        data = {**_pin_data(self.pin), "path": str(checkout)}
+        return Action(self.name, status, detail, data), entry, warning
+
+    # -- existing clones and safety -----------------------------------------------------------
+
+    def _link_existing_clone(self, target: Path) -> str:
+        target = target.expanduser().resolve()
+        if not (target / ".git").exists():
+            raise SourceError(f"--source-path {self.name}={target}: that folder is not a git checkout",
+                              fix="give the top folder of a clone of " + self.source.url)
+        dest = self.dest
+        if dest.is_symlink():
+            if dest.resolve() == target:
+                return f"uses {target}"
+        elif dest.exists():
+            if dest.is_dir() and not any(dest.iterdir()):
+                dest.rmdir()  # an empty folder holds nothing of the user's
+            else:
+                raise SourceError(
+                    f"{dest} is a real folder (a clone, or your files), not a link; flagtree-cpu never deletes it",
+                    fix=f"to use {target} instead, move it away first (mv {dest} {dest}.old); or drop "
+                    f"--source-path to keep using {dest}")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        relative = os.path.relpath(target, dest.parent.resolve())
+        temporary = dest.with_name(f".{dest.name}.flagtree-cpu-link")
+        temporary.unlink(missing_ok=True)
+        os.symlink(relative, temporary)
+        os.replace(temporary, dest)  # atomic: never a moment without the link
+        return f"linked to {target}"
+
+    def _needs_clone(self, checkout: Path) -> bool:
+        if not checkout.exists():
+            return True
+        if (checkout / ".git").exists():
+            return False
+        if checkout.is_dir() and not any(checkout.iterdir()):
+            return True
+        raise SourceError(f"{checkout} exists but is not a git checkout; flagtree-cpu will not clone over it",
+                          fix=f"move it away (mv {checkout} {checkout}.old), or point flagtree-cpu at an existing "
+                          f"clone with --source-path {self.name}=PATH")
+
+    def _check_origin(self, checkout: Path) -> None:
+        status, origin, _ = git_result(["config", "--get", "remote.origin.url"], cwd=checkout)
+        origin = origin.strip()
+        if status == 0 and _same_repository(origin, self.source.url):
+            return
+        if status == 0:  # the same repository reached through the user's url.insteadOf rules?
+            mine = git_result(["ls-remote", "--get-url", origin], cwd=checkout)[1].strip()
+            wanted = git_result(["ls-remote", "--get-url", self.source.url], cwd=checkout)[1].strip()
+            if _same_repository(mine, wanted):
+                return
+        found = f"a clone of {origin}" if status == 0 else "a checkout without an 'origin' remote"
+        raise SourceError(f"{checkout} is {found}, not of {self.source.url}; flagtree-cpu will not move it",
+                          fix=f"move it away so flagtree-cpu can clone the recipe's repository, or use it on "
+                          f"purpose with --set sources.{self.name}.url={origin or '<its url>'}")
+
+    def _check_safe_to_move(self, checkout: Path, target: str) -> None:
+        modified = _modified_files(checkout)
+        if modified and not self.options.allow_dirty:
+            shown = modified[:20] + ([f"... and {len(modified) - 20} more"] if len(modified) > 20 else [])
+            raise SourceError(
+                f"{checkout} has changes to {len(modified)} tracked file{'s' if len(modified) > 1 else ''}; "
+                f"moving it to {target[:12]} would mix them with another version",
+                details=tuple(shown),
+                fix=f"commit or stash them (git -C {checkout} stash), or re-run with --allow-dirty to move "
+                "anyway (git still refuses if they conflict; nothing is discarded)")
+        lost = _commits_only_on_head(checkout)
+        if lost and not self.options.force:
+            raise SourceError(
+                f"{checkout} has {len(lost)} commit{'s' if len(lost) > 1 else ''} that no branch, tag or remote "
+                f"keeps; moving it to {target[:12]} would leave them unreachable",
+                details=tuple(lost),
+                fix=f"keep them on a branch (git -C {checkout} branch my-work {lost[0].split()[0]}), or re-run "
+                "with --force (git's reflog still holds them for about 90 days)")
+
+    # -- clone and move --------------------------------------------------------------------------
+
+    def _config(self, urls: list[str]) -> list[tuple[str, str]]:
+        return self.cache.rewrites(urls) if self.cache else []
+
+    def _clone(self, dest: Path) -> None:
+        url, commit = self.source.url, self.pin.commit
+        partial = dest.with_name(f".{dest.name}.flagtree-cpu-partial")
+        if partial.exists():
+            shutil.rmtree(partial)  # our own interrupted clone (the name is ours)
+        if self.cache:
+            self.cache.ensure(url, commit, offline=self.options.offline)
+        elif self.options.offline:
+            raise SourceError(f"source {self.name} is not checked out at {dest} and --offline forbids cloning",
+                              fix="sync once with network, or use --git-cache with a cache filled elsewhere")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._clone_into(partial, dest)
+        except BaseException:
+            shutil.rmtree(partial, ignore_errors=True)  # ours, and useless half-made
+            raise
+
+    def _clone_into(self, partial: Path, dest: Path) -> None:
+        url, commit = self.source.url, self.pin.commit
+        config = self._config([url])
+        with self.ui.progress(f"cloning {self.name}") as task:
+            if self.source.shallow and not self.cache:
+                run_git(["init", "--quiet", str(partial)])
+                run_git(["remote", "add", "origin", url], cwd=partial)
+                fetched = git_result(["fetch", "--depth", "1", "origin", commit], cwd=partial)[0] == 0
+                if not fetched:  # the server does not serve commits by id: fetch normally
+                    run_git(["fetch", "--progress", "origin"], cwd=partial, url=url, source=self.name,
+                            progress=task)
+            else:
+                args = ["clone", "--no-checkout", "--progress"]
+                if self.source.filter and not self.cache:
+                    args.append(f"--filter={self.source.filter}")
+                run_git([*args, url, str(partial)], config=config, url=url, source=self.name, progress=task)
+        self._ensure_commit(partial, config)
+        self._checkout(partial, commit)
+        if dest.is_dir():
+            dest.rmdir()  # _needs_clone accepted it only because it is empty
+        partial.rename(dest)
+
+    def _move(self, checkout: Path, head: str | None) -> None:
+        revert_patches(checkout, self.patch_state)  # our own changes do not count as the user's
+        self._check_safe_to_move(checkout, self.pin.commit)
+        self._ensure_commit(checkout, self._config([self.source.url]))
+        self._checkout(checkout, self.pin.commit)
+
+    def _ensure_commit(self, repo: Path, config: list[tuple[str, str]]) -> None:
+        commit, url = self.pin.commit, self.source.url
+        if has_commit(repo, commit):
+            return
+        if self.options.offline:
+            raise SourceError(f"commit {commit[:12]} of {self.name} is not in {repo} and --offline forbids "
+                              "fetching it", fix="sync once with network (or from a filled --git-cache)")
+        if self.cache:
+            self.cache.ensure(url, commit)
+            config = self._config([url])
+        # fetch the pinned commit directly where the server allows it; else fetch normally
+        if git_result(["fetch", "origin", commit], cwd=repo, config=config)[0] != 0 or not has_commit(repo, commit):
+            with self.ui.progress(f"fetching {self.name}") as task:
+                run_git(["fetch", "--progress", "origin"], cwd=repo, config=config, url=url, source=self.name,
+                        progress=task)
+        if not has_commit(repo, commit):
+            raise SourceError(f"commit {commit} of source {self.name} is not in {url}",
+                              fix=f"check sources.{self.name}.commit; it may have been force-pushed away")
+
+    def _checkout(self, repo: Path, commit: str) -> None:
+        status, _out, err = git_result(["checkout", "--detach", "--quiet", commit], cwd=repo)
+        if status != 0:
+            raise SourceError(f"git refused to move {repo} to {commit[:12]}; nothing was discarded",
+                              details=tuple(err.strip().splitlines()[-8:]),
+                              fix="commit or stash the changes git names above, then sync again")
+        run_git(["update-ref", PIN_REF, commit], cwd=repo)
+
+    # -- submodules ------------------------------------------------------------------------------
+
+    def _sync_submodules(self, checkout: Path) -> tuple[list[SubmoduleLock], bool]:
+        if self.source.submodules == "none" or not (checkout / ".gitmodules").is_file():
+            return [], False
+        status = _submodule_status(checkout)
+        moved = any(flag != " " for flag, _sha, _path in status)
+        if moved:
+            self._update_submodules(checkout)
+            status = _submodule_status(checkout)
+            wrong = [f"{flag}{sha[:12]} {path}" for flag, sha, path in status if flag != " "]
+            if wrong:
+                raise SourceError(f"submodules of {self.name} are not at their recorded commits", details=tuple(wrong),
+                                  fix=f"inspect with git -C {checkout} submodule status --recursive")
+        entries = []
+        for _flag, sha, path in status:
+            url = git_result(["config", "--get", "remote.origin.url"], cwd=checkout / path)[1].strip()
+            entries.append(SubmoduleLock(path=path, url=url, commit=sha))
+        return entries, moved
+
+    def _update_submodules(self, repo: Path) -> None:
+        """Level by level, so the git cache can mirror each level's URLs before git clones them."""
+        modules = _gitmodules(repo)
+        origin = git_result(["config", "--get", "remote.origin.url"], cwd=repo)[1].strip()
+        urls = [_absolute_submodule_url(url, origin) for _path, url in modules]
+        for (path, _url), url in zip(modules, urls, strict=True):
+            sub = repo / path
+            gitlink = run_git(["rev-parse", f"HEAD:{path}"], cwd=repo)
+            if (sub / ".git").exists() and _head(sub) not in (None, gitlink):
+                self._check_safe_to_move(sub, gitlink)
+            if self.cache:
+                self.cache.ensure(url, gitlink, offline=self.options.offline)
+        config = self._config(urls)
+        with self.ui.progress(f"updating submodules of {self.name}") as task:
+            run_git(["submodule", "update", "--init", "--progress"], cwd=repo, config=config,
+                    url=", ".join(urls), progress=task)
+        for path, _url in modules:
+            if (repo / path / ".gitmodules").is_file():
+                self._update_submodules(repo / path)
+
+    # -- patches and warnings -----------------------------------------------------------------------
+
+    def _apply_patches(self, checkout: Path) -> list:
+        if not self.source.patches:
+            return []
+        dirs = patch_dirs(self.recipe_file)
+        files = []
+        for name in self.source.patches:
+            found = find_patch(name, dirs)
+            if found is None:
+                raise SourceError(f"patch {name} of source {self.name} has disappeared from {dirs[0]}",
+                                  fix="restore the file, or remove it from the recipe")
+            files.append(found)
+        return apply_patches(self.name, checkout, files, self.patch_state)
+
+    def _dirty_warning(self, checkout: Path, patches: list) -> str | None:
+        modified = _modified_files(checkout)
+        if patches:
+            ours = set()
+            for copy in self.patch_state.glob("*"):
+                ours |= _patched_paths(copy.read_text(errors="replace"))
+            modified = [m for m in modified if m not in ours]
+        if not modified:
+            return None
+        return (f"{self.name} has changes to {len(modified)} tracked file(s) at {checkout} "
+                f"({', '.join(modified[:3])}{', ...' if len(modified) > 3 else ''}); they are kept and the "
+                "build will include them")
+
+
+# --- git queries ------------------------------------------------------------------------------------
+
+
+def _head(repo: Path) -> str | None:
+    status, out, _ = git_result(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], cwd=repo)
+    return out.strip() if status == 0 else None
+
+
+def _modified_files(repo: Path) -> list[str]:
+    """Tracked files with changes (staged or not), submodules included; untracked files do not count:
+    the nested flagtree-cpu checkout and the links live untracked inside FlagTree."""
+    out = run_git(["status", "--porcelain=v1", "--untracked-files=no"], cwd=repo)
+    return [line[3:] for line in out.splitlines() if line.strip()]
+
+
+def _commits_only_on_head(repo: Path) -> list[str]:
+    """Commits reachable from HEAD but from no branch, tag, remote branch or earlier pin."""
+    status, out, _ = git_result(["log", "--format=%h %s", "--max-count=20", "HEAD", "--not", "--branches",
+                                 "--tags", "--remotes", "--glob=refs/flagtree-cpu/*"], cwd=repo)
+    return out.strip().splitlines() if status == 0 and out.strip() else []
+
+
+def _submodule_status(repo: Path) -> list[tuple[str, str, str]]:
+    out = run_git(["submodule", "status", "--recursive"], cwd=repo)
+    entries = []
+    for line in out.splitlines():
+        if not line.strip():
+            continue
+        flag, rest = line[0], line[1:].split()
+        entries.append((flag, rest[0], rest[1]))
+    return entries
+
+
+def _gitmodules(repo: Path) -> list[tuple[str, str]]:
+    out = run_git(["config", "--file", ".gitmodules", "--get-regexp", r"^submodule\..*\.(path|url)$"], cwd=repo)
+    paths, urls = {}, {}
+    for line in out.splitlines():
+        key, _, value = line.partition(" ")
+        name, kind = key[len("submodule."):].rsplit(".", 1)
+        (paths if kind == "path" else urls)[name] = value
+    return [(paths[n], urls[n]) for n in paths if n in urls]
+
+
+def _absolute_submodule_url(url: str, parent: str) -> str:
+    """Relative submodule URLs (``../sleef.git``) are relative to the parent's remote."""
+    if not url.startswith(("./", "../")):
+        return url
+    scheme, sep, rest = parent.rstrip("/").partition("://")
+    base = rest if sep else scheme
+    joined = posixpath.normpath(posixpath.join(base, url))
+    return f"{scheme}{sep}{joined}" if sep else joined
+
+
+def _patched_paths(patch_text: str) -> set[str]:
+    return {line[6:].strip() for line in patch_text.splitlines() if line.startswith("+++ b/")}
