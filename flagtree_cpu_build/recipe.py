@@ -185,10 +185,8 @@ class Link:
     """One symlink: `path` relative to the root source, `target` relative to the link's folder."""
 
     path: str = spec("where the link is created, relative to the root source", checks=check_link_path)
-    target: str = spec("what the link points to, relative to the link's own folder")
-    may_become_absolute: bool = spec(
-        "the build is known to rewrite this link as an absolute link to the same place; "
-        "that state is accepted, not 'repaired'", default=False)
+    target: str = spec("what the link points to, relative to the link's own folder (an existing link "
+                       "that reaches the same place through an absolute path is accepted as it is)")
 
     def check(self, ctx: Context, path: Path_) -> None:
         if self.target.startswith("/"):
