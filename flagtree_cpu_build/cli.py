@@ -13,6 +13,7 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
@@ -320,6 +321,157 @@ def recipe_schema_cmd(ctx: typer.Context) -> None:
     from .recipe_files import recipe_json_schema
 
     _options(ctx).ui.emit_json(recipe_json_schema())
+
+
+# --- workspace stages --------------------------------------------------------------------
+
+
+def _stage_context(opts: Options) -> Any:
+    """Load the recipe (with overrides), select this host's variants, fill in placeholders."""
+    from . import recipe_files
+    from .host import read_host
+    from .recipe import resolve, select_variants
+    from .stages import StageContext
+    from .workspace import placeholder_values, workspace_at
+
+    loaded = recipe_files.load_recipe(opts.recipe, opts.overrides, recipe_files.user_recipe_dirs(opts.recipes_dirs))
+    host = read_host()
+    ws = workspace_at(opts.workdir)
+    selected = select_variants(loaded, host.os_id, host.arch)
+    resolved = resolve(selected, ws.root, placeholder_values(selected, ws, host, os.environ))
+    return StageContext(resolved, ws, host, opts.ui)
+
+
+_STATUS_STYLE = {"ok": "green", "created": "cyan", "updated": "yellow", "skipped": "dim",
+                 "create": "cyan", "update": "yellow", "conflict": "bold red", "dangling": "bold red"}
+
+
+def _styled(status: str) -> Any:
+    from rich.text import Text
+
+    return Text(status, style=_STATUS_STYLE.get(status, ""))
+
+
+def _render_stage(opts: Options, result: Any, subject: str) -> None:
+    if opts.ui.json_mode:
+        opts.ui.emit_json({"ok": True, **result.to_json()})
+        return
+    opts.ui.table([subject, "status", "detail"],
+                  [[a.subject, _styled(a.status), a.detail] for a in result.actions])
+    for warning in result.warnings:
+        opts.ui.warn(warning)
+    opts.ui.info(f"{result.stage}: {result.status} in {result.seconds:.2f}s")
+
+
+def _parse_source_paths(values: list[str]) -> dict[str, Path]:
+    from .errors import UsageError
+
+    parsed = {}
+    for value in values:
+        name, sep, path = value.partition("=")
+        if not sep or not name or not path:
+            raise UsageError(f"--source-path {value!r} must look like NAME=PATH",
+                             fix="e.g. --source-path flagtree-cpu=~/src/flagtree-cpu")
+        parsed[name] = Path(path).expanduser()
+    return parsed
+
+
+@app.command(epilog=_examples(
+    "flagtree-cpu sync",
+    "flagtree-cpu sync --git-cache ~/.cache/flagtree-cpu/git",
+    "flagtree-cpu sync --source-path flagtree-cpu=~/src/flagtree-cpu",
+    "flagtree-cpu sync --update           # move unpinned sources to their branch tips",
+    "flagtree-cpu sync --frozen --offline # CI: exactly the lock, no network",
+))
+def sync(
+    ctx: typer.Context,
+    update: Annotated[bool, typer.Option("--update", help="Re-resolve unpinned refs (e.g. flagtree-cpu main) "
+                                         "instead of using the lock file.")] = False,
+    frozen: Annotated[bool, typer.Option("--frozen", help="Fail instead of resolving, or when the lock disagrees "
+                                         "with the recipe; never write the lock.")] = False,
+    offline: Annotated[bool, typer.Option("--offline", help="No network: fail if a commit is not already "
+                                          "here (or in the git cache).")] = False,
+    allow_dirty: Annotated[bool, typer.Option("--allow-dirty", help="Move checkouts that have changes to "
+                                              "tracked files (git still refuses if they conflict).")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Move a detached HEAD even if its commits would become "
+                                        "unreachable.")] = False,
+    git_cache: Annotated[Optional[Path], typer.Option("--git-cache", envvar="FLAGTREE_CPU_GIT_CACHE",
+                                                      metavar="DIR", help="Keep bare mirrors here; later "
+                                                      "workspaces clone from them without downloading.")] = None,
+    source_paths: Annotated[Optional[list[str]], typer.Option("--source-path", metavar="NAME=PATH",
+                                                              help="Use an existing clone for a source (a "
+                                                              "relative symlink is made). Repeatable.")] = None,
+) -> None:
+    """Clone or move every source to its pinned commit (submodules too), apply patches, run probes.
+
+    Safe for your work: a checkout with changes to tracked files, commits no branch keeps, or another
+    origin is never moved or deleted. Unpinned refs are resolved once and recorded in
+    .flagtree-cpu/lock.yaml. When everything is at its pin, sync does no network I/O.
+    """
+    from .sources import SyncOptions, run_sync
+
+    opts = _options(ctx)
+    options = SyncOptions(update=update, frozen=frozen, offline=offline, allow_dirty=allow_dirty, force=force,
+                          git_cache=git_cache.expanduser() if git_cache else None,
+                          source_paths=_parse_source_paths(source_paths or []))
+    _render_stage(opts, run_sync(_stage_context(opts), options), "source")
+
+
+@app.command(epilog=_examples(
+    "flagtree-cpu link",
+    "flagtree-cpu link --dry-run",
+    "flagtree-cpu link --check            # CI: non-zero unless every link is correct",
+))
+def link(
+    ctx: typer.Context,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
+    check: Annotated[bool, typer.Option("--check", help="Change nothing; exit 3 unless every link is ok.")] = False,
+) -> None:
+    """Create or verify the recipe's symlinks (FlagTree's 12 links into flagtree-cpu).
+
+    The plan is made first: ok, create, update (a wrong symlink), conflict (a file or folder in the way),
+    dangling (target missing). With any conflict or dangling link nothing is changed and all are listed.
+    """
+    from .errors import SourceError
+    from .links import run_link
+
+    opts = _options(ctx)
+    plan, result = run_link(_stage_context(opts), dry_run=dry_run or check)
+    if opts.ui.json_mode:
+        opts.ui.emit_json({"ok": plan.all_ok or not check, "root": str(plan.root),
+                           "links": [p.to_json() for p in plan.links], "seconds": round(result.seconds, 3)})
+    else:
+        opts.ui.table(["link", "state", "detail"],
+                      [[p.path, _styled(p.state), p.detail or ("" if p.state == "ok" else f"-> {p.target}")]
+                       for p in plan.links])
+        counts = {s: len(plan.with_state(s)) for s in ("ok", "create", "update", "conflict", "dangling")}
+        summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+        verb = "would be" if (dry_run or check) else "were"
+        opts.ui.info(f"{len(plan.links)} links in {plan.root}: {summary}"
+                     + ("" if plan.all_ok or not (dry_run or check) else f" ({verb} changed without --dry-run)"))
+    if check and not plan.all_ok:
+        bad = [p for p in plan.links if p.state != "ok"]
+        raise SourceError(f"{len(bad)} of {len(plan.links)} links are not as the recipe says",
+                          details=tuple(f"{p.state}: {p.path}" for p in bad), fix="run `flagtree-cpu link`")
+
+
+@app.command(epilog=_examples(
+    "flagtree-cpu lock",
+    "flagtree-cpu lock --update           # follow the branches again",
+))
+def lock(
+    ctx: typer.Context,
+    update: Annotated[bool, typer.Option("--update", help="Re-resolve every unpinned ref.")] = False,
+) -> None:
+    """Resolve unpinned refs to commits and write .flagtree-cpu/lock.yaml, without checking anything out."""
+    from .sources import SyncOptions, run_lock
+
+    opts = _options(ctx)
+    ctx_ = _stage_context(opts)
+    result = run_lock(ctx_, SyncOptions(update=update))
+    _render_stage(opts, result, "source")
+    if not opts.ui.json_mode:
+        opts.ui.info(f"lock file: {ctx_.workspace.lock_file}")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

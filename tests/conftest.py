@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import netguard
-from tests.support.gitworld import GitWorld, build_world
+from tests.support.gitworld import GitWorld, build_world, private_copy
 from tests.support.httpserver import LoopbackHTTPServer
 
 # The environment before any test changed it: for the few tests that must reach the
@@ -64,6 +64,15 @@ def github_redirect(git_world: GitWorld, monkeypatch: pytest.MonkeyPatch) -> Git
     """git's own insteadOf rules send the real GitHub URLs to the git world."""
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(git_world.gitconfig))
     return git_world
+
+
+@pytest.fixture
+def world(git_world: GitWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GitWorld:
+    """A private copy of the git world this test may change (``advance``) or take offline
+    (``stop``); git's own insteadOf rule sends every https://github.com/ URL to it."""
+    private = private_copy(git_world, tmp_path / "world")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(private.gitconfig))
+    return private
 
 
 @pytest.fixture

@@ -86,7 +86,7 @@ def test_git_daemon_serves_the_world(git_world: GitWorld, tmp_path: Path) -> Non
     daemon = GitDaemon(git_world.root / "bare", env=git_world.env)
     try:
         dest = tmp_path / "via-daemon"
-        git("clone", "--quiet", daemon.url("FlagTree.git"), dest, env=git_world.env)
+        git("clone", "--quiet", daemon.url("flagos-ai/FlagTree.git"), dest, env=git_world.env)
         assert (dest / "python/setup.py").is_file()
     finally:
         daemon.close()

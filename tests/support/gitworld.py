@@ -95,6 +95,23 @@ class GitWorld:
                 git("submodule", "update", "--init", "--recursive", "--quiet", cwd=dest, env=self.env)
         return dest
 
+    def advance(self, name: str, branch: str, path: str, content: str, message: str = "later change") -> str:
+        """Commit a change on ``branch`` of repo ``name`` (as upstream would); return the new commit."""
+        work = self.root / f"advance-{name}-{len(list(self.root.glob('advance-*')))}"
+        git("clone", "--quiet", "--branch", branch, self.repos[name].url, work, env=self.env)
+        (work / path).parent.mkdir(parents=True, exist_ok=True)
+        (work / path).write_text(content)
+        commit = _commit(work, message, self.env)
+        git("push", "--quiet", "origin", f"HEAD:{branch}", cwd=work, env=self.env)
+        return commit
+
+    def stop(self) -> None:
+        """Take every repository offline: any fetch or clone from now on fails."""
+        (self.root / "bare").rename(self.root / "bare.offline")
+
+    def start(self) -> None:
+        (self.root / "bare.offline").rename(self.root / "bare")
+
     def recipe_overrides(self) -> list[str]:
         """--set arguments pointing the bundled recipe straight at this world."""
         return [
@@ -141,7 +158,7 @@ def build_world(root: Path) -> GitWorld:
     bare.mkdir()
 
     # sleef
-    sleef = Repo("sleef", bare / "sleef.git")
+    sleef = Repo("sleef", bare / "shibatch" / "sleef.git")
     w = _new_work_tree(work, "sleef", env)
     sleef.commits["first"] = _commit(w, "sleef: first", env)
     (w / "README.md").write_text("# sleef fixture\n\nA later commit nobody pinned.\n")
@@ -149,7 +166,7 @@ def build_world(root: Path) -> GitWorld:
     _publish(w, sleef.bare, env)
 
     # flagtree-cpu
-    ftc = Repo("flagtree-cpu", bare / "flagtree-cpu.git")
+    ftc = Repo("flagtree-cpu", bare / "flagos-ai" / "flagtree-cpu.git")
     w = _new_work_tree(work, "flagtree-cpu-v33", env)
     git("submodule", "add", "--quiet", sleef.url, "third_party/sleef", cwd=w, env=env)
     git("checkout", "--quiet", sleef.commits["first"], cwd=w / "third_party/sleef", env=env)
@@ -165,7 +182,7 @@ def build_world(root: Path) -> GitWorld:
     _publish(w, ftc.bare, env)
 
     # FlagTree
-    ft = Repo("flagtree", bare / "FlagTree.git")
+    ft = Repo("flagtree", bare / "flagos-ai" / "FlagTree.git")
     w = _new_work_tree(work, "flagtree-base", env)
     (w / "python/triton/_C").mkdir(parents=True, exist_ok=True)
     os.symlink("../../../include/", w / "python/triton/_C/include")  # tracked, like the real one
@@ -179,9 +196,25 @@ def build_world(root: Path) -> GitWorld:
     _publish(w, ft.bare, env)
 
     repos = {"flagtree": ft, "flagtree-cpu": ftc, "sleef": sleef}
+    return GitWorld(root, repos, write_redirect_config(root), git_env(home, root / "world.gitconfig"))
+
+
+def private_copy(world: GitWorld, root: Path) -> GitWorld:
+    """A copy of ``world`` under ``root`` that one test may change or stop."""
+    shutil.copytree(world.root / "bare", root / "bare", symlinks=True)
+    (root / "home").mkdir(parents=True, exist_ok=True)
+    repos = {name: Repo(name, root / "bare" / repo.bare.relative_to(world.root / "bare"), dict(repo.commits))
+             for name, repo in world.repos.items()}
+    gitconfig = write_redirect_config(root)
+    return GitWorld(root, repos, gitconfig, git_env(root / "home", gitconfig))
+
+
+def write_redirect_config(root: Path) -> Path:
+    """One prefix rule, as a user would write it: every https://github.com/ URL goes to <root>/bare/
+    (bare/flagos-ai/FlagTree.git, bare/shibatch/sleef.git ...); git adds the '.git' suffix itself."""
     gitconfig = root / "world.gitconfig"
-    rules = "".join(
-        f'[url "{repos[name].url}"]\n\tinsteadOf = {url}\n' for name, url in GITHUB_URLS.items()
+    gitconfig.write_text(
+        '[protocol "file"]\n\tallow = always\n'
+        f'[url "{(root / "bare").as_uri()}/"]\n\tinsteadOf = https://github.com/\n'
     )
-    gitconfig.write_text('[protocol "file"]\n\tallow = always\n' + rules)
-    return GitWorld(root, repos, gitconfig, git_env(home, gitconfig))
+    return gitconfig

@@ -1,0 +1,46 @@
+"""Running the real CLI in-process against the git world."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from typer.testing import CliRunner, Result
+
+from flagtree_cpu_build.cli import app
+from tests.support.gitworld import GitWorld, git
+
+
+@dataclass
+class Workspace:
+    """A workspace on the git world: the bundled recipe, unmodified except FlagTree's commit
+    (the real pin cannot exist in a fixture repository)."""
+
+    world: GitWorld
+    root: Path
+    flagtree_commit: str
+
+    def run(self, *args: str, sets: tuple[str, ...] = ()) -> Result:
+        argv = ["-w", str(self.root), "--set", f"sources.flagtree.commit={self.flagtree_commit}"]
+        for assignment in sets:
+            argv += ["--set", assignment]
+        return CliRunner().invoke(app, [*argv, *args])
+
+    @property
+    def flagtree(self) -> Path:
+        return self.root / "FlagTree"
+
+    @property
+    def flagtree_cpu(self) -> Path:
+        return self.root / "FlagTree" / "third_party" / "triton-cpu"
+
+    @property
+    def lock_file(self) -> Path:
+        return self.root / ".flagtree-cpu" / "lock.yaml"
+
+    def head(self, repo: Path) -> str:
+        return git("rev-parse", "HEAD", cwd=repo, env=self.world.env)
+
+
+def new_workspace(world: GitWorld, root: Path, commit_label: str = "cpu-backend") -> Workspace:
+    return Workspace(world, root, world["flagtree"].commits[commit_label])
