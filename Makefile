@@ -14,10 +14,11 @@ $(STAMP): pyproject.toml
 
 ## setup: create .venv, install flagtree-cpu, run its main job with the bundled recipe
 setup: $(STAMP)
-	@echo "flagtree-cpu installed in $(VENV); 'setup' is not implemented yet, so this runs the most"
-	@echo "complete command that exists: validating and resolving the bundled recipe."
+	@echo "flagtree-cpu installed in $(VENV); 'flagtree-cpu setup' is not implemented yet, so this runs"
+	@echo "the most complete commands that exist: validate the recipe, sync the sources, make the links."
 	$(BIN)/flagtree-cpu recipe validate flagtree-cpu-arm64
-	$(BIN)/flagtree-cpu recipe show flagtree-cpu-arm64
+	$(BIN)/flagtree-cpu sync
+	$(BIN)/flagtree-cpu link
 
 ## test: the whole test suite (unit + integration), loopback only
 test: $(STAMP)

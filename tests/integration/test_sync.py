@@ -156,6 +156,24 @@ def test_a_stale_partial_clone_of_ours_is_replaced(ws: Workspace) -> None:
     assert ws.head(ws.flagtree) == ws.world["flagtree"].commits["cpu-backend"]
 
 
+def test_shallow_first_clone_fetches_only_the_pinned_commit(ws: Workspace) -> None:
+    result = ws.run("sync", sets=("sources.flagtree.shallow=true",))
+    assert result.exit_code == 0, result.stderr
+    assert git("rev-parse", "--is-shallow-repository", cwd=ws.flagtree, env=ws.world.env) == "true"
+    assert git("rev-list", "--count", "HEAD", cwd=ws.flagtree, env=ws.world.env) == "1"
+    tip = ws.world["flagtree"].commits["tip"]  # moving later fetches the new pin directly
+    moved = ws.run("sync", sets=("sources.flagtree.shallow=true", f"sources.flagtree.commit={tip}"))
+    assert moved.exit_code == 0, moved.stderr  # the old shallow pin is not "unreachable work"
+    assert ws.head(ws.flagtree) == tip
+
+
+def test_blobless_first_clone(ws: Workspace) -> None:
+    result = ws.run("sync", sets=("sources.flagtree.filter=blob:none",))
+    assert result.exit_code == 0, result.stderr
+    assert git("config", "remote.origin.partialclonefilter", cwd=ws.flagtree, env=ws.world.env) == "blob:none"
+    assert (ws.flagtree / "cmake/llvm-hash.txt").read_text().startswith("a66376b0")
+
+
 # --- git configuration, errors ------------------------------------------------------------------------
 
 

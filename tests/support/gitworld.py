@@ -142,8 +142,9 @@ def _commit(work: Path, message: str, env: dict[str, str]) -> str:
 
 def _publish(work: Path, bare: Path, env: dict[str, str]) -> None:
     git("clone", "--quiet", "--bare", work, bare, env=env)
-    # clients may fetch a pinned commit directly (git fetch origin <sha>)
+    # clients may fetch a pinned commit directly (git fetch origin <sha>) and clone blobless
     git("config", "uploadpack.allowAnySHA1InWant", "true", cwd=bare, env=env)
+    git("config", "uploadpack.allowFilter", "true", cwd=bare, env=env)
 
 
 def build_world(root: Path) -> GitWorld:
