@@ -110,45 +110,45 @@ def _run_with_progress(runner: Git, argv: list[str], progress: ProgressTask) -> 
     return status, out, "\n".join(stderr_lines)
 
 
+# What git prints, mapped to what went wrong; the first matching kind wins, so the specific
+# ones ("error: 404" inside "unable to access ...") come before the generic network failure.
+_FAILURE_SIGNATURES = (
+    ("credentials", ("terminal prompts disabled", "authentication failed", "could not read username",
+                     "could not read password", "permission denied (publickey)", "error: 401", "error: 403")),
+    ("missing-commit", ("not our ref", "couldn't find remote ref", "unadvertised object", "no such remote ref")),
+    ("missing-repository", ("not found", "does not appear to be a git repository", "error: 404",
+                            "does not exist", "not a git repository")),
+    ("unreachable", ("could not resolve host", "failed to connect", "connection refused", "timed out",
+                     "network is unreachable", "could not connect", "unable to access", "proxy")),
+)
+
+
 def classify_failure(args: Sequence[str], stderr: str, url: str | None, cwd: Path | None,
                      source: str | None = None) -> SourceError:
     """A git failure as a message a user can act on."""
     low = stderr.lower()
     where = url or (str(cwd) if cwd else "the repository")
-    key = f"sources.{source}.url" if source else "the source's url"
-    tail = tuple(line for line in stderr.strip().splitlines()[-6:]
-                 if line.strip() and not line.startswith("Cloning into"))
+    key = f"sources.{source}" if source else "the source"
+    tail = [line for line in stderr.strip().splitlines()[-6:] if line.strip() and not line.startswith("Cloning into")]
     details = tuple(f"git: {line}" for line in tail)
-    if any(s in low for s in ("could not resolve host", "failed to connect", "connection refused",
-                              "timed out", "network is unreachable", "could not connect",
-                              "unable to access", "proxy")) and "40" not in _http_status(low):
-        return SourceError(
-            f"cannot reach {where}", details=details,
-            fix="check the network and proxy settings (https_proxy, git config http.proxy); to use a "
-            "mirror: git config --global url.<mirror-url>.insteadOf <url-prefix>; on a machine without "
-            "network, sync from a --git-cache filled where there is one")
-    if any(s in low for s in ("terminal prompts disabled", "authentication failed", "could not read username",
-                              "could not read password", "permission denied (publickey)", "403")):
-        return SourceError(
-            f"{where} asked for credentials", details=details,
-            fix="flagtree-cpu never prompts (GIT_TERMINAL_PROMPT=0): set up a credential helper "
-            "(git config --global credential.helper store) or an SSH key; GitHub also answers this way "
-            "for a repository that does not exist, so check the URL (flagtree-cpu recipe show)")
-    if any(s in low for s in ("not our ref", "couldn't find remote ref", "unadvertised object",
-                              "no such remote ref", "remote error: upload-pack: not our")):
-        return SourceError(
-            f"{where} does not have the requested commit or ref", details=details,
-            fix=f"check the pin ({key.replace('.url', '.commit')} / ref); it may have been force-pushed away")
-    if any(s in low for s in ("not found", "does not appear to be a git repository", "404",
-                              "does not exist", "not a git repository")):
-        return SourceError(
-            f"no git repository at {where}", details=details,
-            fix=f"check {key} (flagtree-cpu recipe show); a fork may have moved or been renamed")
-    verb = next((a for a in args if not a.startswith("-")), "command")
-    return SourceError(f"git {verb} failed in {where}", details=details,
-                       fix="read git's message above; re-run with --verbose for more")
-
-
-def _http_status(low: str) -> str:
-    match = re.search(r"(?:error|returned error|status)[: ]+(\d{3})", low)
-    return match.group(1) if match else ""
+    kind = next((k for k, signatures in _FAILURE_SIGNATURES if any(s in low for s in signatures)), None)
+    if kind == "credentials":
+        message, fix = f"{where} asked for credentials", (
+            "flagtree-cpu never prompts (GIT_TERMINAL_PROMPT=0): set up a credential helper (git config "
+            "--global credential.helper store) or an SSH key; GitHub also answers this way for a repository "
+            "that does not exist, so check the URL (flagtree-cpu recipe show)")
+    elif kind == "missing-commit":
+        message, fix = (f"{where} does not have the requested commit or ref",
+                        f"check the pin ({key}.commit / ref); it may have been force-pushed away")
+    elif kind == "missing-repository":
+        message, fix = (f"no git repository at {where}",
+                        f"check {key}.url (flagtree-cpu recipe show); a fork may have moved or been renamed")
+    elif kind == "unreachable":
+        message, fix = f"cannot reach {where}", (
+            "check the network and proxy settings (https_proxy, git config http.proxy); to use a mirror: git "
+            "config --global url.<mirror-url>.insteadOf <url-prefix>; on a machine without network, sync from "
+            "a --git-cache filled where there is one")
+    else:
+        verb = next((a for a in args if not a.startswith("-")), "command")
+        message, fix = f"git {verb} failed in {where}", "read git's message above; re-run with --verbose for more"
+    return SourceError(message, details=details, fix=fix)

@@ -160,10 +160,9 @@ def run_sync(ctx: StageContext, options: SyncOptions) -> StageResult:
     cache = GitCache(options.git_cache, ctx.ui) if options.git_cache else None
     actions, warnings, entries = [], [], {}
     for name in recipe.sources_in_order():
-        previous = old.sources.get(name) if old else None
         syncer = _SourceSync(name, recipe.sources[name], pins[name], ws.root / recipe.source_path(name),
                              ctx, options, cache)
-        action, entry, warning = syncer.run(previous)
+        action, entry, warning = syncer.run()
         actions.append(action)
         entries[name] = entry
         if warning:
@@ -199,11 +198,16 @@ class _SourceSync:
         self.patch_state = ctx.workspace.state_dir / "patches" / name
         self.recipe_file = ctx.recipe.file
 
-    def run(self, previous: SourceLock | None) -> tuple[Action, SourceLock, str | None]:
+    def run(self) -> tuple[Action, SourceLock, str | None]:
         notes = []
         if self.name in self.options.source_paths:
             notes.append(self._link_existing_clone(self.options.source_paths[self.name]))
         checkout = self.dest.resolve() if self.dest.is_symlink() else self.dest
+        if self.dest.is_symlink() and not checkout.exists():
+            # never clone into wherever an old --source-path link points
+            raise SourceError(f"{self.dest} links to {os.readlink(self.dest)}, which no longer exists",
+                              fix=f"point it at a clone with --source-path {self.name}=PATH, or remove the link "
+                              f"(rm {self.dest}) to let flagtree-cpu clone there")
         if self._needs_clone(checkout):
             self._clone(checkout)
             status, detail = "created", f"cloned at {self.pin.commit[:12]}"
@@ -233,8 +237,8 @@ class _SourceSync:
             detail = "; ".join(notes + [detail])
         entry = SourceLock(
             url=self.pin.url, ref=self.pin.ref, commit=self.pin.commit,
-            resolved_from="recipe" if self.pin.resolved_from == "recipe" else (
-                previous.resolved_from if previous and self.pin.resolved_from == "lock" else "ref"),
+            # a commit taken from the lock was resolved from the ref when the lock was written
+            resolved_from="recipe" if self.pin.resolved_from == "recipe" else "ref",
             submodules=tuple(submodules),
             patches=tuple(PatchLock(file=p.file, sha256=p.sha256) for p in patches),
         )

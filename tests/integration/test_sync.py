@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -300,6 +301,16 @@ def test_source_path_reuses_an_existing_clone_through_a_relative_link(ws: Worksp
     again = ws.run("sync")  # later runs keep using it without the option
     assert again.exit_code == 0, again.stderr
     assert link.is_symlink()
+
+
+def test_a_source_path_link_to_a_vanished_clone_is_not_cloned_through(ws: Workspace, tmp_path: Path) -> None:
+    mine = ws.world.clone("flagtree-cpu", tmp_path / "gone", recursive=True)
+    assert ws.run("sync", "--source-path", f"flagtree-cpu={mine}").exit_code == 0
+    shutil.rmtree(mine)
+    result = ws.run("sync")
+    assert result.exit_code == 3
+    assert "which no longer exists" in result.stderr
+    assert not mine.exists()  # nothing was cloned outside the workspace
 
 
 def test_source_path_never_replaces_a_real_clone(ws: Workspace, tmp_path: Path) -> None:
