@@ -455,6 +455,66 @@ def link(
                           details=tuple(f"{p.state}: {p.path}" for p in bad), fix="run `flagtree-cpu link`")
 
 
+def _parse_from_files(values: list[str], recipe_artifacts: list[str]) -> dict[str, Path]:
+    from .errors import UsageError
+
+    parsed = {}
+    for value in values:
+        name, sep, path = value.partition("=")
+        if not sep:  # a bare FILE is fine when the recipe has one artifact
+            if len(recipe_artifacts) != 1:
+                raise UsageError(f"--from {value}: say which artifact it is (--from NAME=FILE)",
+                                 fix=f"artifacts are: {', '.join(recipe_artifacts)}")
+            name, path = recipe_artifacts[0], value
+        parsed[name] = Path(path).expanduser()
+    return parsed
+
+
+@app.command(epilog=_examples(
+    "flagtree-cpu fetch",
+    "flagtree-cpu fetch --mirror https://oaitriton.blob.core.windows.net/=https://mirror.example/triton/",
+    "flagtree-cpu fetch --from ~/Downloads/llvm-a66376b0-ubuntu-arm64.tar.gz",
+    "flagtree-cpu fetch --offline --cache-dir /media/usb/flagtree-cache",
+    "flagtree-cpu fetch --require-hashes  # CI: every download must have a known sha256",
+))
+def fetch(
+    ctx: typer.Context,
+    offline: Annotated[bool, typer.Option("--offline", help="Use only the download cache; list what is "
+                                          "missing and how to get it.")] = False,
+    require_hashes: Annotated[bool, typer.Option("--require-hashes", help="Refuse to trust a download on first "
+                                                 "use: the recipe or lock must give its sha256.")] = False,
+    frozen: Annotated[bool, typer.Option("--frozen", help="The lock must already record every artifact's sha256; "
+                                         "never write the lock.")] = False,
+    cache_dir: Annotated[Optional[Path], typer.Option("--cache-dir", envvar="FLAGTREE_CPU_CACHE_DIR", metavar="DIR",
+                                                      help="Per-user cache folder (downloads in DIR/downloads). "
+                                                      "[default: $XDG_CACHE_HOME/flagtree-cpu]")] = None,
+    mirrors: Annotated[Optional[list[str]], typer.Option("--mirror", metavar="PREFIX=REPLACEMENT",
+                                                         help="Try REPLACEMENT (a URL, file:// URL or folder) "
+                                                         "instead of PREFIX first. Repeatable; also "
+                                                         "FLAGTREE_CPU_MIRRORS.")] = None,
+    from_files: Annotated[Optional[list[str]], typer.Option("--from", metavar="[NAME=]FILE",
+                                                            help="Import a tarball you downloaded yourself "
+                                                            "(verified like a download). Repeatable.")] = None,
+) -> None:
+    """Download, verify and unpack the recipe's toolchain artifacts (the LLVM prebuilt).
+
+    Downloads resume after a dropped connection or Ctrl-C, are verified by sha256 (recorded in the lock file on
+    first use when the recipe has none), and are unpacked safely into a temporary folder, then published where
+    Triton looks ($TRITON_HOME/.triton/llvm/<name>/) with the version.txt FlagTree's setup.py expects. When the
+    published tree is current, fetch does no network I/O.
+    """
+    from .fetch import FetchOptions, run_fetch
+    from .mirrors import parse_mirrors
+
+    opts = _options(ctx)
+    stage_ctx = _stage_context(opts)
+    options = FetchOptions(offline=offline, require_hashes=require_hashes, frozen=frozen,
+                           cache_dir=cache_dir.expanduser() if cache_dir else None,
+                           mirrors=parse_mirrors(mirrors or []),
+                           from_files=_parse_from_files(from_files or [], list(stage_ctx.recipe.artifacts)))
+    _render_stage(opts, run_fetch(stage_ctx, options), "artifact")
+
+
 @app.command(epilog=_examples(
     "flagtree-cpu lock",
     "flagtree-cpu lock --update           # follow the branches again",

@@ -53,9 +53,10 @@ class SourceLock:
 
 @dataclass(frozen=True, kw_only=True)
 class ArtifactLock:
-    url: str = spec("download URL")
+    url: str = spec("download URL (what the recipe says; mirrors are recorded in served_from)")
     sha256: str = spec("sha256 of the download")
     size: int | None = spec("bytes", default=None)
+    served_from: str | None = spec("the URL or file the bytes came from", default=None)
 
 
 @dataclass(frozen=True, kw_only=True)
