@@ -33,6 +33,6 @@ def test_ci_runs_the_readme_test_command() -> None:
 
 def test_every_command_in_the_reference_exists() -> None:
     headings = re.findall(r"^### `([\w ]+?)(?: \[|`)", README, re.M)
-    assert {"recipe list", "sync", "link", "lock"} <= set(headings)
+    assert {"recipe list", "sync", "link", "fetch", "lock"} <= set(headings)
     for command in headings:
         assert CliRunner().invoke(app, [*command.split(), "--help"]).exit_code == 0, command
