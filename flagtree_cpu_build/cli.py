@@ -363,15 +363,21 @@ def _render_stage(opts: Options, result: Any, subject: str) -> None:
     opts.ui.info(f"{result.stage}: {result.status} in {result.seconds:.2f}s")
 
 
-def _parse_source_paths(values: list[str]) -> dict[str, Path]:
+def _named_paths(option: str, values: list[str], names: list[str], kind: str) -> dict[str, Path]:
+    """Parse repeated ``NAME=PATH`` values of ``option``; a bare PATH is fine when only one name exists."""
     from .errors import UsageError
 
     parsed = {}
     for value in values:
         name, sep, path = value.partition("=")
-        if not sep or not name or not path:
-            raise UsageError(f"--source-path {value!r} must look like NAME=PATH",
-                             fix="e.g. --source-path flagtree-cpu=~/src/flagtree-cpu")
+        if not sep:
+            if len(names) != 1:
+                raise UsageError(f"{option} {value!r} must look like NAME=PATH",
+                                 fix=f"the recipe's {kind} are: {', '.join(names) or 'none'}")
+            name, path = names[0], value
+        if name not in names or not path:
+            raise UsageError(f"{option} {value!r}: the recipe has no {kind[:-1]} named {name!r}",
+                             fix=f"the recipe's {kind} are: {', '.join(names) or 'none'}")
         parsed[name] = Path(path).expanduser()
     return parsed
 
@@ -411,10 +417,12 @@ def sync(
     from .sources import SyncOptions, run_sync
 
     opts = _options(ctx)
+    stage_ctx = _stage_context(opts)
     options = SyncOptions(update=update, frozen=frozen, offline=offline, allow_dirty=allow_dirty, force=force,
                           git_cache=git_cache.expanduser() if git_cache else None,
-                          source_paths=_parse_source_paths(source_paths or []))
-    _render_stage(opts, run_sync(_stage_context(opts), options), "source")
+                          source_paths=_named_paths("--source-path", source_paths or [],
+                                                    list(stage_ctx.recipe.sources), "sources"))
+    _render_stage(opts, run_sync(stage_ctx, options), "source")
 
 
 @app.command(epilog=_examples(
@@ -453,21 +461,6 @@ def link(
         bad = [p for p in plan.links if p.state != "ok"]
         raise SourceError(f"{len(bad)} of {len(plan.links)} links are not as the recipe says",
                           details=tuple(f"{p.state}: {p.path}" for p in bad), fix="run `flagtree-cpu link`")
-
-
-def _parse_from_files(values: list[str], recipe_artifacts: list[str]) -> dict[str, Path]:
-    from .errors import UsageError
-
-    parsed = {}
-    for value in values:
-        name, sep, path = value.partition("=")
-        if not sep:  # a bare FILE is fine when the recipe has one artifact
-            if len(recipe_artifacts) != 1:
-                raise UsageError(f"--from {value}: say which artifact it is (--from NAME=FILE)",
-                                 fix=f"artifacts are: {', '.join(recipe_artifacts)}")
-            name, path = recipe_artifacts[0], value
-        parsed[name] = Path(path).expanduser()
-    return parsed
 
 
 @app.command(epilog=_examples(
@@ -511,7 +504,8 @@ def fetch(
     options = FetchOptions(offline=offline, require_hashes=require_hashes, frozen=frozen,
                            cache_dir=cache_dir.expanduser() if cache_dir else None,
                            mirrors=parse_mirrors(mirrors or []),
-                           from_files=_parse_from_files(from_files or [], list(stage_ctx.recipe.artifacts)))
+                           from_files=_named_paths("--from", from_files or [], list(stage_ctx.recipe.artifacts),
+                                                   "artifacts"))
     _render_stage(opts, run_fetch(stage_ctx, options), "artifact")
 
 

@@ -51,10 +51,6 @@ class _Outcome:
 def run_fetch(ctx: StageContext, options: FetchOptions) -> StageResult:
     start = time.monotonic()
     ws, recipe = ctx.workspace, ctx.recipe
-    unknown = sorted(set(options.from_files) - set(recipe.artifacts))
-    if unknown:
-        raise ArtifactError(f"--from names no artifact of recipe {recipe.name}: {', '.join(unknown)}",
-                            fix=f"artifacts are: {', '.join(recipe.artifacts) or 'none'}")
     pin_failures = [f for f in artifact_pin_failures(recipe, ws) if "has no" not in f]
     if pin_failures:  # the source is here and disagrees: stop before downloading the wrong LLVM
         raise ArtifactError("the recipe's artifacts do not match its sources", details=tuple(pin_failures),

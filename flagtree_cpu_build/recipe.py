@@ -499,4 +499,7 @@ def resolve(recipe: Recipe, workdir: Path, base: Mapping[str, str]) -> Recipe:
     for name, artifact in recipe.artifacts.items():
         values[f"artifacts.{name}.url"] = expand(artifact.url, values)
         values[f"artifacts.{name}.path"] = str(workdir / expand(artifact.path, values))
-    return rs.map_interpolated(recipe, lambda text, _path: expand(text, values))
+    resolved = rs.map_interpolated(recipe, lambda text, _path: expand(text, values))
+    # a relative artifact path means "inside the workdir", in the field as in its placeholder
+    artifacts = {name: replace(a, path=values[f"artifacts.{name}.path"]) for name, a in resolved.artifacts.items()}
+    return replace(resolved, artifacts=artifacts)

@@ -151,10 +151,6 @@ def run_lock(ctx: StageContext, options: SyncOptions) -> StageResult:
 def run_sync(ctx: StageContext, options: SyncOptions) -> StageResult:
     start = time.monotonic()
     ws, recipe = ctx.workspace, ctx.recipe
-    unknown = sorted(set(options.source_paths) - set(recipe.sources))
-    if unknown:
-        raise SourceError(f"--source-path names no source of recipe {recipe.name}: {', '.join(unknown)}",
-                          fix=f"sources are: {', '.join(recipe.sources)}")
     old = read_lock(ws.lock_file)
     pins = resolve_pins(recipe, old, options)
     cache = GitCache(options.git_cache, ctx.ui) if options.git_cache else None

@@ -109,3 +109,14 @@ def test_list_shows_a_broken_user_recipe_as_invalid_instead_of_failing(tmp_path)
     assert entry["status"] == "invalid (2 problems)"
     assert {p["message"] for p in entry["problems"]} == {"missing required key 'platform'",
                                                          "missing required key 'sources'"}
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["sync", "--source-path", "flagtree-cpux=/tmp/x"], "the recipe has no source named 'flagtree-cpux'"),
+    (["sync", "--source-path", "/tmp/x"], "must look like NAME=PATH"),  # two sources: the name is needed
+    (["fetch", "--from", "clang=/tmp/x.tgz"], "the recipe has no artifact named 'clang'"),
+])
+def test_named_path_options_are_checked_against_the_recipe(argv: list[str], fragment: str) -> None:
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 2
+    assert fragment in result.stderr

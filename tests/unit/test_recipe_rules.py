@@ -106,6 +106,14 @@ def test_escaped_braces_stay_literal_and_values_fill_in(tmp_path: Path) -> None:
     assert resolved.build.cwd == str(tmp_path)
 
 
+def test_a_relative_artifact_path_is_inside_the_workdir(tmp_path: Path) -> None:
+    text = MINIMAL + 'artifacts:\n  tools:\n    url: https://x.invalid/t.tgz\n    path: "toolchains/t"\n'
+    recipe = parse_recipe(text, "a.yaml")
+    ws = Workspace(tmp_path)
+    resolved = resolve(recipe, ws.root, placeholder_values(recipe, ws, HOST, {"HOME": "/h"}))
+    assert resolved.artifacts["tools"].path == str(tmp_path / "toolchains/t")
+
+
 def test_unbalanced_brace_is_reported() -> None:
     text = MINIMAL + 'build:\n  cwd: "{workdir"\n  argv: [make]\n'
     [problem] = problems_of(text)
