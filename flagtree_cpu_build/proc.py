@@ -1,0 +1,138 @@
+"""The one subprocess runner: argv lists (never a shell string), an explicit environment,
+a log file that keeps everything, and a line-by-line view for the live display.
+
+``run_logged`` is for long commands (the build, pip installs): every output line goes to
+the log as it arrives and to ``on_line``; when the command is quiet, ``on_idle`` is called
+so the display can show a heartbeat. On Ctrl-C the child's whole process group is
+stopped (SIGTERM, then SIGKILL) before the interrupt propagates — no orphaned compilers.
+``capture`` is for short queries (a version, a JSON answer).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import shlex
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class ProcResult:
+    returncode: int
+    log: Path
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    @property
+    def signal_name(self) -> str | None:
+        """'SIGSEGV' when the command was killed by a signal."""
+        if self.returncode < 0:
+            try:
+                return signal.Signals(-self.returncode).name
+            except ValueError:
+                return f"signal {-self.returncode}"
+        return None
+
+
+def run_logged(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    log: Path,
+    header: Sequence[str] = (),
+    on_line: Callable[[str], None] | None = None,
+    on_idle: Callable[[float], None] | None = None,
+    idle_every_s: float = 15.0,
+) -> ProcResult:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    with open(log, "w", encoding="utf-8", errors="replace") as out:
+        out.write(f"+ {shlex.join(argv)}\n# cwd: {cwd}\n# started: {datetime.now().isoformat(timespec='seconds')}\n")
+        for line in header:
+            out.write(f"# {line}\n")
+        out.write("\n")
+        out.flush()
+        process = subprocess.Popen(list(argv), cwd=cwd, env=dict(env), stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        lines: queue.Queue[bytes | None] = queue.Queue()
+        reader = threading.Thread(target=_pump, args=(process, lines), daemon=True)
+        reader.start()
+        last_output = time.monotonic()
+        last_idle_call = last_output
+        try:
+            while True:
+                try:
+                    raw = lines.get(timeout=1.0)
+                except queue.Empty:
+                    now = time.monotonic()
+                    if on_idle and now - last_output >= idle_every_s and now - last_idle_call >= idle_every_s:
+                        last_idle_call = now
+                        on_idle(now - last_output)
+                    continue
+                if raw is None:
+                    break
+                text = raw.decode("utf-8", "replace")
+                out.write(text)
+                last_output = time.monotonic()
+                if on_line:
+                    on_line(text.rstrip("\r\n"))
+            returncode = process.wait()
+        except BaseException:
+            _stop(process)
+            out.write("\n# interrupted: the command was stopped\n")
+            raise
+        seconds = time.monotonic() - start
+        out.write(f"\n# exit status {returncode} after {seconds:.1f} s\n")
+    return ProcResult(returncode, log, seconds)
+
+
+def _pump(process: subprocess.Popen, lines: queue.Queue) -> None:
+    assert process.stdout is not None
+    for raw in iter(process.stdout.readline, b""):
+        lines.put(raw)
+    lines.put(None)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """Stop the command and everything it started (compilers, ninja)."""
+    if process.poll() is not None:
+        return
+    for sig, wait_s in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def capture(argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: Path | None = None,
+            timeout_s: float = 60.0) -> subprocess.CompletedProcess:
+    """Run a short query; never raises for a non-zero exit (the caller decides what it means)."""
+    return subprocess.run(list(argv), env=dict(env) if env is not None else None, cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout_s, check=False, stdin=subprocess.DEVNULL)
+
+
+def log_path(logs_dir: Path, kind: str) -> Path:
+    """``logs/<kind>-<timestamp>.log``; one log per run, never overwritten."""
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    path = logs_dir / f"{kind}-{stamp}.log"
+    n = 1
+    while path.exists():
+        n += 1
+        path = logs_dir / f"{kind}-{stamp}-{n}.log"
+    return path
