@@ -10,6 +10,7 @@ Heavy modules (git, requests) are imported inside the commands that use them, to
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -326,7 +327,8 @@ def recipe_schema_cmd(ctx: typer.Context) -> None:
 # --- workspace stages --------------------------------------------------------------------
 
 
-def _stage_context(opts: Options) -> Any:
+def _stage_context(opts: Options, *, python: Path | None = None, jobs: int | None = None,
+                   wheel_dir: Path | None = None) -> Any:
     """Load the recipe (with overrides), select this host's variants, fill in placeholders."""
     from . import recipe_files
     from .host import read_host
@@ -338,8 +340,16 @@ def _stage_context(opts: Options) -> Any:
     host = read_host()
     ws = workspace_at(opts.workdir)
     selected = select_variants(loaded, host.os_id, host.arch)
-    resolved = resolve(selected, ws.root, placeholder_values(selected, ws, host, os.environ))
-    return StageContext(resolved, ws, host, opts.ui)
+    values = placeholder_values(selected, ws, host, os.environ, jobs=jobs, python=python, wheel_dir=wheel_dir)
+    return StageContext(resolve(selected, ws.root, values), ws, host, opts.ui)
+
+
+def _target_python(opts: Options, python: Path | None) -> Path:
+    from .workspace import target_python, workspace_at
+
+    if python is not None:
+        return Path(os.path.abspath(python.expanduser()))
+    return target_python(workspace_at(opts.workdir), os.environ)
 
 
 _STATUS_STYLE = {"ok": "green", "created": "cyan", "updated": "yellow", "skipped": "dim",
@@ -414,14 +424,13 @@ def sync(
     origin is never moved or deleted. Unpinned refs are resolved once and recorded in
     .flagtree-cpu/lock.yaml. When everything is at its pin, sync does no network I/O.
     """
-    from .sources import SyncOptions, run_sync
-
     opts = _options(ctx)
     stage_ctx = _stage_context(opts)
+    named = _named_paths("--source-path", source_paths or [], list(stage_ctx.recipe.sources), "sources")
+    from .sources import SyncOptions, run_sync  # after the options are known to be good: git is slow to import
+
     options = SyncOptions(update=update, frozen=frozen, offline=offline, allow_dirty=allow_dirty, force=force,
-                          git_cache=git_cache.expanduser() if git_cache else None,
-                          source_paths=_named_paths("--source-path", source_paths or [],
-                                                    list(stage_ctx.recipe.sources), "sources"))
+                          git_cache=git_cache.expanduser() if git_cache else None, source_paths=named)
     _render_stage(opts, run_sync(stage_ctx, options), "source")
 
 
@@ -507,6 +516,100 @@ def fetch(
                            from_files=_named_paths("--from", from_files or [], list(stage_ctx.recipe.artifacts),
                                                    "artifacts"))
     _render_stage(opts, run_fetch(stage_ctx, options), "artifact")
+
+
+_PythonOption = Annotated[Optional[Path], typer.Option(
+    "--python", metavar="PATH", help="Target interpreter. [default: the active venv, else <workdir>/.venv, "
+    "created when missing]")]
+
+
+@app.command(epilog=_examples(
+    "flagtree-cpu build",
+    "flagtree-cpu build --jobs 4          # an 8 GB board",
+    "flagtree-cpu build --offline         # check every input first, then build without network",
+    "flagtree-cpu build --wheel dist/     # one build, a wheel for many boards",
+    "flagtree-cpu build --force --verbose # rebuild and watch every line",
+))
+def build(
+    ctx: typer.Context,
+    offline: Annotated[bool, typer.Option("--offline", help="Check that every input is here, then build "
+                                          "without network (TRITON_OFFLINE_BUILD=1, PIP_NO_INDEX=1).")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Build even when the stamp says up to date.")] = False,
+    jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, help="Parallel compile jobs. [default: "
+                                                "from CPU cores and available memory]")] = None,
+    python: _PythonOption = None,
+    wheel: Annotated[Optional[Path], typer.Option("--wheel", metavar="DIR", help="Build a wheel into DIR "
+                                                  "instead of the editable install.")] = None,
+    ignore_host: Annotated[bool, typer.Option("--ignore-host", help="Build even though this machine is not a "
+                                              "target of the recipe (testing).")] = False,
+) -> None:
+    """Install the build prerequisites and run the recipe's build (pip install -e python/) in the right env.
+
+    Every input is checked first (sources at their pins, links, the LLVM tree, prerequisites) and all missing ones
+    are listed at once. Full output goes to <workdir>/logs/build-<time>.log; a failure is diagnosed from it. When
+    nothing changed since the last build, build says so in about a second and runs nothing.
+    """
+    from .build import BuildOptions, run_build
+
+    opts = _options(ctx)
+    target = _target_python(opts, python)
+    wheel_dir = Path(os.path.abspath(wheel.expanduser())) if wheel else None
+    stage_ctx = _stage_context(opts, python=target, jobs=jobs, wheel_dir=wheel_dir)
+    env_jobs = int(stage_ctx.recipe.build.env.get("MAX_JOBS", "1")) if stage_ctx.recipe.build else 1
+    options = BuildOptions(python=target, offline=offline, force=force, ignore_host=ignore_host,
+                           wheel_dir=wheel_dir, verbose=opts.ui.verbose, jobs=env_jobs)
+    result = run_build(stage_ctx, options)
+    _render_stage(opts, result, "step")
+    wheel_info = result.actions[0].data.get("wheel")
+    if wheel_info and not opts.ui.json_mode:  # on their own lines, to copy
+        opts.ui.info(f"wheel:  {wheel_info['path']}")
+        opts.ui.info(f"sha256: {wheel_info['sha256']}")
+
+
+@app.command("env", epilog=_examples(
+    'eval "$(flagtree-cpu env)"            # before running Triton kernels',
+    "flagtree-cpu env --shell fish | source",
+    "flagtree-cpu env --build              # what a build gets (and what it drops)",
+    "flagtree-cpu env --json",
+))
+def env_command(
+    ctx: typer.Context,
+    build_env: Annotated[bool, typer.Option("--build", help="The build environment instead of the run-time one.")]
+    = False,
+    offline: Annotated[bool, typer.Option("--offline", help="With --build: the offline build's environment.")]
+    = False,
+    shell: Annotated[str, typer.Option("--shell", help="bash, zsh or fish.")] = "bash",
+    python: _PythonOption = None,
+) -> None:
+    """Print shell exports of the run-time environment (FLAGTREE_BACKEND=cpu ...), or with --build the build's.
+
+    Kernels JIT-compile when they first run, so the run-time variables matter then too: without FLAGTREE_BACKEND=cpu
+    the GNU assembler rejects the generated kernel.s ("junk at end of line").
+    """
+    from .buildenv import compute_build_env, render_exports
+    from .errors import UsageError
+
+    if shell not in ("bash", "zsh", "fish"):
+        raise UsageError(f"--shell {shell!r} is not supported", fix="use bash, zsh or fish")
+    opts = _options(ctx)
+    target = _target_python(opts, python)
+    recipe = _stage_context(opts, python=target).recipe
+    if build_env:
+        if recipe.build is None:
+            raise UsageError(f"recipe {recipe.name} has no build section")
+        search = os.pathsep.join([str(target.parent), os.environ.get("PATH", "")])
+        available = {c.command: shutil.which(c.command, path=search) is not None for c in recipe.build.env_if_command}
+        computed = compute_build_env(recipe.build, os.environ, offline=offline, commands_available=available,
+                                     path_prefix=str(target.parent))
+        values, unset = computed.settings(), computed.removed()
+        for conflict in computed.conflicts:
+            opts.ui.warn(f"inherited {conflict.describe()}")
+    else:
+        values, unset = dict(recipe.runtime.env), []
+    if opts.ui.json_mode:
+        opts.ui.emit_json({"kind": "build" if build_env else "runtime", "set": values, "unset": unset})
+    else:
+        opts.ui.emit_text(render_exports(values, unset, shell))  # type: ignore[arg-type]
 
 
 @app.command(epilog=_examples(

@@ -26,6 +26,7 @@ from .recipe_checks import (
     check_commit,
     check_download_url,
     check_env_names,
+    check_env_patterns,
     check_file_in_source,
     check_git_url,
     check_link_path,
@@ -269,9 +270,19 @@ class BuildSpec:
                                checks=(check_env_names, check_placeholders))
     offline_env: dict[str, str] = spec("extra variables for --offline builds", default_factory=dict,
                                        interpolate=True, checks=(check_env_names, check_placeholders))
-    unset_env: tuple[str, ...] = spec("inherited variables removed from the build environment",
-                                      default=(), checks=check_env_names)
+    unset_env: tuple[str, ...] = spec("inherited variables removed from the build environment; NAME_* "
+                                      "removes every variable with that prefix", default=(),
+                                      checks=check_env_patterns)
     env_if_command: tuple[CommandEnv, ...] = spec("variables set when a command exists", default=())
+    wheel_argv: tuple[str, ...] = spec("the command for `build --wheel` (may use {wheel_dir})", default=(),
+                                       interpolate=True, checks=INTERPOLATED)
+    products: tuple[str, ...] = spec("glob patterns, relative to cwd, of what the build produces; a build is "
+                                     "up to date only while they exist", default=())
+    distribution: str | None = spec("the Python distribution the build installs (checked for up to date)",
+                                    default=None)
+    stamp_ignores: tuple[str, ...] = spec("build variables that do not change the result (job counts, "
+                                          "ccache): changing them does not trigger a rebuild", default=(),
+                                          checks=check_env_names)
     memory_per_job_gb: float = spec("memory one compile job needs (limits {jobs})", default=2.0,
                                     json={"exclusiveMinimum": 0})
     memory_per_link_job_gb: float = spec("memory one link job needs (limits {link_jobs})",

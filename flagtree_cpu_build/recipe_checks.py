@@ -33,6 +33,7 @@ PLACEHOLDERS: dict[str, str] = {
     "jobs": "parallel compile jobs, from CPU cores and available memory",
     "link_jobs": "parallel link jobs, from available memory",
     "arch": "the host machine architecture (e.g. aarch64)",
+    "wheel_dir": "where `build --wheel DIR` puts wheels (default {workdir}/dist)",
 }
 SOURCE_PLACEHOLDERS = {"path": "absolute path of the source's checkout"}
 ARTIFACT_PLACEHOLDERS = {"path": "absolute path of the published tree", "url": "the download URL"}
@@ -129,6 +130,14 @@ def check_env_names(value: Any, ctx: Context, path: Path_) -> None:
             where = path + ((name,) if isinstance(value, Mapping) else (i,))
             ctx.report(where, f"{name!r} is not an environment variable name",
                        "use letters, digits and '_', not starting with a digit")
+
+
+def check_env_patterns(value: tuple[str, ...], ctx: Context, path: Path_) -> None:
+    """Variable names, or a prefix ending in '*' (LLVM_* drops every inherited LLVM_ variable)."""
+    for i, name in enumerate(value):
+        if not _ENV_NAME_RE.fullmatch(name.removesuffix("*")):
+            ctx.report(path + (i,), f"{name!r} is not an environment variable name or NAME_* pattern",
+                       "use letters, digits and '_', optionally ending in '*'")
 
 
 def check_arches(value: tuple[str, ...], ctx: Context, path: Path_) -> None:

@@ -83,6 +83,7 @@ def placeholder_values(
     *,
     jobs: int | None = None,
     python: Path | None = None,
+    wheel_dir: Path | None = None,
 ) -> dict[str, str]:
     """Values for recipe.PLACEHOLDERS in this workspace, on this host."""
     build = recipe.build
@@ -105,4 +106,5 @@ def placeholder_values(
         "jobs": str(job_count),
         "link_jobs": str(min(counts.link_jobs, job_count)),
         "arch": host.arch,
+        "wheel_dir": str(wheel_dir or ws.root / "dist"),
     }

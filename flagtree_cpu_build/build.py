@@ -1,0 +1,351 @@
+"""The build stage: the recipe's build command, in the right environment, watched and explained.
+
+Before anything runs, every input is checked — sources at their pins, links, the published
+LLVM tree, the build prerequisites — and all missing ones are listed at once (with
+``--offline`` that check is the contract: nothing is downloaded afterwards). A build
+stamp (source trees, LLVM digest, build command and the environment that matters, Python,
+prerequisites and compilers) makes an unchanged re-run a one-second "up to date"; a changed
+one says what changed. The output goes to ``logs/build-<time>.log``; ninja's ``[N/M]``
+lines drive a progress bar; a failure is diagnosed from the log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import pythonenv
+from .buildenv import BuildEnv, compute_build_env, stamp_env
+from .diagnose import diagnose_file
+from .download import hash_file
+from .errors import BuildError
+from .extract import read_stamp
+from .links import plan_links
+from .lockfile import read_lock
+from .proc import capture, log_path, run_logged
+from .recipe import Recipe
+from .stages import Action, StageContext, StageResult
+from .ui import UI, ProgressTask
+
+_NINJA = re.compile(r"^\[(\d+)/(\d+)\]\s*(.*)")
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    python: Path
+    offline: bool = False
+    force: bool = False
+    ignore_host: bool = False
+    wheel_dir: Path | None = None
+    verbose: bool = False
+    jobs: int = 1  # what the environment got; for the out-of-memory advice
+
+
+def run_build(ctx: StageContext, options: BuildOptions) -> StageResult:
+    start = time.monotonic()
+    recipe, ws, ui = ctx.recipe, ctx.workspace, ctx.ui
+    if recipe.build is None:
+        raise BuildError(f"recipe {recipe.name} has no build section", fix="add `build:` to the recipe")
+    _arch_gate(ctx, options)
+    pythonenv.ensure_interpreter(options.python, ws, recipe.python.requires, ui)
+    build_env = _build_env(recipe, options)
+    report = _preflight(ctx, options, build_env)
+    for conflict in build_env.conflicts:
+        ui.warn(f"inherited {conflict.describe()}")
+    mode = "wheel" if options.wheel_dir else "editable"
+    components = _stamp_components(recipe, ctx, options, build_env, report, mode)
+    stamp_file = ws.state_dir / f"build-{mode}.json"
+    built_before = stamp_file.exists()
+    reasons = _reasons_to_build(stamp_file, components, report, options)
+    if not reasons:
+        stored = json.loads(stamp_file.read_text())
+        data = {"stamp": stored["digest"], **({"wheel": stored["wheel"]} if stored.get("wheel") else {})}
+        return StageResult("build", (Action("build", "ok", "up to date", data),), seconds=time.monotonic() - start)
+    for reason in reasons:
+        ui.info(f"building because {reason}")
+    ws.empty_dir.mkdir(parents=True, exist_ok=True)  # the NVIDIA TRITON_*_PATH variables point here
+    wheels_before = _wheels(options.wheel_dir)
+    argv = list(recipe.build.wheel_argv if options.wheel_dir else recipe.build.argv)
+    if options.wheel_dir and not argv:
+        raise BuildError(f"recipe {recipe.name} has no build.wheel_argv", fix="add it to the recipe's build section")
+    if options.wheel_dir:
+        options.wheel_dir.mkdir(parents=True, exist_ok=True)
+    result = _run(argv, recipe, ws.logs_dir, build_env, ui, options)
+    if not result.ok:
+        raise _failure(result, options)
+    broken = [link for link in plan_links(recipe, ws).links if link.state != "ok"]
+    if broken:
+        raise BuildError("the build changed the recipe's links", details=tuple(f"{b.path}: {b.detail}" for b in broken),
+                         fix="run `flagtree-cpu link`, then build again")
+    products = _products(recipe)
+    wheel = _new_wheel(options.wheel_dir, wheels_before) if options.wheel_dir else None
+    _write_stamp(stamp_file, components, products, wheel, result.log)
+    detail = f"built in {_duration(result.seconds)}; log {result.log}"
+    data: dict[str, Any] = {"log": str(result.log), "reasons": reasons}
+    if wheel:
+        data["wheel"] = wheel
+    status = "updated" if built_before else "created"
+    return StageResult("build", (Action("build", status, detail, data),), seconds=time.monotonic() - start)
+
+
+# --- gates and inputs ----------------------------------------------------------------------------
+
+
+def _arch_gate(ctx: StageContext, options: BuildOptions) -> None:
+    targets = ctx.recipe.platform.arch
+    if ctx.host.arch not in targets and not options.ignore_host:
+        raise BuildError(
+            f"recipe {ctx.recipe.name} builds for {', '.join(targets)} and this machine is {ctx.host.arch}: the "
+            "result would not run here (FlagTree's CMake adds -march=armv9-a+sve2 on aarch64)",
+            fix="build on a machine of that architecture, or pass --ignore-host to try anyway (for testing)")
+
+
+def _build_env(recipe: Recipe, options: BuildOptions) -> BuildEnv:
+    assert recipe.build is not None
+    bin_dir = str(options.python.parent)
+    search = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
+    available = {c.command: shutil.which(c.command, path=search) is not None for c in recipe.build.env_if_command}
+    return compute_build_env(recipe.build, os.environ, offline=options.offline, commands_available=available,
+                             path_prefix=bin_dir)
+
+
+def _preflight(ctx: StageContext, options: BuildOptions, build_env: BuildEnv) -> pythonenv.PythonReport:
+    """Check every input; list all that are missing at once, each with what provides it."""
+    recipe, ws = ctx.recipe, ctx.workspace
+    problems = _source_problems(recipe, ctx) + _artifact_problems(recipe, ctx)
+    if recipe.links is not None and not problems:
+        bad = [link for link in plan_links(recipe, ws).links if link.state != "ok"]
+        if bad:
+            problems.append(f"links: {len(bad)} of {len(recipe.links.entries)} are not in place "
+                            f"({', '.join(b.path for b in bad[:3])}{' ...' if len(bad) > 3 else ''}) — run "
+                            "`flagtree-cpu link`")
+    also = [recipe.build.distribution] if recipe.build and recipe.build.distribution else []
+    report = pythonenv.check(options.python, recipe.python.build, build_env.env.get("PATH", ""), also=also)
+    if report.missing:
+        commands = " && ".join(shlex.join(c) for c in pythonenv.install_commands(options.python, report.missing))
+        if options.offline or problems:
+            problems.append(f"Python prerequisites missing in {options.python}: "
+                            f"{', '.join(p.describe() for p in report.missing)} — run `{commands}` "
+                            "(online, or with PIP_FIND_LINKS pointing at a wheel folder)")
+    if problems:
+        mode = "an offline build" if options.offline else "the build"
+        raise BuildError(f"{len(problems)} input{'s' if len(problems) > 1 else ''} of {mode} "
+                         f"{'are' if len(problems) > 1 else 'is'} missing; nothing was run",
+                         details=tuple(problems), fix="run the commands listed (or `flagtree-cpu setup`, which "
+                         "does all of them), then build again")
+    if report.missing:
+        pythonenv.install(options.python, report.missing, ws, ctx.ui)
+        report = pythonenv.check(options.python, recipe.python.build, build_env.env.get("PATH", ""), also=also)
+        if report.missing:
+            raise BuildError("Python prerequisites are still missing after pip ran",
+                             details=tuple(p.describe() for p in report.missing),
+                             fix="check the pip log in the workspace's logs/ folder")
+    return report
+
+
+def _source_problems(recipe: Recipe, ctx: StageContext) -> list[str]:
+    from .gitcmd import git_result
+
+    lock = read_lock(ctx.workspace.lock_file)
+    problems = []
+    for name, source in recipe.sources.items():
+        checkout = ctx.workspace.root / recipe.source_path(name)
+        locked = lock.sources.get(name) if lock else None
+        wanted = (source.commit or "").lower() or (locked.commit if locked else None)
+        if not (checkout / ".git").exists():
+            problems.append(f"source {name}: not checked out at {checkout} — run `flagtree-cpu sync`")
+            continue
+        status, head, _ = git_result(["rev-parse", "HEAD"], cwd=checkout)
+        if wanted is None:
+            problems.append(f"source {name}: no commit is locked for {source.ref!r} — run `flagtree-cpu sync`")
+        elif status != 0 or head.strip() != wanted:
+            problems.append(f"source {name}: at {head.strip()[:12] or '?'}, the pin is {wanted[:12]} — run "
+                            "`flagtree-cpu sync`")
+    return problems
+
+
+def _artifact_problems(recipe: Recipe, ctx: StageContext) -> list[str]:
+    lock = read_lock(ctx.workspace.lock_file)
+    problems = []
+    for name, artifact in recipe.artifacts.items():
+        stamp = read_stamp(Path(artifact.path))
+        locked = lock.artifacts.get(name) if lock else None
+        wanted = (artifact.sha256 or "").lower() or (locked.sha256 if locked and locked.url == artifact.url else None)
+        if stamp is None or (wanted and stamp.get("sha256") != wanted) or stamp.get("url") != artifact.url:
+            problems.append(f"artifact {name}: not published and verified at {artifact.path} — run "
+                            "`flagtree-cpu fetch` (offline: `flagtree-cpu fetch --offline --from FILE`)")
+    return problems
+
+
+# --- the stamp -------------------------------------------------------------------------------------
+
+
+def _stamp_components(recipe: Recipe, ctx: StageContext, options: BuildOptions, build_env: BuildEnv,
+                      report: pythonenv.PythonReport, mode: str) -> dict[str, Any]:
+    from .gitcmd import git_result
+
+    assert recipe.build is not None
+    sources = {}
+    for name in recipe.sources_in_order():
+        checkout = ctx.workspace.root / recipe.source_path(name)
+        head = git_result(["rev-parse", "HEAD"], cwd=checkout)[1].strip()
+        diff = git_result(["diff", "HEAD", "--binary", "--no-ext-diff"], cwd=checkout)[1]
+        sources[name] = {"commit": head, "local_changes": hashlib.sha256(diff.encode()).hexdigest()[:16]
+                         if diff.strip() else None}
+    artifacts = {name: (read_stamp(Path(a.path)) or {}).get("sha256") for name, a in recipe.artifacts.items()}
+    compilers = {}
+    for variable, default in (("CC", "cc"), ("CXX", "c++")):
+        compiler = build_env.env.get(variable, default)
+        answer = capture([compiler, "--version"], env=build_env.env) if shutil.which(compiler) else None
+        compilers[variable] = answer.stdout.splitlines()[0] if answer and answer.stdout else None
+    return {
+        "mode": mode,
+        "sources": sources,
+        "artifacts": artifacts,
+        "command": {"cwd": recipe.build.cwd,
+                    "argv": list(recipe.build.wheel_argv if mode == "wheel" else recipe.build.argv)},
+        "env": stamp_env(build_env, recipe.build.stamp_ignores),
+        "python": {"path": str(options.python), "version": report.version},
+        "prerequisites": {p.name: p.installed or p.system for p in report.prerequisites},
+        "compilers": compilers,
+    }
+
+
+def _reasons_to_build(stamp_file: Path, components: dict[str, Any], report: pythonenv.PythonReport,
+                      options: BuildOptions) -> list[str]:
+    if options.force:
+        return ["--force"]
+    try:
+        stored = json.loads(stamp_file.read_text())
+    except (OSError, ValueError):
+        return ["no previous build"]
+    reasons = [f"{key} changed: {old} -> {new}" for key, old, new in _differences(stored["components"], components)]
+    missing = [p["path"] for p in stored.get("products", []) if not _same_file(p)]
+    if missing:
+        reasons.append(f"build products are missing: {', '.join(missing)}")
+    for name, version in report.extra_found.items():
+        if components["mode"] == "editable" and version is None:
+            reasons.append(f"{name} is not installed in {options.python}")
+    wheel = stored.get("wheel")
+    if wheel and not _same_file(wheel):
+        reasons.append(f"the wheel {wheel['path']} is gone")
+    return reasons
+
+
+def _differences(old: Any, new: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        found = []
+        for key in sorted(set(old) | set(new)):
+            found += _differences(old.get(key), new.get(key), f"{prefix}.{key}" if prefix else key)
+        return found
+    return [] if old == new else [(prefix, _short(old), _short(new))]
+
+
+def _short(value: Any) -> Any:
+    return value[:12] if isinstance(value, str) and re.fullmatch(r"[0-9a-f]{40,64}", value) else value
+
+
+def _same_file(record: dict[str, Any]) -> bool:
+    path = Path(record["path"])
+    return path.is_file() and path.stat().st_size == record["size"]
+
+
+def _products(recipe: Recipe) -> list[dict[str, Any]]:
+    assert recipe.build is not None
+    cwd = Path(recipe.build.cwd)
+    found = sorted({p for pattern in recipe.build.products for p in cwd.glob(pattern) if p.is_file()})
+    return [{"path": str(p), "size": p.stat().st_size} for p in found]
+
+
+def _write_stamp(path: Path, components: dict[str, Any], products: list[dict[str, Any]],
+                 wheel: dict[str, Any] | None, log: Path) -> None:
+    canonical = json.dumps(components, sort_keys=True)
+    stamp = {"digest": hashlib.sha256(canonical.encode()).hexdigest(), "components": components,
+             "products": products, "wheel": wheel, "log": str(log), "finished": time.time()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(stamp, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+# --- running and watching ------------------------------------------------------------------------------
+
+
+class _Display:
+    """ninja's [N/M] drive the bar; CMake and pip lines name the phase; quiet spells get a heartbeat."""
+
+    def __init__(self, task: ProgressTask, ui: UI, verbose: bool):
+        self.task, self.ui, self.verbose = task, ui, verbose
+        self.phase, self.done, self.total = "starting", 0.0, None
+
+    def line(self, text: str) -> None:
+        if self.verbose:
+            self.ui.console.print(text, markup=False, highlight=False, soft_wrap=True)
+        match = _NINJA.match(text)
+        if match:
+            self.phase, self.done, self.total = "compiling", float(match.group(1)), float(match.group(2))
+            self._show(match.group(3))
+            return
+        if text.startswith("-- ") or text.startswith("CMake "):
+            self.phase = "configuring"
+        elif text.startswith(("Successfully installed", "Installing collected packages")):
+            self.phase = "installing"
+        self._show(text)
+
+    def idle(self, seconds: float) -> None:
+        self._show(f"quiet for {int(seconds)} s")
+
+    def _show(self, text: str) -> None:
+        # logs get a line per phase (and every few seconds); a terminal shows the latest line too
+        detail = f"{self.phase}: {text[:80]}" if self.ui.interactive else self.phase
+        self.task.update(self.done, self.total, detail=detail)
+
+
+def _run(argv: list[str], recipe: Recipe, logs_dir: Path, build_env: BuildEnv, ui: UI, options: BuildOptions) -> Any:
+    assert recipe.build is not None
+    log = log_path(logs_dir, "build")
+    ui.info(f"+ {shlex.join(argv)}")
+    ui.info(f"  in {recipe.build.cwd}; full output: {log}")
+    header = [f"{c.describe()}" for c in build_env.changes]
+    with ui.progress(f"building {recipe.name}") as task:
+        display = _Display(task, ui, options.verbose)
+        return run_logged(argv, cwd=Path(recipe.build.cwd), env=build_env.env, log=log, header=header,
+                          on_line=display.line, on_idle=display.idle)
+
+
+def _failure(result: Any, options: BuildOptions) -> BuildError:
+    diagnosis = diagnose_file(result.log)
+    how = f"killed by {result.signal_name}" if result.signal_name else f"exit status {result.returncode}"
+    details = [f"cause: {diagnosis.cause()}", f"log: {result.log}" + (f" (line {diagnosis.line})"
+                                                                       if diagnosis.line else "")]
+    details += [f"| {line}" for line in diagnosis.excerpt]
+    fix = diagnosis.signature.fix.format(jobs_half=max(1, options.jobs // 2), log=result.log) if \
+        diagnosis.signature else f"read the log ({result.log}); re-run with --verbose to watch every line"
+    return BuildError(f"the build failed ({how})", details=tuple(details), fix=fix)
+
+
+def _wheels(folder: Path | None) -> dict[Path, float]:
+    return {p: p.stat().st_mtime for p in folder.glob("*.whl")} if folder and folder.is_dir() else {}
+
+
+def _new_wheel(folder: Path, before: dict[Path, float]) -> dict[str, Any]:
+    fresh = [p for p in folder.glob("*.whl") if before.get(p) != p.stat().st_mtime]
+    if not fresh:
+        raise BuildError(f"the build succeeded but wrote no wheel into {folder}",
+                         fix="check the recipe's build.wheel_argv writes to {wheel_dir}")
+    wheel = max(fresh, key=lambda p: p.stat().st_mtime)
+    digest, size = hash_file(wheel)
+    return {"path": str(wheel), "size": size, "sha256": digest}
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes}m {secs:02d}s" if minutes else f"{seconds:.1f}s"
