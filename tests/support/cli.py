@@ -19,10 +19,11 @@ class Workspace:
     world: GitWorld
     root: Path
     flagtree_commit: str
+    always_set: tuple[str, ...] = ()  # overrides every run of this workspace uses
 
     def run(self, *args: str, sets: tuple[str, ...] = ()) -> Result:
         argv = ["-w", str(self.root), "--set", f"sources.flagtree.commit={self.flagtree_commit}"]
-        for assignment in sets:
+        for assignment in (*self.always_set, *sets):
             argv += ["--set", assignment]
         return CliRunner().invoke(app, [*argv, *args])
 
@@ -42,5 +43,6 @@ class Workspace:
         return git("rev-parse", "HEAD", cwd=repo, env=self.world.env)
 
 
-def new_workspace(world: GitWorld, root: Path, commit_label: str = "cpu-backend") -> Workspace:
-    return Workspace(world, root, world["flagtree"].commits[commit_label])
+def new_workspace(world: GitWorld, root: Path, commit_label: str = "cpu-backend",
+                  always_set: tuple[str, ...] = ()) -> Workspace:
+    return Workspace(world, root, world["flagtree"].commits[commit_label], always_set)
