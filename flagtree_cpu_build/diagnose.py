@@ -151,3 +151,19 @@ def _excerpt(lines: list[str], body: list[int], number: int, context: int) -> tu
     where = body.index(number)
     chosen = body[max(0, where - context):where + context + 1]
     return tuple(lines[n] for n in chosen if lines[n].strip() or n == number)
+
+
+def markdown_table() -> str:
+    """The README's build troubleshooting table (`python -m flagtree_cpu_build.diagnose` prints it)."""
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    rows = ["| failure | what it means | fix |", "|---|---|---|"]
+    for s in SIGNATURES:
+        fix = s.fix.format(jobs_half="<half the jobs>", log="<log>")
+        rows.append(f"| `{s.id}` | {cell(s.cause)} | {cell(fix)} |")
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":  # pragma: no cover - regenerates the README table
+    print(markdown_table(), end="")

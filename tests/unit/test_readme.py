@@ -33,6 +33,13 @@ def test_ci_runs_the_readme_test_command() -> None:
 
 def test_every_command_in_the_reference_exists() -> None:
     headings = re.findall(r"^### `([\w ]+?)(?: \[|`)", README, re.M)
-    assert {"recipe list", "sync", "link", "fetch", "lock"} <= set(headings)
+    assert {"recipe list", "sync", "link", "fetch", "build", "env", "lock"} <= set(headings)
     for command in headings:
         assert CliRunner().invoke(app, [*command.split(), "--help"]).exit_code == 0, command
+
+
+def test_the_build_troubleshooting_table_is_the_diagnosis_table() -> None:
+    from flagtree_cpu_build.diagnose import markdown_table
+
+    section = README.split("<!-- diagnosis:start", 1)[1].split("-->", 1)[1].split("<!-- diagnosis:end -->")[0]
+    assert section.strip() == markdown_table().strip(), "regenerate it: python -m flagtree_cpu_build.diagnose"
