@@ -56,7 +56,7 @@ def run_build(ctx: StageContext, options: BuildOptions) -> StageResult:
         raise BuildError(f"recipe {recipe.name} has no build section", fix="add `build:` to the recipe")
     _arch_gate(ctx, options)
     pythonenv.ensure_interpreter(options.python, ws, recipe.python.requires, ui)
-    build_env = _build_env(recipe, options)
+    build_env = build_environment(recipe, options.python, offline=options.offline)
     report = _preflight(ctx, options, build_env)
     for conflict in build_env.conflicts:
         ui.warn(f"inherited {conflict.describe()}")
@@ -108,12 +108,14 @@ def _arch_gate(ctx: StageContext, options: BuildOptions) -> None:
             fix="build on a machine of that architecture, or pass --ignore-host to try anyway (for testing)")
 
 
-def _build_env(recipe: Recipe, options: BuildOptions) -> BuildEnv:
+def build_environment(recipe: Recipe, python: Path, *, offline: bool) -> BuildEnv:
+    """The build environment on this machine: the pure rules applied to os.environ, with the target
+    interpreter's bin first on PATH and the recipe's optional commands (ccache) looked up there."""
     assert recipe.build is not None
-    bin_dir = str(options.python.parent)
+    bin_dir = str(python.parent)
     search = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
     available = {c.command: shutil.which(c.command, path=search) is not None for c in recipe.build.env_if_command}
-    return compute_build_env(recipe.build, os.environ, offline=options.offline, commands_available=available,
+    return compute_build_env(recipe.build, os.environ, offline=offline, commands_available=available,
                              path_prefix=bin_dir)
 
 

@@ -10,7 +10,6 @@ Heavy modules (git, requests) are imported inside the commands that use them, to
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -352,27 +351,6 @@ def _target_python(opts: Options, python: Path | None) -> Path:
     return target_python(workspace_at(opts.workdir), os.environ)
 
 
-_STATUS_STYLE = {"ok": "green", "created": "cyan", "updated": "yellow", "skipped": "dim",
-                 "create": "cyan", "update": "yellow", "conflict": "bold red", "dangling": "bold red"}
-
-
-def _styled(status: str) -> Any:
-    from rich.text import Text
-
-    return Text(status, style=_STATUS_STYLE.get(status, ""))
-
-
-def _render_stage(opts: Options, result: Any, subject: str) -> None:
-    if opts.ui.json_mode:
-        opts.ui.emit_json({"ok": True, **result.to_json()})
-        return
-    opts.ui.table([subject, "status", "detail"],
-                  [[a.subject, _styled(a.status), a.detail] for a in result.actions])
-    for warning in result.warnings:
-        opts.ui.warn(warning)
-    opts.ui.info(f"{result.stage}: {result.status} in {result.seconds:.2f}s")
-
-
 def _named_paths(option: str, values: list[str], names: list[str], kind: str) -> dict[str, Path]:
     """Parse repeated ``NAME=PATH`` values of ``option``; a bare PATH is fine when only one name exists."""
     from .errors import UsageError
@@ -431,7 +409,7 @@ def sync(
 
     options = SyncOptions(update=update, frozen=frozen, offline=offline, allow_dirty=allow_dirty, force=force,
                           git_cache=git_cache.expanduser() if git_cache else None, source_paths=named)
-    _render_stage(opts, run_sync(stage_ctx, options), "source")
+    opts.ui.stage_result(run_sync(stage_ctx, options), "source")
 
 
 @app.command(epilog=_examples(
@@ -459,7 +437,7 @@ def link(
                            "links": [p.to_json() for p in plan.links], "seconds": round(result.seconds, 3)})
     else:
         opts.ui.table(["link", "state", "detail"],
-                      [[p.path, _styled(p.state), p.detail or ("" if p.state == "ok" else f"-> {p.target}")]
+                      [[p.path, opts.ui.styled(p.state), p.detail or ("" if p.state == "ok" else f"-> {p.target}")]
                        for p in plan.links])
         counts = {s: len(plan.with_state(s)) for s in ("ok", "create", "update", "conflict", "dangling")}
         summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
@@ -515,7 +493,7 @@ def fetch(
                            mirrors=parse_mirrors(mirrors or []),
                            from_files=_named_paths("--from", from_files or [], list(stage_ctx.recipe.artifacts),
                                                    "artifacts"))
-    _render_stage(opts, run_fetch(stage_ctx, options), "artifact")
+    opts.ui.stage_result(run_fetch(stage_ctx, options), "artifact")
 
 
 _PythonOption = Annotated[Optional[Path], typer.Option(
@@ -559,7 +537,7 @@ def build(
     options = BuildOptions(python=target, offline=offline, force=force, ignore_host=ignore_host,
                            wheel_dir=wheel_dir, verbose=opts.ui.verbose, jobs=env_jobs)
     result = run_build(stage_ctx, options)
-    _render_stage(opts, result, "step")
+    opts.ui.stage_result(result, "step")
     wheel_info = result.actions[0].data.get("wheel")
     if wheel_info and not opts.ui.json_mode:  # on their own lines, to copy
         opts.ui.info(f"wheel:  {wheel_info['path']}")
@@ -586,7 +564,7 @@ def env_command(
     Kernels JIT-compile when they first run, so the run-time variables matter then too: without FLAGTREE_BACKEND=cpu
     the GNU assembler rejects the generated kernel.s ("junk at end of line").
     """
-    from .buildenv import compute_build_env, render_exports
+    from .buildenv import render_exports
     from .errors import UsageError
 
     if shell not in ("bash", "zsh", "fish"):
@@ -597,10 +575,9 @@ def env_command(
     if build_env:
         if recipe.build is None:
             raise UsageError(f"recipe {recipe.name} has no build section")
-        search = os.pathsep.join([str(target.parent), os.environ.get("PATH", "")])
-        available = {c.command: shutil.which(c.command, path=search) is not None for c in recipe.build.env_if_command}
-        computed = compute_build_env(recipe.build, os.environ, offline=offline, commands_available=available,
-                                     path_prefix=str(target.parent))
+        from .build import build_environment
+
+        computed = build_environment(recipe, target, offline=offline)
         values, unset = computed.settings(), computed.removed()
         for conflict in computed.conflicts:
             opts.ui.warn(f"inherited {conflict.describe()}")
@@ -626,7 +603,7 @@ def lock(
     opts = _options(ctx)
     ctx_ = _stage_context(opts)
     result = run_lock(ctx_, SyncOptions(update=update))
-    _render_stage(opts, result, "source")
+    opts.ui.stage_result(result, "source")
     if not opts.ui.json_mode:
         opts.ui.info(f"lock file: {ctx_.workspace.lock_file}")
 

@@ -143,6 +143,20 @@ class UI:
             task_id = bar.add_task(description, total=total, detail="")
             yield ProgressTask(bar, None, description, total, task_id)
 
+    def styled(self, status: str) -> Text:
+        return Text(status, style=_STATUS_STYLE.get(status, ""))
+
+    def stage_result(self, result: Any, subject: str) -> None:
+        """A stage's actions as a table (or its JSON), its warnings, and a one-line summary."""
+        if self.json_mode:
+            self.emit_json({"ok": True, **result.to_json()})
+            return
+        self.table([subject, "status", "detail"], [[a.subject, self.styled(a.status), a.detail]
+                                                   for a in result.actions])
+        for warning in result.warnings:
+            self.warn(warning)
+        self.info(f"{result.stage}: {result.status} in {result.seconds:.2f}s")
+
     # --- machine output (stdout) -----------------------------------------------------
 
     def emit_json(self, document: Any) -> None:
@@ -152,6 +166,10 @@ class UI:
     def emit_text(self, text: str) -> None:
         self.stdout.write(text if text.endswith("\n") else text + "\n")
         self.stdout.flush()
+
+
+_STATUS_STYLE = {"ok": "green", "created": "cyan", "updated": "yellow", "skipped": "dim",
+                 "create": "cyan", "update": "yellow", "conflict": "bold red", "dangling": "bold red"}
 
 
 class ProgressTask:
