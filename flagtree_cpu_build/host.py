@@ -62,13 +62,20 @@ def _read(path: Path) -> str:
 def read_host(root: Path = Path("/")) -> HostFacts:
     os_release = parse_os_release(_read(root / "etc/os-release") or _read(root / "usr/lib/os-release"))
     meminfo = parse_meminfo(_read(root / "proc/meminfo"))
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        cpus = os.cpu_count() or 1
+    if root == Path("/"):
+        arch = platform.machine()
+        try:
+            cpus = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):  # pragma: no cover - not Linux
+            cpus = os.cpu_count() or 1
+    else:  # a snapshot of another machine: its own files say what it is
+        from .cpuinfo import read_cpu
+
+        cpu = read_cpu(root)
+        arch, cpus = cpu.arch, max(1, len(cpu.cores))
     return HostFacts(
         system=platform.system().lower(),
-        arch=platform.machine(),
+        arch=arch,
         os_id=os_release.get("ID", ""),
         os_version_id=os_release.get("VERSION_ID", ""),
         os_pretty_name=os_release.get("PRETTY_NAME", ""),
