@@ -590,6 +590,69 @@ def env_command(
 
 
 @app.command(epilog=_examples(
+    "flagtree-cpu doctor",
+    "flagtree-cpu doctor --json > doctor.json      # for CI and bug reports",
+    "flagtree-cpu doctor --check cpu.features --check cpu.topology",
+    "flagtree-cpu doctor --sysroot ./board-snapshot # a board's copied /proc, /sys, /etc",
+    "flagtree-cpu doctor --list",
+))
+def doctor(
+    ctx: typer.Context,
+    check_ids: Annotated[Optional[list[str]], typer.Option("--check", metavar="ID",
+                                                           help="Run only this check. Repeatable.")] = None,
+    list_checks: Annotated[bool, typer.Option("--list", help="List the checks and exit.")] = False,
+    sysroot: Annotated[Optional[Path], typer.Option("--sysroot", metavar="DIR", help="Read /proc, /sys and /etc "
+                                                    "from DIR (a snapshot of a board) instead of /.")] = None,
+    offline: Annotated[bool, typer.Option("--offline", help="Skip the network checks.")] = False,
+    python: _PythonOption = None,
+    schema: Annotated[bool, typer.Option("--schema", help="Print the JSON Schema of --json output and exit.")]
+    = False,
+) -> None:
+    """Check host, CPU, toolchain, Python, network and workspace; say what is wrong and how to fix it.
+
+    Read-only and fast: nothing is written, downloaded or built. Exit code 7 when a check fails (warnings do not
+    fail). Each check has a stable id; --json output is versioned (flagtree-cpu/doctor/v1).
+    """
+    from .doctor import AREAS, DOCTOR_SCHEMA, DoctorContext, all_checks, run_doctor
+
+    opts = _options(ctx)
+    if schema:
+        opts.ui.emit_json(DOCTOR_SCHEMA)
+        return
+    if list_checks:
+        checks = all_checks()
+        if opts.ui.json_mode:
+            opts.ui.emit_json({"checks": [{"id": c.id, "area": c.area, "title": c.title} for c in checks]})
+        else:
+            opts.ui.table(["check", "area", "what it looks at"], [[c.id, c.area, c.title] for c in checks])
+        return
+    from . import recipe_files
+    from .cpuinfo import read_cpu
+    from .host import read_host
+    from .recipe import resolve, select_variants
+    from .workspace import placeholder_values, workspace_at
+
+    root = Path(os.path.abspath(sysroot)) if sysroot else Path("/")
+    loaded = recipe_files.load_recipe(opts.recipe, opts.overrides, recipe_files.user_recipe_dirs(opts.recipes_dirs))
+    host = read_host(root)
+    ws = workspace_at(opts.workdir)
+    target = _target_python(opts, python)
+    selected = select_variants(loaded, host.os_id, host.arch)
+    recipe = resolve(selected, ws.root, placeholder_values(selected, ws, host, os.environ, python=target))
+    report = run_doctor(DoctorContext(recipe, ws, host, read_cpu(root), root, target, dict(os.environ),
+                                      offline=offline), check_ids or [])
+    if opts.ui.json_mode:
+        opts.ui.emit_json(report.to_json())
+    else:
+        opts.ui.findings(report.findings, AREAS)
+        counts = report.summary()
+        opts.ui.info(f"doctor: {counts['ok']} ok, {counts['warn']} warnings, {counts['fail']} failed, "
+                     f"{counts['skip']} skipped in {report.seconds:.2f}s" + (f" (sysroot {root})" if sysroot else ""))
+    if report.failed:
+        raise typer.Exit(int(ExitCode.DOCTOR))
+
+
+@app.command(epilog=_examples(
     "flagtree-cpu lock",
     "flagtree-cpu lock --update           # follow the branches again",
 ))

@@ -20,7 +20,9 @@ from git.exc import GitCommandNotFound
 from .errors import SourceError
 from .ui import ProgressTask
 
-GIT_ENV = {"GIT_TERMINAL_PROMPT": "0"}  # GitPython itself sets LC_ALL=C, so messages are English
+# GitPython itself sets LC_ALL=C, so messages are English. No optional locks: `git status` would
+# otherwise refresh the index, and read-only callers (doctor, build's stamp) must not write.
+GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"}
 
 _PROGRESS = re.compile(
     r"(Enumerating objects|Counting objects|Compressing objects|Receiving objects|Resolving deltas|"

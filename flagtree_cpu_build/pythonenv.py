@@ -31,13 +31,14 @@ from .workspace import Workspace
 _QUERY = (
     "import json, sys\n"
     "from importlib import metadata\n"
-    "found = {}\n"
+    "found, urls = {}, {}\n"
     "for name in sys.argv[1:]:\n"
     "    try:\n"
     "        found[name] = metadata.version(name)\n"
+    "        urls[name] = metadata.distribution(name).read_text('direct_url.json')\n"
     "    except metadata.PackageNotFoundError:\n"
     "        found[name] = None\n"
-    "print(json.dumps({'python': '%d.%d.%d' % sys.version_info[:3], 'found': found}))\n"
+    "print(json.dumps({'python': '%d.%d.%d' % sys.version_info[:3], 'found': found, 'direct_urls': urls}))\n"
 )
 
 
@@ -89,12 +90,18 @@ def ensure_interpreter(python: Path, ws: Workspace, requires: str | None, ui: UI
 
 def query(python: Path, names: Sequence[str]) -> tuple[str, dict[str, str | None]]:
     """(Python version, {distribution: version or None}) of the target interpreter."""
+    answer = inspect(python, names)
+    return answer["python"], answer["found"]
+
+
+def inspect(python: Path, names: Sequence[str]) -> dict:
+    """One short run of the interpreter: its version, and for each distribution its version and
+    PEP 610 direct_url.json (how it was installed: editable from which folder)."""
     result = capture([str(python), "-c", _QUERY, *names], env=_plain_env())
     if result.returncode != 0:
         raise BuildError(f"{python} does not run: {result.stderr.strip().splitlines()[-1:] or result.returncode}",
                          fix="check the interpreter (--python), or delete a broken workspace venv")
-    answer = json.loads(result.stdout)
-    return answer["python"], answer["found"]
+    return json.loads(result.stdout)
 
 
 def check(python: Path, requirements: Sequence[Requirement], path: str, *,

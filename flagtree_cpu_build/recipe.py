@@ -305,6 +305,18 @@ class RuntimeSpec:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Resources:
+    """What a build needs from the machine (estimates doctor compares with what it finds)."""
+
+    workdir_disk_gb: float = spec("free disk the workdir needs (checkouts, build tree, venv)", default=0.0,
+                                  json={"minimum": 0})
+    triton_home_disk_gb: float = spec("free disk under $TRITON_HOME/.triton (the unpacked toolchain)",
+                                      default=0.0, json={"minimum": 0})
+    memory_gb: float = spec("total memory below which the build is impractical", default=0.0,
+                            json={"minimum": 0})
+
+
+@dataclass(frozen=True, kw_only=True)
 class KernelCheck:
     required: bool = spec("a failure fails validation (otherwise it is reported only)", default=True)
     timeout: float | None = spec("seconds before the kernel is stopped", default=None)
@@ -392,6 +404,7 @@ class Recipe:
     python: PythonSpec = spec("Python interpreter and packages", default_factory=PythonSpec)
     build: BuildSpec | None = spec("the build", default=None)
     runtime: RuntimeSpec = spec("run-time environment", default_factory=RuntimeSpec)
+    resources: Resources = spec("disk and memory the build needs", default_factory=Resources)
     validation: Validation | None = spec("validation kernels", default=None)
 
     file: str = spec("where the recipe was loaded from", default="", internal=True)

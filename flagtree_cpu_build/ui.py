@@ -157,6 +157,27 @@ class UI:
             self.warn(warning)
         self.info(f"{result.stage}: {result.status} in {result.seconds:.2f}s")
 
+    def findings(self, findings: Sequence[Any], areas: Sequence[str]) -> None:
+        """doctor's report: a table grouped by area (✓ ok, ! warn, ✗ fail, - skip), then the fixes."""
+        symbols = {"ok": ("✓", "green"), "warn": ("!", "yellow"), "fail": ("✗", "bold red"), "skip": ("-", "dim")}
+        rows: list[list[Any]] = []
+        for area in areas:
+            group = [f for f in findings if f.area == area]
+            if not group:
+                continue
+            rows.append([Text(area, style="bold"), "", ""])
+            for f in group:
+                symbol, style = symbols[f.status]
+                rows.append([Text(f"  {symbol}", style=style), f.id, f.detail])
+        self.table(["", "check", "detail"], rows)
+        fixes = [f for f in findings if f.fix and f.status in ("fail", "warn")]
+        if fixes:
+            self.console.print(Text("fixes", style="bold"))
+            for number, f in enumerate(sorted(fixes, key=lambda f: f.status != "fail"), 1):
+                symbol, style = symbols[f.status]
+                self.console.print(Text.assemble(f"{number:2}. ", (symbol, style), f" {f.id}: ", f.fix),
+                                   soft_wrap=True)
+
     # --- machine output (stdout) -----------------------------------------------------
 
     def emit_json(self, document: Any) -> None:
