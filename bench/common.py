@@ -12,12 +12,16 @@ from pathlib import Path
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def time_command(argv: Sequence[str], *, runs: int, warmup: int = 2, **kwargs: object) -> list[float]:
-    """Wall-clock seconds of each of ``runs`` executions (after ``warmup`` discarded ones)."""
+def time_command(argv: Sequence[str], *, runs: int, warmup: int = 2, ok_codes: Sequence[int] = (0,),
+                 **kwargs: object) -> list[float]:
+    """Wall-clock seconds of each of ``runs`` executions (after ``warmup`` discarded ones); a run that
+    exits with another code than ``ok_codes`` stops the benchmark instead of being timed."""
     samples = []
     for i in range(warmup + runs):
         start = time.perf_counter()
-        subprocess.run(list(argv), check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kwargs)
+        done = subprocess.run(list(argv), check=False, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kwargs)
+        if done.returncode not in ok_codes:
+            raise RuntimeError(f"{' '.join(argv)} exited {done.returncode}: {done.stderr[-500:]!r}")
         if i >= warmup:
             samples.append(time.perf_counter() - start)
     return samples

@@ -22,15 +22,20 @@ def test_meminfo_kilobytes_become_bytes() -> None:
     assert parsed == {"MemTotal": 1024 * 1024, "HugePages_Total": 0}
 
 
-@pytest.mark.parametrize("snapshot, os_id, available_gib", [
-    ("ubuntu-24.04-aarch64", "ubuntu", 24.77),
-    ("almalinux-9-aarch64", "almalinux", 5.0),
+@pytest.mark.parametrize("snapshot, os_id, arch, cpus, available_gib", [
+    ("cix-p1-biglittle", "ubuntu", "aarch64", 12, 26.62),
+    ("graviton3-neoverse-v1", "ubuntu", "aarch64", 4, 6.67),
+    ("x86_64-debian", "debian", "x86_64", 2, 19.18),
+    ("almalinux-9-aarch64", "almalinux", "aarch64", 4, 5.0),
 ])
-def test_read_host_from_a_snapshot(snapshot: str, os_id: str, available_gib: float) -> None:
+def test_read_host_from_a_snapshot(snapshot: str, os_id: str, arch: str, cpus: int,
+                                   available_gib: float | None) -> None:
     facts = read_host(HOSTS / snapshot)
-    assert facts.os_id == os_id
-    assert facts.mem_available / GIB == pytest.approx(available_gib, abs=0.01)
-    assert facts.cpu_count >= 1
+    assert (facts.os_id, facts.arch, facts.cpu_count) == (os_id, arch, cpus)
+    if available_gib is None:
+        assert facts.mem_available is None
+    else:
+        assert facts.mem_available / GIB == pytest.approx(available_gib, abs=0.01)
 
 
 def test_read_host_without_files_is_not_an_error(tmp_path: Path) -> None:

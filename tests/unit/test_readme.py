@@ -33,7 +33,7 @@ def test_ci_runs_the_readme_test_command() -> None:
 
 def test_every_command_in_the_reference_exists() -> None:
     headings = re.findall(r"^### `([\w ]+?)(?: \[|`)", README, re.M)
-    assert {"recipe list", "sync", "link", "fetch", "build", "env", "lock"} <= set(headings)
+    assert {"recipe list", "sync", "link", "fetch", "build", "env", "doctor", "lock"} <= set(headings)
     for command in headings:
         assert CliRunner().invoke(app, [*command.split(), "--help"]).exit_code == 0, command
 
@@ -43,3 +43,10 @@ def test_the_build_troubleshooting_table_is_the_diagnosis_table() -> None:
 
     section = README.split("<!-- diagnosis:start", 1)[1].split("-->", 1)[1].split("<!-- diagnosis:end -->")[0]
     assert section.strip() == markdown_table().strip(), "regenerate it: python -m flagtree_cpu_build.diagnose"
+
+
+def test_every_doctor_check_is_documented() -> None:
+    from flagtree_cpu_build.doctor import all_checks
+
+    for check in all_checks():
+        assert f"| `{check.id}` | {check.title} |" in README, check.id

@@ -1,0 +1,219 @@
+"""`flagtree-cpu doctor` on this machine, its workspace, its Python and real ELF files."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import socket
+import sys
+import time
+from pathlib import Path
+
+import jsonschema
+import pytest
+from typer.testing import CliRunner, Result
+
+from flagtree_cpu_build.cli import app
+from flagtree_cpu_build.doctor import DOCTOR_SCHEMA
+from flagtree_cpu_build.extract import write_markers
+from tests.support.cli import Workspace, new_workspace
+from tests.support.gitworld import GitWorld
+from tests.support.httpserver import LoopbackHTTPServer
+from tests.support.tarballs import TOP, llvm_tarball
+from tests.support.venvs import build_venv
+
+LLVM_URL = f"https://oaitriton.blob.core.windows.net/public/llvm-builds/{TOP}.tar.gz"
+
+
+def doctor(*args: str) -> Result:
+    return CliRunner().invoke(app, ["doctor", *args])
+
+
+def findings(result: Result) -> dict[str, dict]:
+    return {f["id"]: f for f in json.loads(result.stdout)["checks"]}
+
+
+def test_doctor_on_this_machine(tmp_path: Path) -> None:
+    start = time.monotonic()
+    result = doctor("--json", "--offline", "-w", str(tmp_path / "ws"))
+    elapsed = time.monotonic() - start
+    document = json.loads(result.stdout)
+    jsonschema.Draft202012Validator(DOCTOR_SCHEMA).validate(document)
+    assert elapsed < 2.0
+    assert result.exit_code == (7 if document["summary"]["fail"] else 0)
+    checks = {f["id"]: f for f in document["checks"]}
+    supported = platform.machine() == "aarch64"
+    assert checks["host.arch"]["status"] == ("ok" if supported else "fail")
+    if not supported:
+        assert checks["cpu.features"]["status"] == "fail" and checks["cpu.features"]["fix"]
+    assert checks["network.hosts"]["status"] == "skip"  # --offline
+    for finding in document["checks"]:
+        assert finding["status"] in ("ok", "skip") or finding["fix"], finding["id"]
+
+
+def test_the_human_report_groups_by_area_and_lists_fixes(tmp_path: Path) -> None:
+    result = doctor("--offline", "-w", str(tmp_path / "ws"), "--set", "platform.arch=[riscv64]")
+    assert result.exit_code == 7
+    out = result.stderr
+    assert out.index(" host ") < out.index(" cpu ") < out.index(" toolchain ") < out.index(" workspace ")
+    assert "✗" in out and "fixes" in out and " 1. ✗ host.arch: " in out
+    assert "doctor: " in out and "failed" in out
+
+
+def test_list_check_and_schema(tmp_path: Path) -> None:
+    listing = doctor("--list", "--json")
+    ids = [c["id"] for c in json.loads(listing.stdout)["checks"]]
+    assert "cpu.topology" in ids and "workspace.links" in ids
+    one = doctor("--json", "--check", "toolchain.git", "-w", str(tmp_path / "ws"))
+    assert [f["id"] for f in json.loads(one.stdout)["checks"]] == ["toolchain.git"]
+    assert one.exit_code == 0
+    typo = doctor("--check", "cpu.featurs")
+    assert typo.exit_code == 2 and "did you mean 'cpu.features'" in typo.stderr
+    schema = json.loads(doctor("--schema").stdout)
+    assert schema == DOCTOR_SCHEMA
+
+
+def test_network_hosts_are_probed(tmp_path: Path, http_server: LoopbackHTTPServer, world: GitWorld) -> None:
+    # sources reach the git world through insteadOf (local paths: nothing to probe); the artifact is served
+    url = http_server.serve(f"/llvm-builds/{TOP}.tar.gz", b"x")
+    good = doctor("--json", "--check", "network.hosts", "--set", f"artifacts.llvm.url={url}")
+    finding = findings(good)["network.hosts"]
+    assert finding["status"] == "ok", finding
+    assert f"127.0.0.1:{url.split(':')[2].split('/')[0]}" in finding["detail"]
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]  # bound, never listening: connections are refused
+        bad = doctor("--json", "--check", "network.hosts", "--set",
+                     f"artifacts.llvm.url=http://127.0.0.1:{port}/llvm-builds/{TOP}.tar.gz")
+    finding = findings(bad)["network.hosts"]
+    assert bad.exit_code == 7 and finding["status"] == "fail"
+    assert "ConnectionRefusedError" in finding["detail"] and "--mirror" in finding["fix"]
+
+
+# --- the workspace --------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def synced(world: GitWorld, tmp_path: Path) -> Workspace:
+    ws = new_workspace(world, tmp_path / "ws", always_set=(f"artifacts.llvm.url={LLVM_URL}",))
+    tarball = tmp_path / f"{TOP}.tar.gz"
+    tarball.write_bytes(llvm_tarball().data)
+    for step in (("sync",), ("link",), ("fetch", "--offline", "--from", str(tarball))):
+        result = ws.run(*step)
+        assert result.exit_code == 0, (step, result.stderr)
+    return ws
+
+
+def tree_state(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file and link under root with its size and mtime: doctor must change none of them."""
+    state = {}
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            path = Path(dirpath) / name
+            info = path.lstat()
+            state[str(path)] = (info.st_size, info.st_mtime_ns)
+    return state
+
+
+def test_workspace_checks_are_read_only(synced: Workspace) -> None:
+    (synced.flagtree / "README.md").write_text("a local edit\n")  # makes git status want to refresh its index
+    before = tree_state(synced.root)
+    llvm_before = tree_state(Path(os.environ["HOME"]) / ".triton")
+    result = synced.run("doctor", "--json", "--offline")
+    checks = findings(result)
+    assert checks["workspace.sources"]["status"] == "warn" and "local changes" in checks["workspace.sources"]["detail"]
+    assert checks["workspace.links"]["status"] == "ok"
+    assert checks["workspace.llvm"]["status"] == "ok"
+    assert checks["workspace.build"]["status"] == "skip"
+    assert tree_state(synced.root) == before  # nothing written, not even .git/index
+    assert tree_state(Path(os.environ["HOME"]) / ".triton") == llvm_before
+
+
+def test_broken_workspace_is_reported_with_the_commands(synced: Workspace) -> None:
+    (synced.flagtree / "third_party/sleef").unlink()
+    tip = synced.world["flagtree"].commits["tip"]
+    result = synced.run("doctor", "--json", "--offline", sets=(f"sources.flagtree.commit={tip}",))
+    sources, links = findings(result)["workspace.sources"], findings(result)["workspace.links"]
+    assert sources["status"] == "fail" and sources["fix"] == "flagtree-cpu sync"
+    assert links["status"] == "fail" and "third_party/sleef (create)" in links["detail"]
+    assert links["fix"].startswith("flagtree-cpu link")
+
+
+def test_conflicting_and_missing_environment(synced: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLVM_SYSPATH", "/opt/old-llvm")
+    monkeypatch.setenv("TRITON_OFFLINE_BUILD", "ON")
+    checks = findings(synced.run("doctor", "--json", "--offline"))
+    assert checks["workspace.build-env"]["status"] == "warn"
+    assert checks["workspace.build-env"]["fix"] == "unset LLVM_SYSPATH TRITON_OFFLINE_BUILD"
+    assert checks["workspace.runtime-env"]["status"] == "warn"
+    assert "junk at end of line" in checks["workspace.runtime-env"]["detail"]
+    monkeypatch.setenv("FLAGTREE_BACKEND", "cpu")
+    assert findings(synced.run("doctor", "--json", "--offline"))["workspace.runtime-env"]["status"] == "ok"
+
+
+def test_python_checks_in_a_target_venv(synced: Workspace, tmp_path: Path) -> None:
+    python = build_venv(tmp_path / "venv", ["pip", "setuptools", "wheel"])  # no pybind11
+    checks = findings(synced.run("doctor", "--json", "--offline", "--python", str(python)))
+    assert checks["python.version"]["status"] == "ok"
+    prerequisites = checks["python.build-prerequisites"]
+    assert prerequisites["status"] == "warn" and "pybind11>=2.13.1: missing" in prerequisites["detail"]
+    assert prerequisites["fix"].startswith(f"{python} -m pip install")
+    runtime = checks["python.runtime-prerequisites"]
+    assert runtime["status"] == "warn" and "--index-url https://download.pytorch.org/whl/cpu" in runtime["fix"]
+    assert checks["python.foreign-triton"]["status"] == "ok"
+
+
+def test_a_foreign_triton_is_flagged(synced: Workspace, tmp_path: Path) -> None:
+    from tests.integration.test_build import _wheel_of_a_tiny_distribution
+
+    python = build_venv(tmp_path / "venv", ["pip", "setuptools", "wheel"])
+    wheelhouse = _wheel_of_a_tiny_distribution(tmp_path, "triton", "3.2.0")
+    import subprocess
+
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-index", "--find-links", str(wheelhouse),
+                    "triton"], check=True, capture_output=True)
+    finding = findings(synced.run("doctor", "--json", "--offline", "--python", str(python)))["python.foreign-triton"]
+    assert finding["status"] == "warn" and "triton 3.2.0 from elsewhere" in finding["detail"]
+    assert finding["fix"].startswith(f"{python} -m pip uninstall -y triton")
+
+
+# --- the C/C++ runtime, on real ELF files ----------------------------------------------------------------------
+
+
+def publish_tree_with(binary: bytes, tmp_path: Path) -> None:
+    tree = Path(os.environ["HOME"]) / ".triton/llvm" / TOP
+    (tree / "bin").mkdir(parents=True)
+    (tree / "bin/mlir-tblgen").write_bytes(binary)
+    write_markers(tree, url=LLVM_URL, sha256="0" * 64, size=0, version_file="version.txt")
+
+
+def test_glibc_versions_the_binaries_need_are_provided(tmp_path: Path) -> None:
+    publish_tree_with(Path(shutil.which("git")).read_bytes(), tmp_path)
+    finding = findings(doctor("--json", "--check", "runtime.glibc", "--set", f"artifacts.llvm.url={LLVM_URL}"))
+    assert finding["runtime.glibc"]["status"] == "ok", finding
+
+
+def test_a_binary_needing_a_newer_glibc_is_caught(tmp_path: Path) -> None:
+    binary = Path(shutil.which("git")).read_bytes()
+    needed = sorted({part.decode() for part in __import__("re").findall(rb"GLIBC_2\.\d+(?:\.\d+)?", binary)})
+    assert needed, "git should need some GLIBC_2.x version"
+    victim = needed[0].encode()
+    future = b"GLIBC_9." + b"9" * (len(victim) - len(b"GLIBC_9."))  # same length: the ELF layout is unchanged
+    publish_tree_with(binary.replace(victim + b"\0", future + b"\0"), tmp_path)
+    result = doctor("--json", "--check", "runtime.glibc", "--set", f"artifacts.llvm.url={LLVM_URL}")
+    finding = findings(result)["runtime.glibc"]
+    assert result.exit_code == 7 and finding["status"] == "fail"
+    assert future.decode() in finding["detail"] and "LD_PRELOAD" in finding["fix"]
+
+
+def test_elf_reader_on_the_systems_own_files() -> None:
+    from flagtree_cpu_build.elfinfo import read_versions
+
+    git = read_versions(Path(shutil.which("git")))
+    assert git.machine == platform.machine() and any(n.startswith("GLIBC_") for n in git.needs["libc.so.6"])
+    libc = next(Path(p) for p in (f"/lib/{platform.machine()}-linux-gnu/libc.so.6", "/lib64/libc.so.6")
+                if Path(p).exists())
+    assert git.needs["libc.so.6"] <= read_versions(libc).defines
+    assert sys.version_info >= (3, 10)
