@@ -7,8 +7,8 @@ reported as that check's failure, never as a crash of doctor. Nothing is written
 downloaded or built. The JSON document is versioned (``DOCTOR_SCHEMA``).
 
 The checks themselves live in ``doctor_machine`` (what a board is: host, CPU, system
-packages, resources — readable from a ``--sysroot`` snapshot) and ``doctor_local`` (this
-machine's tools, Python, network and workspace).
+packages, memory — readable from a ``--sysroot`` snapshot), ``doctor_local`` (this machine's
+tools, Python, C/C++ runtime, disk, network) and ``doctor_workspace``.
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ class DoctorReport:
 
 
 def all_checks() -> list[Check]:
-    from . import doctor_local, doctor_machine  # noqa: F401 - importing registers the checks
+    from . import doctor_local, doctor_machine, doctor_workspace  # noqa: F401 - importing registers the checks
 
     return sorted(CHECKS, key=lambda c: (AREAS.index(c.area), CHECKS.index(c)))
 

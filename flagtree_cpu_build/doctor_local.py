@@ -42,12 +42,16 @@ def _at_least(version: str | None, minimum: tuple[int, ...]) -> bool:
     return tuple(int(p) for p in version.split(".") if p.isdigit()) >= minimum
 
 
+def _tool_present(command: str, package: str, missing: str, *, required: bool, note: str = "") -> Outcome:
+    path, version = _version_of(command)
+    if path is not None:
+        return ok(f"{command} {version} ({path}){note}")
+    return (fail if required else warn)(missing, f"sudo apt-get install -y {package}")
+
+
 @check("toolchain.git", "toolchain", "git", live_only=True)
 def tool_git(c: DoctorContext) -> Outcome:
-    path, version = _version_of("git")
-    if path is None:
-        return fail("git is not installed", "sudo apt-get install -y git")
-    return ok(f"git {version} ({path})")
+    return _tool_present("git", "git", "git is not installed", required=True)
 
 
 def _build_tool(c: DoctorContext, command: str, minimum: tuple[int, ...], package: str) -> Outcome:
@@ -98,18 +102,13 @@ def tool_compiler(c: DoctorContext) -> Outcome:
 
 @check("toolchain.ccache", "toolchain", "ccache (optional, faster rebuilds)", live_only=True)
 def tool_ccache(c: DoctorContext) -> Outcome:
-    path, version = _version_of("ccache")
-    if path:
-        return ok(f"ccache {version}: builds use it (TRITON_BUILD_WITH_CCACHE=true)")
-    return warn("no ccache: every rebuild compiles everything again", "sudo apt-get install -y ccache")
+    return _tool_present("ccache", "ccache", "no ccache: every rebuild compiles everything again", required=False,
+                         note="; builds use it (TRITON_BUILD_WITH_CCACHE=true)")
 
 
 @check("toolchain.pkg-config", "toolchain", "pkg-config", live_only=True)
 def tool_pkg_config(c: DoctorContext) -> Outcome:
-    path, version = _version_of("pkg-config")
-    if path:
-        return ok(f"pkg-config {version}")
-    return warn("no pkg-config on PATH", "sudo apt-get install -y pkg-config")
+    return _tool_present("pkg-config", "pkg-config", "no pkg-config on PATH", required=False)
 
 
 @check("toolchain.openmp", "toolchain", "OpenMP runtime (kernels link it)", live_only=True)
@@ -127,7 +126,7 @@ def tool_openmp(c: DoctorContext) -> Outcome:
 # --- Python -----------------------------------------------------------------------------------------
 
 
-def _python_facts(c: DoctorContext) -> dict | None:
+def python_facts(c: DoctorContext) -> dict | None:
     """One run of the target interpreter for every Python check (cached)."""
     if "python" not in c.cache:
         if not c.python.exists():
@@ -147,7 +146,7 @@ def python_version(c: DoctorContext) -> Outcome:
     from packaging.specifiers import SpecifierSet
 
     requires = c.recipe.python.requires
-    facts = _python_facts(c)
+    facts = python_facts(c)
     if facts is None:
         import sys
 
@@ -166,7 +165,7 @@ def _requirements_outcome(c: DoctorContext, requirements: Iterable, when: str) -
     from .pythonenv import check as check_prerequisites
     from .pythonenv import install_commands
 
-    facts = _python_facts(c)
+    facts = python_facts(c)
     if facts is None:
         return skip(f"{c.python} does not exist yet; {when} installs them")
     report = check_prerequisites(c.python, list(requirements), os.pathsep.join(
@@ -192,7 +191,7 @@ def python_runtime_prerequisites(c: DoctorContext) -> Outcome:
 
 @check("python.foreign-triton", "python", "A pip-installed triton the build would replace", live_only=True)
 def python_foreign_triton(c: DoctorContext) -> Outcome:
-    facts = _python_facts(c)
+    facts = python_facts(c)
     if facts is None:
         return skip(f"{c.python} does not exist yet")
     version = facts["found"].get("triton")
@@ -277,7 +276,7 @@ def runtime_glibc(c: DoctorContext) -> Outcome:
 # --- disk and network ------------------------------------------------------------------------------------------
 
 
-def _existing(path: Path) -> Path:
+def existing_parent(path: Path) -> Path:
     while not path.exists() and path != path.parent:
         path = path.parent
     return path
@@ -291,7 +290,7 @@ def resources_disk(c: DoctorContext) -> Outcome:
              "~/.triton": (triton_home(c.environ) / ".triton", c.recipe.resources.triton_home_disk_gb)}
     by_device: dict[int, list[tuple[str, Path, float]]] = {}
     for label, (path, gb) in needs.items():
-        where = _existing(path)
+        where = existing_parent(path)
         by_device.setdefault(os.stat(where).st_dev, []).append((label, where, gb))
     parts, short = [], []
     for entries in by_device.values():
@@ -381,151 +380,3 @@ def network_proxy(c: DoctorContext) -> Outcome:
     names = ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY")
     settings = [f"{n}={c.environ[n]}" for n in names if c.environ.get(n)]
     return ok("; ".join(settings) if settings else "no proxy variables set")
-
-
-# --- workspace --------------------------------------------------------------------------------------------------
-
-
-def _workspace_exists(c: DoctorContext) -> bool:
-    return c.workspace.root.is_dir()
-
-
-@check("workspace.sources", "workspace", "Sources at their pins", live_only=True)
-def workspace_sources(c: DoctorContext) -> Outcome:
-    from .gitcmd import git_result
-    from .lockfile import read_lock
-
-    if not _workspace_exists(c):
-        return skip(f"no workspace at {c.workspace.root} yet")
-    lock = read_lock(c.workspace.lock_file)
-    problems, dirty, good = [], [], []
-    for name, source in c.recipe.sources.items():
-        checkout = c.workspace.root / c.recipe.source_path(name)
-        locked = lock.sources.get(name) if lock else None
-        wanted = (source.commit or "").lower() or (locked.commit if locked else None)
-        if not (checkout / ".git").exists():
-            problems.append(f"{name} not checked out")
-            continue
-        head = git_result(["rev-parse", "HEAD"], cwd=checkout)[1].strip()
-        if wanted and head != wanted:
-            problems.append(f"{name} at {head[:12]}, pinned {wanted[:12]}")
-            continue
-        changes = git_result(["status", "--porcelain", "--untracked-files=no"], cwd=checkout)[1].strip()
-        (dirty if changes else good).append(f"{name} @{head[:12]}")
-    if problems:
-        return fail("; ".join(problems), "flagtree-cpu sync")
-    if dirty:
-        return warn(f"local changes to tracked files in {', '.join(dirty)} (the build includes them)",
-                    "git -C <checkout> status   # commit or stash them if they are not meant for the build")
-    return ok(", ".join(good))
-
-
-@check("workspace.links", "workspace", "The recipe's symlinks", live_only=True)
-def workspace_links(c: DoctorContext) -> Outcome:
-    from .links import plan_links
-
-    if c.recipe.links is None:
-        return skip("the recipe has no links")
-    root = c.workspace.root / c.recipe.source_path(c.recipe.links.root)
-    if not root.is_dir():
-        return skip(f"{c.recipe.links.root} is not checked out yet")
-    bad = [link for link in plan_links(c.recipe, c.workspace).links if link.state != "ok"]
-    if bad:
-        return fail(f"{len(bad)} of {len(c.recipe.links.entries)} not as the recipe says: "
-                    + ", ".join(f"{b.path} ({b.state})" for b in bad[:4]) + (" ..." if len(bad) > 4 else ""),
-                    "flagtree-cpu link   # No module named ...tle_ops at run time means exactly this")
-    return ok(f"all {len(c.recipe.links.entries)} in place")
-
-
-@check("workspace.llvm", "workspace", "The published LLVM tree", live_only=True)
-def workspace_llvm(c: DoctorContext) -> Outcome:
-    from .lockfile import read_lock
-
-    if not c.recipe.artifacts:
-        return skip("the recipe has no artifacts")
-    lock = read_lock(c.workspace.lock_file) if _workspace_exists(c) else None
-    problems, good = [], []
-    for name, artifact in c.recipe.artifacts.items():
-        stamp = read_stamp(Path(artifact.path))
-        locked = lock.artifacts.get(name) if lock else None
-        wanted = (artifact.sha256 or "").lower() or (locked.sha256 if locked and locked.url == artifact.url else None)
-        if stamp is None and not _workspace_exists(c):
-            return skip(f"no workspace at {c.workspace.root} yet, and nothing published at {artifact.path}")
-        if stamp is None:
-            problems.append(f"{name}: nothing published at {artifact.path}")
-        elif stamp.get("url") != artifact.url or (wanted and stamp.get("sha256") != wanted):
-            problems.append(f"{name}: {artifact.path} holds another download")
-        else:
-            good.append(f"{name} {stamp['sha256'][:12]} at {artifact.path}")
-    if problems:
-        return fail("; ".join(problems), "flagtree-cpu fetch")
-    return ok(", ".join(good))
-
-
-@check("workspace.build", "workspace", "The last build is current", live_only=True)
-def workspace_build(c: DoctorContext) -> Outcome:
-    from .gitcmd import git_result
-
-    stamp_file = c.workspace.state_dir / "build-editable.json"
-    if not stamp_file.is_file():
-        return skip("no build yet" if _workspace_exists(c) else f"no workspace at {c.workspace.root} yet")
-    stored = json.loads(stamp_file.read_text())["components"]
-    changed = []
-    for name, recorded in stored.get("sources", {}).items():
-        if name in c.recipe.sources:
-            head = git_result(["rev-parse", "HEAD"], cwd=c.workspace.root / c.recipe.source_path(name))[1].strip()
-            if head != recorded.get("commit"):
-                changed.append(f"{name} moved to {head[:12]}")
-    for name, sha in stored.get("artifacts", {}).items():
-        artifact = c.recipe.artifacts.get(name)
-        if artifact is not None and (read_stamp(Path(artifact.path)) or {}).get("sha256") != sha:
-            changed.append(f"{name} changed")
-    if changed:
-        return warn(f"built before: {', '.join(changed)}", "flagtree-cpu build")
-    return ok("built from the sources and LLVM now in place")
-
-
-@check("workspace.build-env", "workspace", "Inherited variables that would mislead a manual build", live_only=True)
-def workspace_build_env(c: DoctorContext) -> Outcome:
-    llvm_paths = {a.path for a in c.recipe.artifacts.values()}
-    notes = []
-    if c.environ.get("LLVM_SYSPATH") and c.environ["LLVM_SYSPATH"] not in llvm_paths:
-        notes.append(f"LLVM_SYSPATH={c.environ['LLVM_SYSPATH']} is not the recipe's LLVM")
-    if c.environ.get("TRITON_OFFLINE_BUILD", "").upper() == "ON":
-        notes.append("TRITON_OFFLINE_BUILD=ON turns on FlagTree's own offline mode (needs FLAGTREE_OFFLINE_BUILD_DIR)")
-    backend = c.environ.get("FLAGTREE_BACKEND")
-    if backend and backend != "cpu":
-        notes.append(f"FLAGTREE_BACKEND={backend}")
-    if notes:
-        names = " ".join(sorted({n.split("=")[0] for n in notes}))
-        return warn("; ".join(notes) + " (flagtree-cpu build overrides them; a hand-run pip install would not)",
-                    f"unset {names}")
-    return ok("nothing that conflicts")
-
-
-@check("workspace.runtime-env", "workspace", "Run-time variables for JIT-compiled kernels", live_only=True)
-def workspace_runtime_env(c: DoctorContext) -> Outcome:
-    missing = [f"{k}={v}" for k, v in c.recipe.runtime.env.items() if c.environ.get(k) != v]
-    facts = _python_facts(c) if c.python.exists() else None
-    gems = bool(facts and facts["found"].get("flag_gems"))
-    important = [m for m in missing if not m.startswith("FLAGGEMS_VENDOR=") or gems]
-    if important:
-        why = " (kernels fail: kernel.s: Error: junk at end of line)" if any(
-            m.startswith("FLAGTREE_BACKEND=") for m in important) else ""
-        return warn(f"not exported in this shell: {', '.join(important)}{why}", 'eval "$(flagtree-cpu env)"')
-    return ok("the recipe's run-time variables are exported" if not missing else
-              "FLAGTREE_BACKEND is set; FLAGGEMS_VENDOR matters only once FlagGems is installed")
-
-
-@check("workspace.install-prefix", "workspace", "The per-user install prefix is writable", live_only=True)
-def workspace_install_prefix(c: DoctorContext) -> Outcome:
-    arguments = c.recipe.build.env.get("TRITON_APPEND_CMAKE_ARGS", "") if c.recipe.build else ""
-    match = re.search(r"-DCMAKE_INSTALL_PREFIX=(\S+)", arguments)
-    if not match:
-        return skip("the recipe sets no install prefix")
-    prefix = Path(match.group(1))
-    where = _existing(prefix)
-    if os.access(where, os.W_OK):
-        return ok(f"{prefix} {'is' if where == prefix else 'can be created'} writable")
-    return fail(f"{prefix} is not writable (sleef's install step would fail with Permission denied)",
-                f"sudo chown -R $USER {where}   # or set a prefix you own in the recipe")
