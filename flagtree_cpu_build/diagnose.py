@@ -22,6 +22,8 @@ class Signature:
     fix: str  # may use {jobs_half} and {log}
 
 
+_GLIBC_NOT_FOUND = r"(GLIBCXX|GLIBC|CXXABI)_[0-9.]+'? not found"
+
 SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "install-permission",
@@ -79,7 +81,7 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     Signature(
         "glibc-version",
-        r"(GLIBCXX|GLIBC|CXXABI)_[0-9.]+'? not found",
+        _GLIBC_NOT_FOUND,
         "a binary needs a newer libstdc++/glibc than this system provides",
         "compare `strings /usr/lib/aarch64-linux-gnu/libstdc++.so.6 | grep GLIBCXX` with what is asked for; "
         "install a newer libstdc++, or LD_PRELOAD the system library as FlagTree's guide describes",
@@ -111,6 +113,45 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
 )
 
+# What goes wrong when a built FlagTree runs kernels (validate). SIGILL and timeouts are told by the
+# exit status, not the output.
+RUNTIME_SIGNATURES: tuple[Signature, ...] = (
+    Signature(
+        "assembler-junk",
+        r"junk at end of line",
+        "the generated kernel.s was assembled without FlagTree's CPU handling: FLAGTREE_BACKEND=cpu was not "
+        "set when the kernel was compiled",
+        'export the run-time variables before running kernels: eval "$(flagtree-cpu env)"',
+    ),
+    Signature(
+        "tle-missing",
+        r"No module named '?triton\.language\.extra\.cpu|cannot import name '?tle_ops",
+        "the TLE builtins (triton.language.extra.cpu.tle_ops) are not reachable: FlagTree's links into "
+        "flagtree-cpu are incomplete",
+        "flagtree-cpu link   # then rebuild if python/triton/language/extra/cpu was missing during the build",
+    ),
+    Signature(
+        "glibc-version",
+        _GLIBC_NOT_FOUND,
+        "libtriton (or a JIT-compiled kernel) needs a newer libstdc++/glibc than this system provides",
+        "install a newer libstdc++ and preload it: export LD_PRELOAD=/path/to/newer/libstdc++.so.6 "
+        "(flagtree-cpu doctor --check runtime.glibc shows which versions are missing)",
+    ),
+    Signature(
+        "prerequisite-missing",
+        r"No module named '?(torch|numpy|transformers)'?",
+        "a run-time Python package is missing in the target interpreter",
+        "flagtree-cpu validate --install-prereqs",
+    ),
+    Signature(
+        "triton-missing",
+        r"No module named 'triton'|libtriton[^ ]*\.so: cannot open shared object file|"
+        r"No module named '?triton\._C",
+        "triton is not built and installed in the target interpreter",
+        "flagtree-cpu build   # or pass --python with the interpreter the build installed into",
+    ),
+)
+
 _ERRORISH = re.compile(r"(error|fatal|failed|traceback|exception|killed|not found|cannot|denied)", re.I)
 
 
@@ -124,7 +165,7 @@ class Diagnosis:
         return self.signature.cause if self.signature else "an unrecognized build failure"
 
 
-def diagnose(log_text: str, context: int = 3) -> Diagnosis:
+def diagnose(log_text: str, context: int = 3, signatures: tuple[Signature, ...] = SIGNATURES) -> Diagnosis:
     """The first known signature in the log's output; else its first error-looking line.
 
     Our own log header (the command, the environment it got) and trailer are not output:
@@ -132,7 +173,7 @@ def diagnose(log_text: str, context: int = 3) -> Diagnosis:
     """
     lines = log_text.splitlines()
     body = [n for n, line in enumerate(lines) if not (line.startswith("# ") or line.startswith("+ "))]
-    compiled = [(s, re.compile(s.pattern, re.I)) for s in SIGNATURES]
+    compiled = [(s, re.compile(s.pattern, re.I)) for s in signatures]
     for number in body:
         for signature, pattern in compiled:
             if pattern.search(lines[number]):

@@ -4,7 +4,8 @@ a log file that keeps everything, and a line-by-line view for the live display.
 ``run_logged`` is for long commands (the build, pip installs): every output line goes to
 the log as it arrives and to ``on_line``; when the command is quiet, ``on_idle`` is called
 so the display can show a heartbeat. On Ctrl-C the child's whole process group is
-stopped (SIGTERM, then SIGKILL) before the interrupt propagates — no orphaned compilers.
+stopped (SIGTERM, then SIGKILL) before the interrupt propagates — no orphaned compilers;
+the same happens when ``timeout_s`` passes (a hung validation kernel), and the result says so.
 ``capture`` is for short queries (a version, a JSON answer).
 """
 
@@ -28,6 +29,7 @@ class ProcResult:
     returncode: int
     log: Path
     seconds: float
+    timed_out: bool = False
 
     @property
     def ok(self) -> bool:
@@ -54,6 +56,7 @@ def run_logged(
     on_line: Callable[[str], None] | None = None,
     on_idle: Callable[[float], None] | None = None,
     idle_every_s: float = 15.0,
+    timeout_s: float | None = None,
 ) -> ProcResult:
     log.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
@@ -70,10 +73,18 @@ def run_logged(
         reader.start()
         last_output = time.monotonic()
         last_idle_call = last_output
+        deadline = start + timeout_s if timeout_s is not None else None
+        timed_out = False
         try:
             while True:
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    timed_out = True
+                    _stop(process)
+                    out.write(f"\n# timed out: stopped after {timeout_s:g} s\n")
+                    break
                 try:
-                    raw = lines.get(timeout=1.0)
+                    raw = lines.get(timeout=1.0 if deadline is None else min(1.0, max(0.05, deadline - now)))
                 except queue.Empty:
                     now = time.monotonic()
                     if on_idle and now - last_output >= idle_every_s and now - last_idle_call >= idle_every_s:
@@ -94,7 +105,7 @@ def run_logged(
             raise
         seconds = time.monotonic() - start
         out.write(f"\n# exit status {returncode} after {seconds:.1f} s\n")
-    return ProcResult(returncode, log, seconds)
+    return ProcResult(returncode, log, seconds, timed_out)
 
 
 def _pump(process: subprocess.Popen, lines: queue.Queue) -> None:
