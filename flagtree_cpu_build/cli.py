@@ -590,6 +590,88 @@ def env_command(
 
 
 @app.command(epilog=_examples(
+    "flagtree-cpu validate",
+    "flagtree-cpu validate --kernel backend --kernel tle-rms-norm",
+    "flagtree-cpu validate --junit reports/validate.xml   # for CI test reports",
+    "flagtree-cpu validate --install-prereqs              # pip install torch, numpy first",
+    "flagtree-cpu validate --model ~/models/MiniCPM5-0.9B-int8 --kernel decode-e2e",
+    "flagtree-cpu validate --list",
+))
+def validate(
+    ctx: typer.Context,
+    kernels: Annotated[Optional[list[str]], typer.Option("--kernel", "-k", metavar="NAME", help="Run only this "
+                                                         "kernel. Repeatable.")] = None,
+    python: _PythonOption = None,
+    model: Annotated[Optional[Path], typer.Option("--model", metavar="DIR", exists=True, file_okay=False,
+                                                  help="Model folder for the decode-e2e kernel (skipped without "
+                                                  "one).")] = None,
+    timeout: Annotated[Optional[float], typer.Option("--timeout", metavar="SECONDS", min=1, help="Stop each kernel "
+                                                     "after this long. [default: the recipe's]")] = None,
+    junit: Annotated[Optional[Path], typer.Option("--junit", metavar="FILE", help="Also write a JUnit XML report "
+                                                  "(one testcase per kernel) for CI.")] = None,
+    install_prereqs: Annotated[bool, typer.Option("--install-prereqs", help="pip install missing run-time "
+                                                  "prerequisites (torch from the recipe's index) first.")] = False,
+    list_kernels: Annotated[bool, typer.Option("--list", help="List the kernels, what each proves and where its "
+                                               "script is, and exit.")] = False,
+) -> None:
+    """Run the validation kernels (the FEP's three phases) in the build's interpreter and judge them.
+
+    Each kernel runs in its own process with the recipe's run-time environment (FLAGTREE_BACKEND=cpu ...) and a
+    timeout; its output goes to <workdir>/logs/validate-<kernel>-<time>.log and a failure comes with its cause and
+    fix. Never installs anything unless --install-prereqs. Exit code 6 when a required kernel fails.
+    """
+    from .validate import CATALOG, KERNELS_DIR, ValidateOptions, configured, run_validate, write_junit
+
+    opts = _options(ctx)
+    target = _target_python(opts, python)
+    stage_ctx = _stage_context(opts, python=target)
+    if list_kernels:
+        settings = dict((info.name, cfg) for info, cfg in configured(stage_ctx.recipe))
+        rows = [{"kernel": info.name, "configured": info.name in settings,
+                 "required": bool(settings[info.name].required) if info.name in settings else None,
+                 "proves": info.proves, "script": str(KERNELS_DIR / info.script)} for info in CATALOG]
+        if opts.ui.json_mode:
+            opts.ui.emit_json({"folder": str(KERNELS_DIR), "kernels": rows})
+        else:
+            opts.ui.table(["kernel", "in recipe", "proves"],
+                          [[r["kernel"], ("required" if r["required"] else "optional") if r["configured"] else "no",
+                            r["proves"]] for r in rows])
+            opts.ui.info(f"scripts: {KERNELS_DIR} (run one by hand: {target} {KERNELS_DIR / 'vector_add.py'})")
+        return
+    options = ValidateOptions(python=target, kernels=tuple(kernels or ()),
+                              model=Path(os.path.abspath(model.expanduser())) if model else None, timeout=timeout,
+                              install_prereqs=install_prereqs, verbose=opts.ui.verbose)
+    report = run_validate(stage_ctx, options)
+    if junit is not None:
+        write_junit(report, Path(os.path.abspath(junit.expanduser())))
+    if opts.ui.json_mode:
+        opts.ui.emit_json(report.to_json())
+    else:
+        _render_validation(opts.ui, report, junit)
+    if report.failed:
+        raise typer.Exit(int(ExitCode.VALIDATION))
+
+
+def _render_validation(ui: Any, report: Any, junit: Path | None) -> None:
+    symbols = {"pass": "pass", "fail": "FAIL", "skip": "skip"}
+    rows = []
+    for r in report.results:
+        status = symbols[r.status] if r.required or r.status != "fail" else "fail (optional)"
+        rows.append([r.kernel, ui.styled(status), r.figure or r.message, f"{r.seconds:.1f}s"])
+    ui.table(["kernel", "status", "result", "time"], rows)
+    for warning in report.warnings:
+        ui.warn(warning)
+    problems = [r for r in report.results if r.status == "fail"]
+    for number, r in enumerate(problems, 1):
+        ui.info(f"{number}. {r.kernel}: {r.message}" + (f"\n   log: {r.log}" if r.log else ""))
+        if r.fix:
+            ui.info(f"   fix: {r.fix}")
+    counts = report.counts()
+    ui.info(f"validate: {counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped in "
+            f"{report.seconds:.1f}s with {report.python}" + (f"; JUnit report: {junit}" if junit else ""))
+
+
+@app.command(epilog=_examples(
     "flagtree-cpu doctor",
     "flagtree-cpu doctor --json > doctor.json      # for CI and bug reports",
     "flagtree-cpu doctor --check cpu.features --check cpu.topology",

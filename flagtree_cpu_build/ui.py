@@ -190,7 +190,8 @@ class UI:
 
 
 _STATUS_STYLE = {"ok": "green", "created": "cyan", "updated": "yellow", "skipped": "dim",
-                 "create": "cyan", "update": "yellow", "conflict": "bold red", "dangling": "bold red"}
+                 "create": "cyan", "update": "yellow", "conflict": "bold red", "dangling": "bold red",
+                 "pass": "green", "FAIL": "bold red", "fail (optional)": "yellow", "skip": "dim"}
 
 
 class ProgressTask:

@@ -1,0 +1,36 @@
+"""What every validation kernel shares: its expectations (--expect JSON) and its result line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+MARKER = "FLAGTREE_CPU_RESULT "
+_START = time.monotonic()
+
+
+def expectations(defaults: dict) -> dict:
+    """The recipe's expectations for this kernel (from --expect), over the FEP's defaults."""
+    parser = argparse.ArgumentParser(description=sys.modules["__main__"].__doc__)
+    parser.add_argument("--expect", default="{}", help="JSON object of expectations (default: the FEP's)")
+    parser.add_argument("--model", default=None, help="model folder (decode-e2e only)")
+    args = parser.parse_args()
+    merged = {**defaults, **json.loads(args.expect)}
+    if args.model:
+        merged["model"] = args.model
+    return merged
+
+
+def finish(kernel: str, passed: bool | None, figure: str, message: str = "", fix: str = "",
+           **details: object) -> None:
+    """Print the verdict for a person, then the machine-readable line; exit 0 pass, 1 fail, 0 skip."""
+    status = "skip" if passed is None else ("pass" if passed else "fail")
+    print(f"{kernel}: {status.upper()} — {figure}{(' — ' + message) if message else ''}")
+    if fix:
+        print(f"fix: {fix}")
+    result = {"kernel": kernel, "status": status, "figure": figure, "message": message, "fix": fix,
+              "seconds": round(time.monotonic() - _START, 3), "details": details}
+    print(MARKER + json.dumps(result, default=str), flush=True)
+    sys.exit(1 if passed is False else 0)
