@@ -16,15 +16,10 @@ from tests.support.cli import Workspace, new_workspace
 from tests.support.gitworld import GitWorld
 from tests.support.httpserver import LoopbackHTTPServer
 from tests.support.tarballs import TOP, llvm_tarball
-from tests.support.venvs import build_venv, make_venv
+from tests.support.venvs import PREREQUISITES, TOOLS, build_venv, make_venv, tiny_wheel
 
 NVIDIA = ("TRITON_PTXAS_PATH", "TRITON_CUOBJDUMP_PATH", "TRITON_NVDISASM_PATH", "TRITON_CUDACRT_PATH",
           "TRITON_CUDART_PATH", "TRITON_CUPTI_INCLUDE_PATH", "TRITON_CUPTI_LIB_PATH")
-# The bundled recipe's build prerequisites without cmake: the fixture build does not run CMake, and a
-# test machine may have no cmake (pip would then try to download one).
-PREREQUISITES = ('python.build=[setuptools>=40.8.0, wheel, pybind11>=2.13.1, '
-                 '{requirement: "ninja>=1.11.1", system_command: ninja}]')
-TOOLS = ["pip", "setuptools", "wheel", "pybind11", "ninja"]
 
 
 @dataclass
@@ -165,7 +160,7 @@ def test_offline_lists_every_missing_input_and_runs_nothing(world: GitWorld, tmp
 
 def test_missing_prerequisites_are_installed_once(bws: BuildWorkspace, tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    wheelhouse = _wheel_of_a_tiny_distribution(tmp_path, "flagtree-fixture-prereq", "1.2")
+    wheelhouse = tiny_wheel(tmp_path, "flagtree-fixture-prereq", "1.2").parent
     monkeypatch.setenv("PIP_FIND_LINKS", str(wheelhouse))
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     extra = ('python.build=[setuptools>=40.8.0, wheel, pybind11>=2.13.1, '
@@ -244,19 +239,4 @@ def test_env_prints_runtime_exports_and_the_build_env(bws: BuildWorkspace) -> No
     assert document["set"]["TRITON_BUILD_PROTON"] == "OFF" and "TRITON_OFFLINE_BUILD" not in document["set"]
     offline = json.loads(bws.ws.run("env", "--build", "--offline", "--json").stdout)
     assert offline["set"]["TRITON_OFFLINE_BUILD"] == "1"
-
-
-def _wheel_of_a_tiny_distribution(tmp_path: Path, name: str, version: str) -> Path:
-    project = tmp_path / f"{name}-src"
-    module = name.replace("-", "_")
-    (project / module).mkdir(parents=True)
-    (project / module / "__init__.py").write_text("")
-    (project / "setup.py").write_text(f"from setuptools import setup\nsetup(name={name!r}, version={version!r}, "
-                                      f"packages=[{module!r}])\n")
-    wheelhouse = tmp_path / "wheelhouse"
-    import subprocess
-
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                    "--no-index", "-w", str(wheelhouse), str(project)], check=True, capture_output=True)
-    return wheelhouse
 

@@ -22,7 +22,7 @@ from tests.support.cli import Workspace, new_workspace
 from tests.support.gitworld import GitWorld
 from tests.support.httpserver import LoopbackHTTPServer
 from tests.support.tarballs import TOP, llvm_tarball
-from tests.support.venvs import build_venv
+from tests.support.venvs import build_venv, tiny_wheel
 
 LLVM_URL = f"https://oaitriton.blob.core.windows.net/public/llvm-builds/{TOP}.tar.gz"
 
@@ -166,11 +166,10 @@ def test_python_checks_in_a_target_venv(synced: Workspace, tmp_path: Path) -> No
 
 
 def test_a_foreign_triton_is_flagged(synced: Workspace, tmp_path: Path) -> None:
-    from tests.integration.test_build import _wheel_of_a_tiny_distribution
+    import subprocess
 
     python = build_venv(tmp_path / "venv", ["pip", "setuptools", "wheel"])
-    wheelhouse = _wheel_of_a_tiny_distribution(tmp_path, "triton", "3.2.0")
-    import subprocess
+    wheelhouse = tiny_wheel(tmp_path, "triton", "3.2.0").parent
 
     subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-index", "--find-links", str(wheelhouse),
                     "triton"], check=True, capture_output=True)

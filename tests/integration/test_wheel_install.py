@@ -67,3 +67,12 @@ def test_recipe_schema_validates_the_bundled_recipe(installed: Path, tmp_path: P
     jsonschema.Draft202012Validator.check_schema(schema)
     raw = run(installed, "--json", "recipe", "show", "--raw", cwd=tmp_path)
     jsonschema.Draft202012Validator(schema).validate(json.loads(raw.stdout)["recipe"])
+
+
+def test_the_validation_kernels_ship_inside_the_package(installed: Path, tmp_path: Path) -> None:
+    result = run(installed, "--json", "validate", "--list", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert "/site-packages/flagtree_cpu_build/kernels" in document["folder"]
+    assert all(Path(k["script"]).is_file() for k in document["kernels"])
+    assert (Path(document["folder"]) / "_common.py").is_file()

@@ -84,3 +84,26 @@ def site_packages(python: Path) -> Path:
 
 def this_purelib() -> Path:
     return Path(sysconfig.get_paths()["purelib"])
+
+
+# The bundled recipe's build prerequisites without cmake: the fixture build does not run CMake, and a
+# test machine may have no cmake (pip would then try to download one).
+PREREQUISITES = ('python.build=[setuptools>=40.8.0, wheel, pybind11>=2.13.1, '
+                 '{requirement: "ninja>=1.11.1", system_command: ninja}]')
+# What a target venv for the fixture build needs (linked in by build_venv).
+TOOLS = ["pip", "setuptools", "wheel", "pybind11", "ninja"]
+
+
+def tiny_wheel(tmp_path: Path, name: str, version: str) -> Path:
+    """Build the wheel of an empty distribution ``name`` (offline) and return its path."""
+    project = tmp_path / f"{name}-src"
+    module = name.replace("-", "_")
+    (project / module).mkdir(parents=True)
+    (project / module / "__init__.py").write_text("")
+    (project / "setup.py").write_text(f"from setuptools import setup\nsetup(name={name!r}, version={version!r}, "
+                                      f"packages=[{module!r}])\n")
+    wheelhouse = tmp_path / "wheelhouse"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+                    "--no-index", "-w", str(wheelhouse), str(project)], check=True, capture_output=True)
+    [wheel] = wheelhouse.glob(f"{module}-{version}-*.whl")
+    return wheel

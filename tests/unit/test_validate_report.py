@@ -1,0 +1,128 @@
+"""validate's pure parts: the kernel catalog against the recipe, run-time failure signatures, the
+triton version judgement, the JSON and JUnit reports."""
+
+from __future__ import annotations
+
+import ast
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from flagtree_cpu_build.diagnose import RUNTIME_SIGNATURES, diagnose
+from flagtree_cpu_build.errors import UsageError
+from flagtree_cpu_build.recipe_files import load_recipe
+from flagtree_cpu_build.validate import (
+    CATALOG,
+    KERNELS_DIR,
+    KernelResult,
+    ValidationReport,
+    _judge_version,
+    configured,
+    kernel_info,
+    write_junit,
+)
+
+# What users meet, as FlagTree's guide and FAQ quote it.
+RUNTIME_LINES = {
+    "assembler-junk": "/tmp/tmpk3l2/kernel.s:41: Error: junk at end of line, first unrecognized character is `@'",
+    "tle-missing": "ModuleNotFoundError: No module named 'triton.language.extra.cpu.tle_ops'",
+    "glibc-version": "ImportError: /lib/aarch64-linux-gnu/libstdc++.so.6: version `GLIBCXX_3.4.32' not found "
+                     "(required by /home/u/FlagTree/python/triton/_C/libtriton.so)",
+    "prerequisite-missing": "ModuleNotFoundError: No module named 'torch'",
+    "triton-missing": "ModuleNotFoundError: No module named 'triton'",
+}
+
+
+@pytest.mark.parametrize("signature_id", sorted(RUNTIME_LINES))
+def test_each_runtime_failure_is_recognized(signature_id: str) -> None:
+    output = f"Traceback (most recent call last):\n  File \"kernel.py\", line 3\n{RUNTIME_LINES[signature_id]}\n"
+    diagnosis = diagnose(output, signatures=RUNTIME_SIGNATURES)
+    assert diagnosis.signature is not None and diagnosis.signature.id == signature_id
+
+
+def test_every_runtime_signature_has_a_sample() -> None:
+    assert {s.id for s in RUNTIME_SIGNATURES} == set(RUNTIME_LINES)
+
+
+def test_the_missing_tle_import_forms_all_point_at_link() -> None:
+    for line in ("ImportError: cannot import name 'tle_ops' from 'triton.language.extra.cpu'",
+                 "ModuleNotFoundError: No module named 'triton.language.extra.cpu'"):
+        diagnosis = diagnose(line, signatures=RUNTIME_SIGNATURES)
+        assert diagnosis.signature is not None and diagnosis.signature.fix.startswith("flagtree-cpu link")
+
+
+def test_the_catalog_matches_the_kernel_scripts_and_the_recipe() -> None:
+    scripts = {p.name for p in KERNELS_DIR.glob("*.py")} - {"__init__.py", "_common.py"}
+    assert {info.script for info in CATALOG} == scripts
+    recipe = load_recipe("flagtree-cpu-arm64")
+    assert [info.name for info, _ in configured(recipe)] == [info.name for info in CATALOG]
+    decode = dict((info.name, cfg) for info, cfg in configured(recipe))["decode-e2e"]
+    assert decode.required is False
+
+
+def test_kernel_scripts_import_nothing_of_ours() -> None:
+    """They run in the target interpreter, which does not have flagtree-cpu installed."""
+    for script in KERNELS_DIR.glob("*.py"):
+        tree = ast.parse(script.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                assert node.level == 0 and not (node.module or "").startswith("flagtree_cpu_build"), script.name
+            elif isinstance(node, ast.Import):
+                assert not any(a.name.startswith("flagtree_cpu_build") for a in node.names), script.name
+
+
+def test_an_unknown_kernel_gets_a_suggestion() -> None:
+    with pytest.raises(UsageError, match="did you mean 'tle-rms-norm'"):
+        kernel_info("tle-rmsnorm")
+
+
+@pytest.mark.parametrize(("wanted", "found", "status"), [
+    ("==3.3.*", "3.3.0", "pass"),
+    ("==3.3.*", "3.3.1+git3911e5b", "pass"),
+    ("==3.3.*", "3.4.0", "fail"),
+    ("==3.3.*", None, "fail"),
+    ("==3.3.*", "not-a-version", "fail"),
+])
+def test_the_triton_version_is_judged_against_the_recipes_range(wanted: str, found: str | None, status: str) -> None:
+    assert _judge_version(wanted, found)[0] == status
+
+
+def _report(*results: KernelResult) -> ValidationReport:
+    return ValidationReport("flagtree-cpu-arm64", Path("/venv/bin/python"), results, (), 3.5,
+                            "2026-11-21T10:00:00+00:00")
+
+
+def test_only_required_failures_fail_the_run() -> None:
+    optional = KernelResult("decode-e2e", "fail", False, message="below the floor")
+    assert not _report(KernelResult("backend", "pass", True), optional).failed
+    required = KernelResult("softmax", "fail", True, message="differs")
+    assert _report(required, optional).failed == [required]
+    document = _report(required, optional).to_json()
+    assert document["ok"] is False and document["summary"] == {"pass": 0, "fail": 2, "skip": 0}
+
+
+def test_junit_is_valid_xml_even_with_terminal_escapes_in_the_output(tmp_path: Path) -> None:
+    results = (
+        KernelResult("backend", "pass", True, figure="10 TLE ops", seconds=0.4, output="\x1b[32mok\x1b[0m \x00"),
+        KernelResult("softmax", "fail", True, message="max error 0.5 <limit>", fix="rebuild & retry",
+                     log=Path("/ws/logs/validate-softmax.log")),
+        KernelResult("decode-e2e", "fail", False, message="transformers missing"),
+        KernelResult("tle-rms-norm", "skip", True, message="needs torch"),
+    )
+    target = tmp_path / "out" / "junit.xml"
+    write_junit(_report(*results), target)
+    root = ET.parse(target).getroot()
+    suite = root.find("testsuite")
+    assert suite is not None
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("4", "2", "0",
+                                                                                                      "1")
+    cases = {c.get("name"): c for c in suite.iter("testcase")}
+    assert cases["backend"].findtext("system-out") == "\ufffd[32mok\ufffd[0m \ufffd"
+    failure = cases["softmax"].find("failure")
+    assert failure is not None and failure.get("type") == "required"
+    assert failure.get("message") == "max error 0.5 <limit>"
+    assert "fix: rebuild & retry" in (failure.text or "") and "log: /ws/logs/validate-softmax.log" in failure.text
+    assert cases["decode-e2e"].find("failure").get("type") == "optional"  # type: ignore[union-attr]
+    assert cases["tle-rms-norm"].find("skipped").get("message") == "needs torch"  # type: ignore[union-attr]
+    assert not list(target.parent.glob("*.tmp"))
