@@ -114,24 +114,20 @@ def test_json_report_carries_each_kernels_figures_and_the_recipes_expectations(b
     assert "max error" in rms["figure"]
 
 
-def test_a_missing_tle_op_fails_backend_naming_it(built: Built, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FIXTURE_TRITON_MODE", "missing-op")
+@pytest.mark.parametrize(("mode", "missing", "extra", "fix"), [
+    ("missing-op", ["create_cpu_swiglu"], [], "flagtree-cpu build --force"),
+    ("extra-op", [], ["create_cpu_gelu"], "validation.backend.builder_methods"),
+])
+def test_a_missing_or_extra_tle_op_fails_backend_naming_it(built: Built, monkeypatch: pytest.MonkeyPatch, mode: str,
+                                                           missing: list[str], extra: list[str], fix: str) -> None:
+    monkeypatch.setenv("FIXTURE_TRITON_MODE", mode)
     result = built.validate("--json", "--kernel", "backend")
     assert result.exit_code == 6
     backend = by_kernel(report(result), "backend")
     assert backend["status"] == "fail" and backend["required"] is True
-    assert backend["details"]["missing"] == ["create_cpu_swiglu"] and backend["details"]["extra"] == []
-    assert "missing builder methods: create_cpu_swiglu" in backend["message"]
-    assert "flagtree-cpu build --force" in backend["fix"]
-
-
-def test_an_unexpected_tle_op_is_reported_as_extra(built: Built, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FIXTURE_TRITON_MODE", "extra-op")
-    result = built.validate("--json", "--kernel", "backend")
-    assert result.exit_code == 6
-    backend = by_kernel(report(result), "backend")
-    assert backend["details"]["extra"] == ["create_cpu_gelu"] and backend["details"]["missing"] == []
-    assert "builder_methods" in backend["fix"]
+    assert (backend["details"]["missing"], backend["details"]["extra"]) == (missing, extra)
+    assert f"{'missing' if missing else 'unexpected'} builder methods: {(missing or extra)[0]}" in backend["message"]
+    assert fix in backend["fix"]
 
 
 def test_wrong_numbers_fail_each_numeric_kernel_and_the_junit_counts_them(built: Built, tmp_path: Path,
