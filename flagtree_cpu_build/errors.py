@@ -19,7 +19,8 @@ class ExitCode(IntEnum):
     ARTIFACT = 4  # download, checksum, extraction
     BUILD = 5
     VALIDATION = 6
-    DOCTOR = 7  # doctor found a blocking problem
+    DOCTOR = 7  # doctor (or setup's preflight) found a blocking problem
+    BUSY = 8  # another flagtree-cpu run holds the workspace
     INTERRUPTED = 130
 
 
@@ -145,6 +146,11 @@ class ValidationFailed(FlagtreeCpuError):
 class DoctorFailed(FlagtreeCpuError):
     exit_code = ExitCode.DOCTOR
     kind = "doctor"
+
+
+class WorkspaceBusy(FlagtreeCpuError):
+    exit_code = ExitCode.BUSY
+    kind = "busy"
 
 
 class Interrupted(FlagtreeCpuError):

@@ -15,12 +15,21 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
+class Held(Exception):
+    """The lock is held by another process (``wait=False``)."""
+
+    def __init__(self, holder: str):
+        super().__init__(holder)
+        self.holder = holder
+
+
 @contextmanager
 def exclusive(lock_path: Path, *, on_wait: Callable[[str], None] | None = None,
-              timeout: float | None = None) -> Iterator[None]:
+              timeout: float | None = None, wait: bool = True, note: str = "") -> Iterator[None]:
     """Hold an exclusive lock on ``lock_path``; wait (telling ``on_wait`` once) while another holds it.
 
-    Raises TimeoutError after ``timeout`` seconds of waiting.
+    Raises TimeoutError after ``timeout`` seconds of waiting, and ``Held`` at once when ``wait`` is
+    False. The holder's pid (and ``note``: what it is doing) is written into the file for others.
     """
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -28,7 +37,9 @@ def exclusive(lock_path: Path, *, on_wait: Callable[[str], None] | None = None,
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+            holder = os.pread(fd, 256, 0).decode(errors="replace").strip() or "?"
+            if not wait:
+                raise Held(holder) from None
             if on_wait:
                 on_wait(f"waiting for another flagtree-cpu process (pid {holder}) holding {lock_path}")
             deadline = None if timeout is None else time.monotonic() + timeout
@@ -41,7 +52,7 @@ def exclusive(lock_path: Path, *, on_wait: Callable[[str], None] | None = None,
                         raise TimeoutError(f"{lock_path} is held by pid {holder}") from None
                     time.sleep(0.1)
         os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        os.pwrite(fd, f"{os.getpid()} {note}".strip().encode(), 0)
         yield
     finally:
         os.close(fd)  # closing releases the lock

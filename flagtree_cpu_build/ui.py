@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Iterator, Sequence
@@ -40,6 +41,10 @@ class UI:
         self.verbose = verbose
         self.quiet = quiet
         self._stdout = stdout
+        self._shared: Any = None  # the live display while concurrent() is active
+        # Set to stop work in other threads: their next progress update raises KeyboardInterrupt.
+        self.cancel = threading.Event()
+        self.github_actions = os.environ.get("GITHUB_ACTIONS") == "true"
         width = None if (stderr or sys.stderr).isatty() else _plain_width()
         self.console = Console(file=stderr or sys.stderr, highlight=False, width=width)
 
@@ -110,38 +115,75 @@ class UI:
     @contextmanager
     def progress(self, description: str, *, total: float | None = None,
                  unit: str = "") -> Iterator[ProgressTask]:
-        """A progress bar on a terminal; on logs, a line per quarter or per 10 seconds."""
+        """A progress bar on a terminal; on logs, a line per quarter or per 10 seconds.
+
+        Inside ``concurrent()`` the bar is a row of one shared display, so stages running in
+        parallel (a clone and a download) each keep their own line.
+        """
         if self.quiet:
-            yield ProgressTask(None, None, description)
+            yield ProgressTask(None, None, description, cancel=self.cancel)
             return
         if not self.interactive:
-            task = ProgressTask(None, self, description, total)
+            task = ProgressTask(None, self, description, total, cancel=self.cancel)
             yield task
             task.finish()
             return
-        from rich.progress import (
-            BarColumn,
-            DownloadColumn,
-            MofNCompleteColumn,
-            Progress,
-            SpinnerColumn,
-            TaskProgressColumn,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-            TransferSpeedColumn,
-        )
+        if self._shared is not None:
+            task_id = self._shared.add_task(description, total=total, detail="", unit=unit)
+            try:
+                yield ProgressTask(self._shared, None, description, total, task_id, cancel=self.cancel)
+            finally:
+                self._shared.remove_task(task_id)
+            return
+        from rich.progress import Progress
 
-        columns: list[Any] = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                              TaskProgressColumn()]
-        if unit == "bytes":
-            columns += [DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn()]
-        elif total is not None:
-            columns += [MofNCompleteColumn(), TimeRemainingColumn()]
-        columns += [TextColumn("{task.fields[detail]}", style="dim"), TimeElapsedColumn()]
-        with Progress(*columns, console=self.console, transient=True) as bar:
-            task_id = bar.add_task(description, total=total, detail="")
-            yield ProgressTask(bar, None, description, total, task_id)
+        with Progress(*_columns(unit, total), console=self.console, transient=True) as bar:
+            task_id = bar.add_task(description, total=total, detail="", unit=unit)
+            yield ProgressTask(bar, None, description, total, task_id, cancel=self.cancel)
+
+    @contextmanager
+    def concurrent(self) -> Iterator[None]:
+        """One live display for several progress bars updated from several threads."""
+        if self.quiet or not self.interactive or self._shared is not None:
+            yield
+            return
+        from rich.progress import Progress, SpinnerColumn, TextColumn
+
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), _unit_column(),
+                      TextColumn("{task.fields[detail]}", style="dim"), console=self.console,
+                      transient=True) as shared:
+            self._shared = shared
+            try:
+                yield
+            finally:
+                self._shared = None
+
+    # --- CI logs (GitHub Actions workflow commands) ------------------------------------
+
+    @contextmanager
+    def group(self, title: str) -> Iterator[None]:
+        """A collapsible group in a GitHub Actions log; nothing elsewhere."""
+        if not self.github_actions:
+            yield
+            return
+        self._workflow_command(f"::group::{title}")
+        try:
+            yield
+        finally:
+            self._workflow_command("::endgroup::")
+
+    def annotate_error(self, title: str, exc: FlagtreeCpuError) -> None:
+        """An error annotation on the GitHub Actions run page, carrying the message and the fix."""
+        if not self.github_actions:
+            return
+        body = "\n".join([exc.message, *exc.details[:6], *([f"fix: {exc.fix}"] if exc.fix else [])])
+        self._workflow_command(f"::error title={_escape_property(title)}::{_escape_data(body)}")
+
+    def _workflow_command(self, line: str) -> None:
+        # The runner reads workflow commands from stdout and stderr; stdout stays clean for --json.
+        stream = self.console.file if self.json_mode else self.stdout
+        stream.write(line + "\n")
+        stream.flush()
 
     def styled(self, status: str) -> Text:
         return Text(status, style=_STATUS_STYLE.get(status, ""))
@@ -195,13 +237,18 @@ _STATUS_STYLE = {"ok": "green", "created": "cyan", "updated": "yellow", "skipped
 
 
 class ProgressTask:
-    """What a long step reports; rendered as a bar, as periodic log lines, or not at all."""
+    """What a long step reports; rendered as a bar, as periodic log lines, or not at all.
+
+    Every update is also where work in another thread notices a cancellation (Ctrl-C in the
+    main thread): downloads, unpacking, clones and builds all update as they go.
+    """
 
     LOG_EVERY_S = 10.0
 
     def __init__(self, bar: Any, plain: UI | None, description: str, total: float | None = None,
-                 task_id: Any = None):
+                 task_id: Any = None, *, cancel: threading.Event | None = None):
         self._bar, self._plain, self._task_id = bar, plain, task_id
+        self._cancel = cancel
         self.description = description
         self.total = total
         self.completed = 0.0
@@ -210,6 +257,8 @@ class ProgressTask:
         self._logged = False
 
     def update(self, completed: float, total: float | None = None, detail: str = "") -> None:
+        if self._cancel is not None and self._cancel.is_set():
+            raise KeyboardInterrupt
         self.completed = completed
         if total is not None:
             self.total = total
@@ -232,6 +281,69 @@ class ProgressTask:
     def finish(self) -> None:
         if self._plain is not None and self._logged:
             self._plain.info(f"{self.description}: done")
+
+
+def _columns(unit: str, total: float | None) -> list[Any]:
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        MofNCompleteColumn,
+        SpinnerColumn,
+        TaskProgressColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
+    columns: list[Any] = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TaskProgressColumn()]
+    if unit == "bytes":
+        columns += [DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn()]
+    elif total is not None:
+        columns += [MofNCompleteColumn(), TimeRemainingColumn()]
+    return columns + [TextColumn("{task.fields[detail]}", style="dim"), TimeElapsedColumn()]
+
+
+def _unit_column() -> Any:
+    """For a shared display: each row shows what its own columns would (bytes and rate, or N/M).
+    Made on first use, so commands without progress bars never import rich.progress."""
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        MofNCompleteColumn,
+        ProgressColumn,
+        TaskProgressColumn,
+        TimeElapsedColumn,
+        TransferSpeedColumn,
+    )
+    from rich.table import Table as Grid
+
+    class UnitColumn(ProgressColumn):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bar, self.share, self.elapsed = BarColumn(), TaskProgressColumn(), TimeElapsedColumn()
+            self.bytes, self.speed, self.count = DownloadColumn(), TransferSpeedColumn(), MofNCompleteColumn()
+
+        def render(self, task: Any) -> Any:
+            cells = [self.bar, self.share]
+            if task.fields.get("unit") == "bytes":
+                cells += [self.bytes, self.speed]
+            elif task.total is not None:
+                cells.append(self.count)
+            cells.append(self.elapsed)
+            grid = Grid.grid(padding=(0, 1))
+            grid.add_row(*(cell(task) for cell in cells))
+            return grid
+
+    return UnitColumn()
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
 def _plain_width() -> int:
