@@ -23,7 +23,7 @@ from typing import Any
 from .artifact_cache import ArtifactCache, url_key
 from .errors import ArtifactError
 from .extract import differences_from, publish, read_stamp, unpack, write_markers
-from .lockfile import ArtifactLock, Lock, empty_lock, read_lock, write_lock
+from .lockfile import ArtifactLock, Lock, read_lock, update_lock
 from .mirrors import MirrorRule, candidate_urls
 from .probes import artifact_pin_failures
 from .recipe import Artifact
@@ -71,10 +71,9 @@ def run_fetch(ctx: StageContext, options: FetchOptions) -> StageResult:
             fix="on a connected machine run `flagtree-cpu fetch --cache-dir DIR` and copy DIR here (then "
             "--cache-dir DIR), or download each URL and import it: flagtree-cpu fetch --offline --from NAME=FILE")
     new_entries = {name: o.lock for name, o in outcomes.items() if o.lock is not None}
-    base = lock or empty_lock(recipe.name, recipe.digest)
-    updated = replace(base, artifacts={**base.artifacts, **new_entries})
-    if not options.frozen and updated != lock:
-        write_lock(ws.lock_file, updated)
+    if not options.frozen:
+        update_lock(ws.lock_file, recipe.name, recipe.digest,
+                    lambda base: replace(base, artifacts={**base.artifacts, **new_entries}))
     warnings = tuple(o.warning for o in outcomes.values() if o.warning)
     return StageResult("fetch", tuple(o.action for o in outcomes.values()), warnings, time.monotonic() - start)
 

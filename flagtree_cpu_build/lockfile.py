@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
@@ -94,6 +96,19 @@ def read_lock(path: Path) -> Lock | None:
         raise UsageError(f"lock file {path} is damaged at {'.'.join(map(str, first.path))}: "
                          f"{first.message}", fix=fix)
     return lock
+
+
+# setup runs sync and fetch in two threads; each changes its own part of the same file.
+_UPDATING = threading.Lock()
+
+
+def update_lock(path: Path, recipe_name: str, recipe_digest: str, change: Callable[[Lock], Lock]) -> None:
+    """Read, change and write the lock file as one step, so concurrent stages never lose each other's part."""
+    with _UPDATING:
+        old = read_lock(path)
+        new = change(old or empty_lock(recipe_name, recipe_digest))
+        if new != old:
+            write_lock(path, new)
 
 
 def write_lock(path: Path, lock: Lock) -> None:

@@ -30,7 +30,7 @@ from typing import Literal
 from .errors import SourceError
 from .gitcache import GitCache
 from .gitcmd import git_result, has_commit, run_git
-from .lockfile import Lock, PatchLock, SourceLock, SubmoduleLock, empty_lock, read_lock, write_lock
+from .lockfile import Lock, PatchLock, SourceLock, SubmoduleLock, empty_lock, read_lock, update_lock, write_lock
 from .patches import apply_patches, revert_patches
 from .probes import check_sources
 from .recipe import Recipe, Source
@@ -163,10 +163,9 @@ def run_sync(ctx: StageContext, options: SyncOptions) -> StageResult:
         entries[name] = entry
         if warning:
             warnings.append(warning)
-    lock = replace(old or empty_lock(recipe.name, recipe.digest), recipe=recipe.name,
-                   recipe_digest=recipe.digest, sources=entries)
-    if not options.frozen and lock != old:
-        write_lock(ws.lock_file, lock)
+    if not options.frozen:
+        update_lock(ws.lock_file, recipe.name, recipe.digest,
+                    lambda base: replace(base, recipe=recipe.name, recipe_digest=recipe.digest, sources=entries))
     checks = check_sources(recipe, ws)
     actions.append(Action("compatibility checks", "ok", f"{checks} passed"))
     return StageResult("sync", tuple(actions), tuple(warnings), time.monotonic() - start)
