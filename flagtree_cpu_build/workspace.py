@@ -7,12 +7,15 @@ environment, so the rest of the code never guesses a location.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from .buildenv import compute_jobs
+from .errors import WorkspaceBusy
 from .host import HostFacts
+from .locking import Held, exclusive
 from .recipe import Recipe
 
 DEFAULT_WORKDIR = "flagtree-workspace"
@@ -43,6 +46,24 @@ class Workspace:
     @property
     def venv_dir(self) -> Path:
         return self.root / ".venv"
+
+    @property
+    def busy_lock(self) -> Path:
+        return self.state_dir / "workspace.lock"
+
+
+@contextmanager
+def exclusive_use(ws: Workspace, command: str, *, wait: bool, on_wait: Callable[[str], None]) -> Iterator[None]:
+    """Held by every command that changes the workspace: two builds (or a sync under a build) in one tree
+    would corrupt both. A second run stops at once with who holds it, or with ``wait`` queues behind it."""
+    try:
+        with exclusive(ws.busy_lock, wait=wait, on_wait=on_wait, note=command):
+            yield
+    except Held as held:
+        pid, _, what = held.holder.partition(" ")
+        raise WorkspaceBusy(f"the workspace {ws.root} is in use by another flagtree-cpu run "
+                            f"({what or 'a command'}, pid {pid}); nothing was changed",
+                            fix="wait for it to finish, or pass --wait to start as soon as it has") from None
 
 
 def workspace_at(workdir: str | Path | None) -> Workspace:

@@ -192,8 +192,8 @@ def test_the_lock_verifies_later_downloads(tmp_path: Path, http_server: Loopback
 # --- interrupts and concurrency (real processes) ---------------------------------------------------
 
 
-def cli_process(tmp_path: Path, url: str, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "flagtree_cpu_build", "-w", str(tmp_path / "ws"), "--set",
+def cli_process(tmp_path: Path, url: str, *args: str, workspace: str = "ws") -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "flagtree_cpu_build", "-w", str(tmp_path / workspace), "--set",
                              f"artifacts.llvm.url={url}", "fetch", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -225,10 +225,12 @@ def test_ctrl_c_exits_130_and_the_next_run_resumes(tmp_path: Path, http_server: 
     assert resumed.range == f"bytes={kept}-" and resumed.status == 206
 
 
-def test_two_processes_download_once_and_both_succeed(tmp_path: Path, http_server: LoopbackHTTPServer,
-                                                      tarball: Tarball) -> None:
+def test_two_workspaces_download_once_and_both_succeed(tmp_path: Path, http_server: LoopbackHTTPServer,
+                                                       tarball: Tarball) -> None:
+    # two workspaces of one user share the download cache and ~/.triton/llvm (one workspace is
+    # held by one run at a time: a second run there exits 8, see test_setup)
     url = http_server.serve(URL_PATH, tarball.data, Faults(rate=1024 * 1024))
-    first, second = cli_process(tmp_path, url), cli_process(tmp_path, url)
+    first, second = cli_process(tmp_path, url, workspace="ws1"), cli_process(tmp_path, url, workspace="ws2")
     results = [p.communicate(timeout=60) for p in (first, second)]
     assert first.returncode == 0 and second.returncode == 0, results
     assert len([r for r in http_server.requests_for(URL_PATH) if r.method == "GET"]) == 1
