@@ -96,6 +96,26 @@ def run_build(ctx: StageContext, options: BuildOptions) -> StageResult:
     return StageResult("build", (Action("build", status, detail, data),), seconds=time.monotonic() - start)
 
 
+def build_freshness(ctx: StageContext, python: Path, *, offline: bool = False) -> list[str]:
+    """Why `build` would run now; empty when it would say "up to date". Read-only (for status and plans)."""
+    recipe = ctx.recipe
+    if recipe.build is None:
+        return []
+    problems = _source_problems(recipe, ctx) + _artifact_problems(recipe, ctx)
+    if problems:
+        return ["its inputs are not ready: " + problems[0].split(" — ")[0]]
+    if not python.exists():
+        return [f"there is no interpreter at {python} yet"]
+    build_env = build_environment(recipe, python, offline=offline)
+    also = [recipe.build.distribution] if recipe.build.distribution else []
+    report = pythonenv.check(python, recipe.python.build, build_env.env.get("PATH", ""), also=also)
+    if report.missing:
+        return [f"build prerequisites are missing: {', '.join(p.name for p in report.missing)}"]
+    options = BuildOptions(python=python, offline=offline)
+    components = _stamp_components(recipe, ctx, options, build_env, report, "editable")
+    return _reasons_to_build(ctx.workspace.state_dir / "build-editable.json", components, report, options)
+
+
 # --- gates and inputs ----------------------------------------------------------------------------
 
 

@@ -10,8 +10,10 @@ Heavy modules (git, requests) are imported inside the commands that use them, to
 from __future__ import annotations
 
 import os
+import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -27,7 +29,7 @@ from .ui import UI
 # recipe list` and `flagtree-cpu recipe list --json`); they are moved to the front
 # before parsing, so they are still parsed once, by the top-level callback.
 _GLOBAL_VALUE_OPTIONS = {"--recipe", "-r", "--workdir", "-w", "--set", "--recipes-dir"}
-_GLOBAL_FLAGS = {"--json", "--verbose", "-v", "--quiet", "-q"}
+_GLOBAL_FLAGS = {"--json", "--verbose", "-v", "--quiet", "-q", "--wait"}
 
 
 def hoist_global_options(args: Sequence[str]) -> list[str]:
@@ -92,6 +94,7 @@ class Options:
     overrides: list[str] = field(default_factory=list)
     recipes_dirs: list[str] = field(default_factory=list)
     ui: UI = field(default_factory=UI)
+    wait: bool = False  # queue behind another run that holds the workspace, instead of exiting 8
 
 
 def _ui_of(ctx: Any) -> UI:
@@ -149,6 +152,8 @@ def main_options(
     json_mode: Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="More detail; tracebacks on errors.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only warnings and errors.")] = False,
+    wait: Annotated[bool, typer.Option("--wait", help="When another flagtree-cpu run is using the workspace, "
+                                       "wait for it instead of exiting with code 8.")] = False,
     version: Annotated[bool, typer.Option(
         "--version", callback=_version_callback, is_eager=True, help="Print the version and exit.")] = False,
 ) -> None:
@@ -162,6 +167,7 @@ def main_options(
         overrides=list(overrides or []),
         recipes_dirs=list(recipes_dirs or []),
         ui=UI(json_mode=json_mode, verbose=verbose, quiet=quiet and not verbose),
+        wait=wait,
     )
 
 
@@ -343,6 +349,20 @@ def _stage_context(opts: Options, *, python: Path | None = None, jobs: int | Non
     return StageContext(resolve(selected, ws.root, values), ws, host, opts.ui)
 
 
+@contextmanager
+def _exclusive(opts: Options, stage_ctx: Any, command: str) -> Iterator[None]:
+    """Hold the workspace for a command that changes it (exit 8 if another run has it, unless --wait)."""
+    from .workspace import exclusive_use
+
+    with exclusive_use(stage_ctx.workspace, command, wait=opts.wait, on_wait=opts.ui.info):
+        yield
+
+
+def _build_jobs(stage_ctx: Any) -> int:
+    """MAX_JOBS as the build's environment gets it (for the out-of-memory advice)."""
+    return int(stage_ctx.recipe.build.env.get("MAX_JOBS", "1")) if stage_ctx.recipe.build else 1
+
+
 def _target_python(opts: Options, python: Path | None) -> Path:
     from .workspace import target_python, workspace_at
 
@@ -368,6 +388,166 @@ def _named_paths(option: str, values: list[str], names: list[str], kind: str) ->
                              fix=f"the recipe's {kind} are: {', '.join(names) or 'none'}")
         parsed[name] = Path(path).expanduser()
     return parsed
+
+
+@app.command(epilog=_examples(
+    "flagtree-cpu setup",
+    "flagtree-cpu setup --dry-run                  # the plan with reasons and the download size",
+    "flagtree-cpu setup --install-system-packages  # a bare Ubuntu/Debian machine (apt-get, with sudo)",
+    "flagtree-cpu setup --offline --cache-dir /media/usb/flagtree-cache",
+    "flagtree-cpu setup --frozen --require-hashes --junit reports/validate.xml   # CI",
+    "flagtree-cpu setup --skip-build --ignore-host # sources, LLVM and links on any machine",
+))
+def setup(
+    ctx: typer.Context,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be done and why, with the download "
+                                          "size; change nothing.")] = False,
+    offline: Annotated[bool, typer.Option("--offline", help="No network: sources, downloads and Python packages "
+                                          "must already be here; every missing one is listed.")] = False,
+    frozen: Annotated[bool, typer.Option("--frozen", help="The lock file must match the recipe and name every "
+                                         "commit and sha256; never write it (CI).")] = False,
+    require_hashes: Annotated[bool, typer.Option("--require-hashes", help="Every download needs a known sha256 "
+                                                 "(recipe or lock).")] = False,
+    update: Annotated[bool, typer.Option("--update", help="Move unpinned sources to their branch tips.")] = False,
+    allow_dirty: Annotated[bool, typer.Option("--allow-dirty", help="Move checkouts with changes to tracked "
+                                              "files (git still refuses if they conflict).")] = False,
+    skip_build: Annotated[bool, typer.Option("--skip-build", help="Stop after sources, LLVM and links (no venv, "
+                                             "build or validation).")] = False,
+    skip_validate: Annotated[bool, typer.Option("--skip-validate", help="Do not run the validation "
+                                                "kernels.")] = False,
+    ignore_host: Annotated[bool, typer.Option("--ignore-host", help="Go on when preflight finds this machine "
+                                              "unsuitable (testing).")] = False,
+    install_system_packages: Annotated[bool, typer.Option("--install-system-packages", help="Run `apt-get "
+                                                          "install -y` (with sudo unless root) for the recipe's "
+                                                          "missing system packages.")] = False,
+    jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, help="Parallel compile jobs. [default: from "
+                                                "CPU cores and available memory]")] = None,
+    python: _PythonOption = None,
+    git_cache: Annotated[Optional[Path], typer.Option("--git-cache", envvar="FLAGTREE_CPU_GIT_CACHE", metavar="DIR",
+                                                      help="Keep bare mirrors of the sources here.")] = None,
+    cache_dir: Annotated[Optional[Path], typer.Option("--cache-dir", envvar="FLAGTREE_CPU_CACHE_DIR", metavar="DIR",
+                                                      help="Per-user cache folder (downloads in DIR/downloads).")]
+    = None,
+    mirrors: Annotated[Optional[list[str]], typer.Option("--mirror", metavar="PREFIX=REPLACEMENT",
+                                                         help="Download from REPLACEMENT instead of PREFIX. "
+                                                         "Repeatable.")] = None,
+    model: Annotated[Optional[Path], typer.Option("--model", metavar="DIR", exists=True, file_okay=False,
+                                                  help="Model folder for the decode-e2e kernel.")] = None,
+    junit: Annotated[Optional[Path], typer.Option("--junit", metavar="FILE", help="Write the validation as JUnit "
+                                                  "XML (the kernels always run then).")] = None,
+    timeout: Annotated[Optional[float], typer.Option("--timeout", metavar="SECONDS", min=1, help="Stop each "
+                                                     "validation kernel after this long.")] = None,
+) -> None:
+    """Do everything: preflight, sources and LLVM (concurrently), links, venv and prerequisites, build, validate.
+
+    Each stage is the same code as its own command and does only what is missing, so setup resumes after Ctrl-C or a
+    failure, and a re-run when everything is current takes a second with no network, pip or build. Another run on the
+    same workspace makes this one exit with code 8 (or wait, with --wait). The exit code is the failing stage's.
+    """
+    from .mirrors import parse_mirrors
+    from .pipeline import SetupOptions
+
+    opts = _options(ctx)
+    target = _target_python(opts, python)
+    stage_ctx = _stage_context(opts, python=target, jobs=jobs)
+    options = SetupOptions(
+        python=target, offline=offline, frozen=frozen, require_hashes=require_hashes, update=update,
+        allow_dirty=allow_dirty, skip_build=skip_build, skip_validate=skip_validate, ignore_host=ignore_host,
+        install_system_packages=install_system_packages, git_cache=git_cache.expanduser() if git_cache else None,
+        cache_dir=cache_dir.expanduser() if cache_dir else None, mirrors=tuple(parse_mirrors(mirrors or [])),
+        jobs=_build_jobs(stage_ctx), model=Path(os.path.abspath(model.expanduser())) if model else None,
+        junit=Path(os.path.abspath(junit.expanduser())) if junit else None, timeout=timeout, verbose=opts.ui.verbose)
+    if dry_run:
+        _render_plan(opts, stage_ctx, options)
+        return
+    from .pipeline import run_setup
+
+    with _exclusive(opts, stage_ctx, "setup"):
+        report = run_setup(stage_ctx, options)
+    if opts.ui.json_mode:
+        opts.ui.emit_json(report.to_json())
+    _render_setup(opts, report)
+    if report.error is not None:
+        opts.ui.error(report.error, as_json=False)
+        raise typer.Exit(int(report.error.exit_code))
+
+
+def _render_setup(opts: Options, report: Any) -> None:
+    ui = opts.ui
+    rows = [[r.stage, ui.styled(r.status), r.detail, f"{r.seconds:.1f}s" if r.seconds else ""] for r in report.records]
+    ui.table(["stage", "status", "detail", "time"], rows, title=f"setup of {report.recipe} in {report.workspace}")
+    ui.info(f"logs: {report.workspace / 'logs'} (this run's report: .flagtree-cpu/last-setup.json)")
+    if report.error is None:
+        ui.success(f"setup finished in {report.seconds:.1f}s")
+        workdir = f" -w {shlex.quote(opts.workdir)}" if opts.workdir else ""
+        ui.info("next:")
+        if report.record("build").status not in ("skipped", "not run"):
+            ui.info(f"  source {shlex.quote(str(report.python.parent / 'activate'))}")
+        ui.info(f'  eval "$(flagtree-cpu{workdir} env)"   # FLAGTREE_BACKEND=cpu and the run-time variables')
+        ui.info(f"  flagtree-cpu{workdir} status")
+
+
+def _render_plan(opts: Options, stage_ctx: Any, options: Any) -> None:
+    from .pipeline import PLAN_SCHEMA, blocking, run_preflight_checks
+    from .status import Scope, human_bytes, inspect_workspace
+
+    preflight = run_preflight_checks(stage_ctx, options)
+    stops = blocking(preflight.findings, options)
+    status = inspect_workspace(stage_ctx, Scope(python=options.python, cache_dir=options.cache_dir,
+                                                skip_build=options.skip_build,
+                                                skip_validate=not options.validating, model=options.model,
+                                                ask_sizes=not options.offline))
+    ui = opts.ui
+    if ui.json_mode:
+        ui.emit_json({**status.to_json(), "schema": PLAN_SCHEMA, "changes_nothing": True,
+                      "preflight": {"ok": not stops, "checks": [f.to_json() for f in preflight.findings]}})
+        return
+    failing = [f for f in preflight.findings if f.status == "fail"]
+    rows = [["preflight", f"stop: {f.id}", f.detail] for f in stops] or \
+           [["preflight", "", f"{preflight.summary()['ok']} of {len(preflight.findings)} checks ok"
+             + (f", {len(failing)} failed (ignored: --ignore-host)" if failing else "")]]
+    for item in status.items:
+        rows.append([item.area, item.action or ui.styled(item.state), item.reason + (": " if item.reason else "")
+                     + item.detail if item.action else item.detail])
+    ui.table(["stage", "would do", "why"], rows, title=f"setup plan for {status.recipe} in {status.workspace}")
+    size = status.download_bytes
+    downloads = [i for i in status.items if i.action.startswith(("download", "resume"))]
+    if downloads:
+        ui.info(f"download: {human_bytes(size) if size is not None else 'size unknown'}")
+    if stops:
+        ui.warn(f"setup would stop at preflight ({len(stops)} problems); fix them or pass --ignore-host")
+    ui.info("nothing to do: everything is current" if status.current and not stops
+            else "nothing was changed (--dry-run)")
+
+
+@app.command(epilog=_examples(
+    "flagtree-cpu status",
+    "flagtree-cpu status --json | jq .items",
+))
+def status(ctx: typer.Context, python: _PythonOption = None) -> None:
+    """What the workspace holds compared with the recipe: commits, links, LLVM, build stamp, last validation.
+
+    Read-only and offline. `setup --dry-run` shows the same with what setup would do about each item.
+    """
+    from .status import Scope, inspect_workspace
+
+    opts = _options(ctx)
+    target = _target_python(opts, python)
+    stage_ctx = _stage_context(opts, python=target)
+    found = inspect_workspace(stage_ctx, Scope(python=target))
+    ui = opts.ui
+    if ui.json_mode:
+        ui.emit_json(found.to_json())
+        return
+    ui.table(["area", "item", "state", "detail"],
+             [[i.area, i.subject, ui.styled(i.state), i.detail] for i in found.items],
+             title=f"{found.recipe} in {found.workspace}")
+    if found.current:
+        ui.success("everything is current")
+    else:
+        behind = [i for i in found.items if not i.current]
+        ui.info(f"{len(behind)} of {len(found.items)} items are not current: `flagtree-cpu setup` brings them up "
+                "to date (`setup --dry-run` shows how)")
 
 
 @app.command(epilog=_examples(
@@ -409,7 +589,9 @@ def sync(
 
     options = SyncOptions(update=update, frozen=frozen, offline=offline, allow_dirty=allow_dirty, force=force,
                           git_cache=git_cache.expanduser() if git_cache else None, source_paths=named)
-    opts.ui.stage_result(run_sync(stage_ctx, options), "source")
+    with _exclusive(opts, stage_ctx, "sync"):
+        result = run_sync(stage_ctx, options)
+    opts.ui.stage_result(result, "source")
 
 
 @app.command(epilog=_examples(
@@ -431,7 +613,12 @@ def link(
     from .links import run_link
 
     opts = _options(ctx)
-    plan, result = run_link(_stage_context(opts), dry_run=dry_run or check)
+    stage_ctx = _stage_context(opts)
+    if dry_run or check:
+        plan, result = run_link(stage_ctx, dry_run=True)
+    else:
+        with _exclusive(opts, stage_ctx, "link"):
+            plan, result = run_link(stage_ctx)
     if opts.ui.json_mode:
         opts.ui.emit_json({"ok": plan.all_ok or not check, "root": str(plan.root),
                            "links": [p.to_json() for p in plan.links], "seconds": round(result.seconds, 3)})
@@ -493,7 +680,9 @@ def fetch(
                            mirrors=parse_mirrors(mirrors or []),
                            from_files=_named_paths("--from", from_files or [], list(stage_ctx.recipe.artifacts),
                                                    "artifacts"))
-    opts.ui.stage_result(run_fetch(stage_ctx, options), "artifact")
+    with _exclusive(opts, stage_ctx, "fetch"):
+        result = run_fetch(stage_ctx, options)
+    opts.ui.stage_result(result, "artifact")
 
 
 _PythonOption = Annotated[Optional[Path], typer.Option(
@@ -533,10 +722,10 @@ def build(
     target = _target_python(opts, python)
     wheel_dir = Path(os.path.abspath(wheel.expanduser())) if wheel else None
     stage_ctx = _stage_context(opts, python=target, jobs=jobs, wheel_dir=wheel_dir)
-    env_jobs = int(stage_ctx.recipe.build.env.get("MAX_JOBS", "1")) if stage_ctx.recipe.build else 1
     options = BuildOptions(python=target, offline=offline, force=force, ignore_host=ignore_host,
-                           wheel_dir=wheel_dir, verbose=opts.ui.verbose, jobs=env_jobs)
-    result = run_build(stage_ctx, options)
+                           wheel_dir=wheel_dir, verbose=opts.ui.verbose, jobs=_build_jobs(stage_ctx))
+    with _exclusive(opts, stage_ctx, "build"):
+        result = run_build(stage_ctx, options)
     opts.ui.stage_result(result, "step")
     wheel_info = result.actions[0].data.get("wheel")
     if wheel_info and not opts.ui.json_mode:  # on their own lines, to copy
@@ -641,7 +830,8 @@ def validate(
     options = ValidateOptions(python=target, kernels=tuple(kernels or ()),
                               model=Path(os.path.abspath(model.expanduser())) if model else None, timeout=timeout,
                               install_prereqs=install_prereqs, verbose=opts.ui.verbose)
-    report = run_validate(stage_ctx, options)
+    with _exclusive(opts, stage_ctx, "validate"):
+        report = run_validate(stage_ctx, options)
     if junit is not None:
         write_junit(report, Path(os.path.abspath(junit.expanduser())))
     if opts.ui.json_mode:
@@ -747,7 +937,8 @@ def lock(
 
     opts = _options(ctx)
     ctx_ = _stage_context(opts)
-    result = run_lock(ctx_, SyncOptions(update=update))
+    with _exclusive(opts, ctx_, "lock"):
+        result = run_lock(ctx_, SyncOptions(update=update))
     opts.ui.stage_result(result, "source")
     if not opts.ui.json_mode:
         opts.ui.info(f"lock file: {ctx_.workspace.lock_file}")

@@ -6,7 +6,8 @@ the log as it arrives and to ``on_line``; when the command is quiet, ``on_idle``
 so the display can show a heartbeat. On Ctrl-C the child's whole process group is
 stopped (SIGTERM, then SIGKILL) before the interrupt propagates — no orphaned compilers;
 the same happens when ``timeout_s`` passes (a hung validation kernel), and the result says so.
-``capture`` is for short queries (a version, a JSON answer).
+``capture`` is for short queries (a version, a JSON answer); ``run_attached`` for the rare
+command the user must see and may have to answer (``sudo apt-get install``).
 """
 
 from __future__ import annotations
@@ -136,6 +137,11 @@ def capture(argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: P
     """Run a short query; never raises for a non-zero exit (the caller decides what it means)."""
     return subprocess.run(list(argv), env=dict(env) if env is not None else None, cwd=cwd, capture_output=True,
                           text=True, timeout=timeout_s, check=False, stdin=subprocess.DEVNULL)
+
+
+def run_attached(argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> int:
+    """Run a command on the user's terminal (stdin too: sudo may ask for a password); its exit status."""
+    return subprocess.run(list(argv), env=dict(env) if env is not None else None, check=False).returncode
 
 
 def log_path(logs_dir: Path, kind: str) -> Path:

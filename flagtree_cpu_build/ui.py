@@ -69,7 +69,7 @@ class UI:
     def warn(self, message: str) -> None:
         self.console.print(Text.assemble(("warning: ", "bold yellow"), message), soft_wrap=True)
 
-    def error(self, exc: FlagtreeCpuError) -> None:
+    def error(self, exc: FlagtreeCpuError, *, as_json: bool = True) -> None:
         self.console.print(Text.assemble(("error: ", "bold red"), exc.message), soft_wrap=True)
         for line in exc.details:
             self.console.print(Text("  " + line.replace("\n", "\n  ")), soft_wrap=True)
@@ -77,7 +77,7 @@ class UI:
             self.console.print(Text.assemble(("fix: ", "bold"), exc.fix), soft_wrap=True)
         if self.verbose and exc.__cause__ is not None:
             self._traceback(exc.__cause__)
-        if self.json_mode:
+        if self.json_mode and as_json:
             self.emit_json({"ok": False, "error": exc.to_json()})
 
     def unexpected(self, exc: BaseException) -> None:
@@ -231,7 +231,9 @@ class UI:
         self.stdout.flush()
 
 
-_STATUS_STYLE = {"ok": "green", "created": "cyan", "updated": "yellow", "skipped": "dim",
+_STATUS_STYLE = {"ok": "green", "created": "cyan", "updated": "yellow", "skipped": "dim", "failed": "bold red",
+                 "interrupted": "bold red", "not run": "dim", "missing": "yellow", "differs": "yellow",
+                 "dirty": "bold red", "stale": "yellow",
                  "create": "cyan", "update": "yellow", "conflict": "bold red", "dangling": "bold red",
                  "pass": "green", "FAIL": "bold red", "fail (optional)": "yellow", "skip": "dim"}
 

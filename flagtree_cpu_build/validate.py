@@ -16,6 +16,7 @@ the kernels that import it are skipped. ``--install-prereqs`` installs them.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -44,6 +45,7 @@ from .stages import StageContext
 
 KERNELS_DIR = Path(__file__).resolve().parent / "kernels"
 REPORT_SCHEMA = "flagtree-cpu/validate/v1"
+LAST_REPORT = "last-validation.json"
 Status = Literal["pass", "fail", "skip"]
 
 
@@ -167,7 +169,7 @@ def run_validate(ctx: StageContext, options: ValidateOptions) -> ValidationRepor
         results.append(_run_kernel(ctx, options, info, settings, env, missing))
     report = ValidationReport(recipe.name, options.python, tuple(results), tuple(warnings),
                               time.monotonic() - start, started)
-    _save_last(ctx, report)
+    _save_last(ctx, report, None if options.kernels else validation_key(ctx, options.python, options.model))
     return report
 
 
@@ -330,13 +332,51 @@ def _crashed(result: Any, output: str, common: dict[str, Any]) -> KernelResult:
                         details={"excerpt": list(diagnosis.excerpt)}, **common)
 
 
-def _save_last(ctx: StageContext, report: ValidationReport) -> None:
-    """The last report, for `status` and bug reports; only in a workspace that exists."""
+def _save_last(ctx: StageContext, report: ValidationReport, key: str | None) -> None:
+    """The last report, for `status`, `setup` and bug reports; only in a workspace that exists.
+
+    ``key`` (set when every kernel ran) says what was validated: `setup` skips validating again
+    while the key is unchanged."""
     if ctx.workspace.state_dir.is_dir():
-        target = ctx.workspace.state_dir / "last-validation.json"
+        target = ctx.workspace.state_dir / LAST_REPORT
         tmp = target.with_suffix(".tmp")
-        tmp.write_text(json.dumps(report.to_json(), indent=2) + "\n", encoding="utf-8")
+        tmp.write_text(json.dumps({**report.to_json(), "key": key}, indent=2) + "\n", encoding="utf-8")
         tmp.replace(target)
+
+
+def validation_key(ctx: StageContext, python: Path, model: Path | None) -> str:
+    """What a full validation depends on: the build (its stamp digest), the interpreter, the recipe's
+    expectations and run-time environment, and the model given."""
+    build_stamp = None
+    try:
+        stamp = json.loads((ctx.workspace.state_dir / "build-editable.json").read_text())
+        if stamp["components"]["python"]["path"] == str(python):
+            build_stamp = stamp["digest"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    from .recipe_schema import to_data
+
+    recipe = ctx.recipe
+    facts = {"build": build_stamp, "python": str(python), "model": str(model) if model else None,
+             "validation": to_data(recipe.validation) if recipe.validation else None,
+             "runtime_env": dict(recipe.runtime.env),
+             "runtime": [r.requirement for r in recipe.python.runtime]}
+    return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def last_validation(ctx: StageContext) -> dict[str, Any] | None:
+    try:
+        return json.loads((ctx.workspace.state_dir / LAST_REPORT).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def current_validation(ctx: StageContext, python: Path, model: Path | None) -> dict[str, Any] | None:
+    """The last report when it passed every kernel for exactly this build, interpreter and recipe."""
+    last = last_validation(ctx)
+    if last and last.get("ok") and last.get("key") and last["key"] == validation_key(ctx, python, model):
+        return last
+    return None
 
 
 def write_junit(report: ValidationReport, path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,11 +23,19 @@ class Workspace:
     flagtree_commit: str
     always_set: tuple[str, ...] = ()  # overrides every run of this workspace uses
 
-    def run(self, *args: str, sets: tuple[str, ...] = ()) -> Result:
+    def argv(self, *args: str, sets: tuple[str, ...] = ()) -> list[str]:
         argv = ["-w", str(self.root), "--set", f"sources.flagtree.commit={self.flagtree_commit}"]
         for assignment in (*self.always_set, *sets):
             argv += ["--set", assignment]
-        return CliRunner().invoke(app, [*argv, *args])
+        return [*argv, *args]
+
+    def run(self, *args: str, sets: tuple[str, ...] = ()) -> Result:
+        return CliRunner().invoke(app, self.argv(*args, sets=sets))
+
+    def process(self, *args: str, sets: tuple[str, ...] = ()) -> subprocess.Popen:
+        """The same command as a real process (for signals and concurrent runs)."""
+        return subprocess.Popen([sys.executable, "-m", "flagtree_cpu_build", *self.argv(*args, sets=sets)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     @property
     def flagtree(self) -> Path:

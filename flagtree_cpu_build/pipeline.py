@@ -1,0 +1,474 @@
+"""setup: the stages in order — preflight, sources ∥ artifacts, links, python env, build, validate.
+
+Each stage is the same function its subcommand calls, so `setup` can never drift from
+`sync`, `fetch`, `link`, `build` and `validate`. What this module adds:
+
+- a preflight (the fast, blocking subset of doctor) that lists every host problem before
+  anything is changed;
+- the LLVM download running in a worker thread while the main thread clones, each with its
+  own row in one live display; Ctrl-C stops both (the download keeps its partial file);
+- resumability for free: every stage skips what is already done, so a re-run after a
+  failure or Ctrl-C continues where it stopped, and a re-run when everything is current
+  does no network I/O and runs no pip and no build;
+- a report: per-stage status, detail and time, the commits and artifact digests, the
+  validation results, and the failure with its diagnosis (`--json`, and ::error on GitHub).
+
+`run_setup` never raises for a stage failure: the report carries the error (its exit code
+decides the process's), so the summary can be shown whatever happened.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from . import __version__, pythonenv
+from .errors import BuildError, DoctorFailed, FlagtreeCpuError, Interrupted, ValidationFailed
+from .lockfile import read_lock
+from .stages import Action, StageContext, StageResult
+
+SETUP_SCHEMA = "flagtree-cpu/setup/v1"
+PLAN_SCHEMA = "flagtree-cpu/setup-plan/v1"
+STAGES = ("preflight", "sources", "artifacts", "links", "python", "build", "validate")
+
+# The blocking subset of doctor: fast, and each one would make a later stage fail after minutes.
+PREFLIGHT_ALWAYS = ("toolchain.git", "resources.disk", "system.packages")
+PREFLIGHT_FOR_BUILD = ("host.arch", "cpu.features", "toolchain.compiler", "toolchain.cmake", "toolchain.ninja",
+                       "resources.memory")
+# Without git nothing can be cloned, whatever --ignore-host says.
+NEVER_IGNORED = ("toolchain.git",)
+
+
+@dataclass(frozen=True)
+class SetupOptions:
+    python: Path
+    offline: bool = False
+    frozen: bool = False
+    require_hashes: bool = False
+    update: bool = False
+    allow_dirty: bool = False
+    skip_build: bool = False  # also skips the python env and validation: there is nothing new to validate
+    skip_validate: bool = False
+    ignore_host: bool = False
+    install_system_packages: bool = False
+    git_cache: Path | None = None
+    cache_dir: Path | None = None
+    mirrors: tuple[Any, ...] = ()
+    jobs: int = 1  # MAX_JOBS the build gets (for the out-of-memory advice)
+    model: Path | None = None
+    junit: Path | None = None
+    timeout: float | None = None
+    verbose: bool = False
+
+    @property
+    def validating(self) -> bool:
+        return not (self.skip_build or self.skip_validate)
+
+
+@dataclass
+class StageRecord:
+    stage: str
+    status: str  # ok, created, updated, skipped, failed, interrupted, not run
+    detail: str = ""
+    seconds: float = 0.0
+    result: StageResult | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"stage": self.stage, "status": self.status, "detail": self.detail, "seconds": round(self.seconds, 3),
+                "actions": [a.to_json() for a in self.result.actions] if self.result else [],
+                "warnings": list(self.result.warnings) if self.result else []}
+
+
+@dataclass
+class SetupReport:
+    recipe: str
+    workspace: Path
+    python: Path
+    started: str
+    records: list[StageRecord] = field(default_factory=list)
+    seconds: float = 0.0
+    error: FlagtreeCpuError | None = None
+    validation: dict[str, Any] | None = None
+    commits: dict[str, str] = field(default_factory=dict)
+    artifacts: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def record(self, stage: str) -> StageRecord:
+        return next(r for r in self.records if r.stage == stage)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema": SETUP_SCHEMA, "tool_version": __version__, "ok": self.ok, "recipe": self.recipe,
+                "workspace": str(self.workspace), "python": str(self.python), "started": self.started,
+                "seconds": round(self.seconds, 3), "stages": [r.to_json() for r in self.records],
+                "commits": self.commits, "artifacts": self.artifacts, "validation": self.validation,
+                "logs": str(self.workspace / "logs"), "error": self.error.to_json() if self.error else None}
+
+
+def run_setup(ctx: StageContext, options: SetupOptions) -> SetupReport:
+    start = time.monotonic()
+    report = SetupReport(ctx.recipe.name, ctx.workspace.root, options.python,
+                         datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                         [StageRecord(stage, "not run") for stage in STAGES])
+    steps = [("preflight", lambda: _preflight(ctx, options)),
+             ("sources", lambda: _sources_and_artifacts(ctx, options, report)),
+             ("links", lambda: _links(ctx)),
+             ("python", lambda: _python_env(ctx, options)),
+             ("build", lambda: _build(ctx, options)),
+             ("validate", lambda: _validate(ctx, options, report))]
+    current = "preflight"
+    try:
+        for current, step in steps:
+            with ctx.ui.group(f"flagtree-cpu setup: {current}"):
+                began = time.monotonic()
+                result = step()
+                if result is not None:  # sources ∥ artifacts fill in their own records
+                    _finish(report.record(current), result, time.monotonic() - began, ctx)
+    except KeyboardInterrupt:
+        ctx.ui.cancel.set()
+        _mark_unfinished(report, current, "interrupted", "Ctrl-C")
+        report.error = Interrupted(f"setup ({current})")
+        report.error.fix = ("run the same command again: finished stages are kept and a download resumes where it "
+                            "stopped")
+    except FlagtreeCpuError as exc:
+        _mark_unfinished(report, current, "failed", exc.message)
+        report.error = exc
+        ctx.ui.annotate_error(f"flagtree-cpu setup: {_failed_stage(report)} failed", exc)
+    report.seconds = time.monotonic() - start
+    _collect_pins(ctx, report)
+    _save(ctx, report)
+    return report
+
+
+def _finish(record: StageRecord, result: StageResult, seconds: float, ctx: StageContext) -> None:
+    record.status, record.detail, record.seconds, record.result = result.status, _summary(result), seconds, result
+    for warning in result.warnings:
+        ctx.ui.warn(warning)
+    ctx.ui.info(f"{record.stage}: {record.status} — {record.detail} ({seconds:.1f}s)")
+    if ctx.ui.verbose and not ctx.ui.json_mode:
+        ctx.ui.table([record.stage, "status", "detail"], [[a.subject, ctx.ui.styled(a.status), a.detail]
+                                                          for a in result.actions])
+
+
+def _summary(result: StageResult) -> str:
+    """One line for the summary table: what changed, or that everything was already there."""
+    if len(result.actions) == 1:
+        return result.actions[0].detail or result.actions[0].status
+    changed = [a for a in result.actions if a.status in ("created", "updated")]
+    skipped = [a for a in result.actions if a.status == "skipped"]
+    if len(changed) > 3:  # twelve links: a count, not a list
+        parts = [f"{sum(a.status == s for a in changed)} {s}" for s in ("created", "updated")
+                 if any(a.status == s for a in changed)]
+    else:
+        parts = [f"{a.subject} {a.status}" for a in changed]
+    parts += [f"{a.subject} skipped ({a.detail})" for a in skipped]
+    current = len(result.actions) - len(changed) - len(skipped)
+    if current:
+        parts.append(f"{current} already current" if parts else f"all {current} current")
+    return ", ".join(parts) or "nothing to do"
+
+
+def _mark_unfinished(report: SetupReport, current: str, status: str, detail: str) -> None:
+    for record in report.records:
+        if record.status == "not run" and record.stage == current:
+            record.status, record.detail = status, detail
+    if current == "sources":  # the concurrent pair: whichever did not finish
+        for record in (report.record("sources"), report.record("artifacts")):
+            if record.status == "not run":
+                record.status, record.detail = status, detail
+
+
+def _failed_stage(report: SetupReport) -> str:
+    return next((r.stage for r in report.records if r.status in ("failed", "interrupted")), "setup")
+
+
+def _skipped(stage: str, why: str) -> StageResult:
+    return StageResult(stage, (Action(stage, "skipped", why),))
+
+
+# --- preflight ----------------------------------------------------------------------------------
+
+
+def preflight_checks(options: SetupOptions) -> tuple[str, ...]:
+    return PREFLIGHT_ALWAYS if options.skip_build else PREFLIGHT_ALWAYS + PREFLIGHT_FOR_BUILD
+
+
+def run_preflight_checks(ctx: StageContext, options: SetupOptions) -> Any:
+    from .cpuinfo import read_cpu
+    from .doctor import DoctorContext, run_doctor
+
+    doctor_ctx = DoctorContext(ctx.recipe, ctx.workspace, ctx.host, read_cpu(Path("/")), Path("/"), options.python,
+                               dict(os.environ), offline=options.offline)
+    return run_doctor(doctor_ctx, preflight_checks(options))
+
+
+def blocking(findings: Any, options: SetupOptions) -> list[Any]:
+    return [f for f in findings if f.status == "fail" and (not options.ignore_host or f.id in NEVER_IGNORED)]
+
+
+def _preflight(ctx: StageContext, options: SetupOptions) -> StageResult:
+    report = run_preflight_checks(ctx, options)
+    stops = blocking(report.findings, options)
+    if stops:
+        details = []
+        for f in stops:
+            details += [f"{f.id}: {f.detail}"] + ([f"   fix: {f.fix}"] if f.fix else [])
+        raise DoctorFailed(f"{len(stops)} problem{'s' if len(stops) > 1 else ''} on this machine would make setup "
+                           "fail later; nothing was changed", details=tuple(details),
+                           fix="fix them and run setup again (`flagtree-cpu doctor` shows every check); "
+                           "--ignore-host proceeds anyway, for testing")
+    warnings, ignored = [], 0
+    for f in report.findings:
+        if f.status == "fail":
+            ignored += 1
+            warnings.append(f"{f.id}: {f.detail} (ignored: --ignore-host)")
+        elif f.status == "warn" and f.id != "system.packages":  # that one is handled below
+            warnings.append(f"{f.id}: {f.detail}" + (f" — fix: {f.fix}" if f.fix else ""))
+    detail = f"{report.summary()['ok']} of {len(report.findings)} checks ok"
+    if ignored:
+        detail += f", {ignored} failed (ignored: --ignore-host)"
+    status = "ok"
+    packages = _system_packages(ctx, options)
+    if packages is not None:
+        missing = packages.data.get("missing") or packages.data.get("installed")
+        if packages.status == "created":
+            status, detail = "created", f"{detail}; installed {len(missing)} system packages"
+        else:
+            detail += f"; {len(missing)} system packages missing"
+            warnings.append(packages.detail)
+    data = {"checks": [f.to_json() for f in report.findings], **(packages.data if packages else {})}
+    return StageResult("preflight", (Action("host", status, detail, data),), tuple(warnings))
+
+
+def missing_system_packages(ctx: StageContext, root: Path = Path("/")) -> list[str] | None:
+    """The recipe's apt packages dpkg does not have; None when this is not a dpkg system."""
+    from .doctor_machine import installed_packages
+
+    status = root / "var/lib/dpkg/status"
+    wanted = list(ctx.recipe.system_packages.apt)
+    if not wanted or not status.is_file():
+        return None
+    installed = installed_packages(status.read_text(encoding="utf-8", errors="replace"))
+    return [p for p in wanted if p not in installed]
+
+
+def system_install_argv(missing: list[str], euid: int) -> list[str]:
+    argv = ["apt-get", "install", "-y", *missing]
+    return argv if euid == 0 else ["sudo", *argv]
+
+
+def _system_packages(ctx: StageContext, options: SetupOptions) -> Action | None:
+    """Missing apt packages: a warning with the command by default; installed with --install-system-packages."""
+    missing = missing_system_packages(ctx)
+    if not missing:
+        return None
+    argv = system_install_argv(missing, os.geteuid())
+    if not options.install_system_packages:
+        return Action("system packages", "skipped", f"{len(missing)} of the recipe's system packages are missing: "
+                      f"{' '.join(missing)} — install them with `{shlex.join(argv)}` (or pass "
+                      "--install-system-packages)", {"missing": missing})
+    if options.offline:
+        raise DoctorFailed("--install-system-packages needs the network, and --offline forbids it",
+                           details=(f"missing: {' '.join(missing)}",), fix=f"run `{shlex.join(argv)}` when online")
+    from .proc import run_attached
+
+    ctx.ui.info(f"installing {len(missing)} system packages: + {shlex.join(argv)}")
+    status = run_attached(argv, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    if status != 0:
+        raise DoctorFailed(f"`{shlex.join(argv)}` failed (exit status {status}); nothing else was changed",
+                           fix="run it yourself to see why (apt-get update first on a fresh machine), then setup again")
+    return Action("system packages", "created", f"installed {' '.join(missing)}", {"installed": missing})
+
+
+# --- sources ∥ artifacts -------------------------------------------------------------------------
+
+
+def _sources_and_artifacts(ctx: StageContext, options: SetupOptions, report: SetupReport) -> None:
+    """Clone in this thread while the LLVM tarball downloads in another; both finish before either fails.
+
+    A failure in one lets the other finish (a complete download is kept for the re-run); Ctrl-C
+    cancels the worker at its next progress update and waits briefly for it to leave its partial
+    file in order."""
+    from .fetch import FetchOptions, run_fetch
+    from .sources import SyncOptions, run_sync
+
+    sync_options = SyncOptions(update=options.update, frozen=options.frozen, offline=options.offline,
+                               allow_dirty=options.allow_dirty, git_cache=options.git_cache)
+    fetch_options = FetchOptions(offline=options.offline, require_hashes=options.require_hashes,
+                                 frozen=options.frozen, cache_dir=options.cache_dir, mirrors=options.mirrors)
+    fetched: dict[str, Any] = {}
+
+    def fetch_worker() -> None:
+        began = time.monotonic()
+        try:
+            fetched["result"] = run_fetch(ctx, fetch_options)
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which decides
+            fetched["error"] = exc
+        fetched["seconds"] = time.monotonic() - began
+
+    if not ctx.recipe.artifacts:
+        fetched.update(result=_skipped("fetch", "the recipe has no artifacts"), seconds=0.0)
+    worker = threading.Thread(target=fetch_worker, name="flagtree-cpu fetch", daemon=True)
+    sync_error: FlagtreeCpuError | None = None
+    with ctx.ui.concurrent():
+        if ctx.recipe.artifacts:
+            worker.start()
+        try:
+            began = time.monotonic()
+            try:
+                synced = run_sync(ctx, sync_options)
+                _finish(report.record("sources"), synced, time.monotonic() - began, ctx)
+            except FlagtreeCpuError as exc:
+                sync_error = exc
+                record = report.record("sources")
+                record.status, record.detail, record.seconds = "failed", exc.message, time.monotonic() - began
+            if worker.is_alive():
+                worker.join()
+        except KeyboardInterrupt:
+            ctx.ui.cancel.set()
+            worker.join(timeout=15)
+            raise
+    error = fetched.get("error")
+    record = report.record("artifacts")
+    if isinstance(error, KeyboardInterrupt):
+        raise error
+    if error is not None:
+        record.status, record.seconds = "failed", fetched["seconds"]
+        record.detail = error.message if isinstance(error, FlagtreeCpuError) else repr(error)
+    else:
+        _finish(record, fetched["result"], fetched["seconds"], ctx)
+    if sync_error is not None:
+        if isinstance(error, FlagtreeCpuError):
+            ctx.ui.error(error)  # the first error decides the exit code; the second is still shown
+        raise sync_error
+    if error is not None:
+        raise error
+
+
+# --- links, python env, build, validate -----------------------------------------------------------
+
+
+def _links(ctx: StageContext) -> StageResult:
+    from .links import run_link
+
+    if ctx.recipe.links is None:
+        return _skipped("link", "the recipe has no links")
+    return run_link(ctx)[1]
+
+
+def _python_env(ctx: StageContext, options: SetupOptions) -> StageResult:
+    """The guide's steps 1.1-1.2: the venv, then the build and run-time Python prerequisites."""
+    if options.skip_build:
+        return _skipped("python", "--skip-build")
+    recipe, ws = ctx.recipe, ctx.workspace
+    actions = []
+    created = not options.python.exists()
+    pythonenv.ensure_interpreter(options.python, ws, recipe.python.requires, ctx.ui)
+    if created:
+        actions.append(Action("venv", "created", str(options.python.parent.parent)))
+    # run-time ones too, even with --skip-validate: kernels need torch whether or not setup runs them
+    wanted = list(recipe.python.build) + list(recipe.python.runtime)
+    path = os.pathsep.join([str(options.python.parent), os.environ.get("PATH", "")])
+    report = pythonenv.check(options.python, wanted, path)
+    if report.missing:
+        commands = pythonenv.install_commands(options.python, report.missing)
+        if options.offline:
+            raise BuildError(f"{len(report.missing)} Python prerequisites are missing in {options.python} and "
+                             "--offline forbids pip", details=tuple(p.describe() for p in report.missing),
+                             fix=" && ".join(shlex.join(c) for c in commands) + "   (with PIP_FIND_LINKS=<wheel "
+                             "folder> PIP_NO_INDEX=1 on an air-gapped machine), then setup --offline again")
+        pythonenv.install(options.python, report.missing, ws, ctx.ui)
+        names = ", ".join(p.name for p in report.missing)
+        report = pythonenv.check(options.python, wanted, path)
+        if report.missing:
+            raise BuildError("Python prerequisites are still missing after pip ran",
+                             details=tuple(p.describe() for p in report.missing),
+                             fix=f"read the pip log in {ws.logs_dir}")
+        actions.append(Action("prerequisites", "created", f"installed {names}"))
+    else:
+        actions.append(Action("prerequisites", "ok", f"Python {report.version}; all {len(wanted)} present"))
+    return StageResult("python", tuple(actions))
+
+
+def _build(ctx: StageContext, options: SetupOptions) -> StageResult:
+    from .build import BuildOptions, run_build
+
+    if options.skip_build:
+        return _skipped("build", "--skip-build")
+    return run_build(ctx, BuildOptions(python=options.python, offline=options.offline,
+                                       ignore_host=options.ignore_host, verbose=options.verbose, jobs=options.jobs))
+
+
+def _validate(ctx: StageContext, options: SetupOptions, report: SetupReport) -> StageResult:
+    from .validate import ValidateOptions, configured, current_validation, run_validate, write_junit
+
+    if not options.validating:
+        return _skipped("validate", "--skip-build" if options.skip_build else "--skip-validate")
+    if not configured(ctx.recipe):
+        return _skipped("validate", "the recipe has no validation kernels")
+    last = current_validation(ctx, options.python, options.model) if options.junit is None else None
+    if last is not None:  # a JUnit report is for this run: --junit always runs the kernels
+        report.validation = last
+        counts = last["summary"]
+        return StageResult("validate", (Action("kernels", "ok", f"passed before for this build ({counts['pass']} "
+                                               f"passed, {counts['skip']} skipped at {last['started']})"),))
+    validation = run_validate(ctx, ValidateOptions(python=options.python, model=options.model,
+                                                   timeout=options.timeout, verbose=options.verbose))
+    report.validation = validation.to_json()
+    if options.junit is not None:
+        write_junit(validation, options.junit)
+    if validation.failed:
+        details = []
+        for r in validation.failed:
+            details += [f"{r.kernel}: {r.message}"] + ([f"   fix: {r.fix}"] if r.fix else []) + \
+                       ([f"   log: {r.log}"] if r.log else [])
+        raise ValidationFailed(f"{len(validation.failed)} required validation kernel"
+                               f"{'s' if len(validation.failed) > 1 else ''} failed", details=tuple(details),
+                               fix="fix the cause above, then `flagtree-cpu setup` again (or `flagtree-cpu validate` "
+                               "to re-run just the kernels)")
+    counts = validation.counts()
+    detail = f"{counts['pass']} passed" + (f", {counts['fail']} optional failed" if counts["fail"] else "")
+    skipped = [f"{r.kernel}: {r.message}" for r in validation.results if r.status == "skip"]
+    if skipped:
+        detail += f", {len(skipped)} skipped ({'; '.join(skipped)})"
+    return StageResult("validate", (Action("kernels", "created", detail, {"report": validation.to_json()}),),
+                       validation.warnings)
+
+
+# --- the report ----------------------------------------------------------------------------------
+
+
+def _collect_pins(ctx: StageContext, report: SetupReport) -> None:
+    """The commits and artifact digests the workspace holds now, from the lock file."""
+    try:
+        lock = read_lock(ctx.workspace.lock_file) if ctx.workspace.lock_file.is_file() else None
+    except FlagtreeCpuError:
+        return
+    if lock is None:
+        return
+    report.commits = {name: entry.commit for name, entry in lock.sources.items()}
+    report.artifacts = {name: {"sha256": entry.sha256, "url": entry.url, "size": entry.size}
+                        for name, entry in lock.artifacts.items()}
+
+
+def _save(ctx: StageContext, report: SetupReport) -> None:
+    """The report next to the logs (one per run) and as .flagtree-cpu/last-setup.json."""
+    if not ctx.workspace.state_dir.is_dir():
+        return
+    text = json.dumps(report.to_json(), indent=2, default=str) + "\n"
+    ctx.workspace.logs_dir.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    (ctx.workspace.logs_dir / f"setup-{stamp}.json").write_text(text, encoding="utf-8")
+    target = ctx.workspace.state_dir / "last-setup.json"
+    tmp = target.with_suffix(".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(target)
