@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -49,10 +50,11 @@ class _Part:
     bytes that arrive are hashed as they are written.
     """
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, watcher: GrowingFile | None = None):
         self.path = path
         self.digest = hashlib.sha256()
         self.size = 0
+        self.watcher = watcher
 
     def sync_with_disk(self) -> int:
         on_disk = self.path.stat().st_size if self.path.exists() else 0
@@ -68,6 +70,8 @@ class _Part:
     def restart(self) -> None:
         self.path.unlink(missing_ok=True)
         self.digest, self.size = hashlib.sha256(), 0
+        if self.watcher is not None:
+            self.watcher.restarted()
 
     def copy_from(self, chunks: Iterable[bytes], mode: str, task: ProgressTask, total: int | None) -> None:
         with open(self.path, mode) as out:
@@ -75,7 +79,82 @@ class _Part:
                 out.write(chunk)
                 self.digest.update(chunk)
                 self.size += len(chunk)
+                if self.watcher is not None:
+                    out.flush()  # the reader of the growing file reads it through its own descriptor
+                    self.watcher.grew()
                 task.update(self.size, total)
+
+
+class StreamStale(Exception):
+    """The .part file was started again after the reader had read from it: what it read is void."""
+
+
+class StreamAborted(Exception):
+    """The download failed or was stopped; the reader's consumer must give up."""
+
+
+class GrowingFile:
+    """A reader of the ``.part`` file while the download writes it, so the tarball can be unpacked as it
+    arrives (``curl | tar -xz``, with resume): at the end of the bytes written so far it waits for more,
+    until the download says it is complete (then end of file) or failed. If the download has to start the
+    file again after bytes were read, reading raises StreamStale and the caller unpacks the finished file
+    instead. Nothing read this way is trusted until the whole file's sha256 is verified."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.consumed = 0
+        self._file: Any = None
+        self._cond = threading.Condition()
+        self._complete = self._aborted = self._stale = False
+
+    # the download's side
+    def grew(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    def restarted(self) -> None:
+        with self._cond:
+            if self.consumed:
+                self._stale = True
+            elif self._file is not None:  # nothing read yet: follow the new file instead
+                self._file.close()
+                self._file = None
+            self._cond.notify_all()
+
+    def complete(self) -> None:
+        with self._cond:
+            self._complete = True
+            self._cond.notify_all()
+
+    def abort(self) -> None:
+        with self._cond:
+            self._aborted = True
+            self._cond.notify_all()
+
+    # the unpacker's side
+    def read(self, size: int = -1) -> bytes:
+        with self._cond:
+            while True:
+                if self._stale:
+                    raise StreamStale(f"{self.path} was started again")
+                if self._aborted:
+                    raise StreamAborted(f"the download into {self.path} stopped")
+                if self._file is None and self.path.exists():
+                    self._file = open(self.path, "rb")  # noqa: SIM115 - closed by close()
+                if self._file is not None:
+                    data = self._file.read(size if size and size > 0 else CHUNK)
+                    if data:
+                        self.consumed += len(data)
+                        return data
+                if self._complete:
+                    return b""
+                self._cond.wait(0.5)
+
+    def close(self) -> None:
+        with self._cond:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
 
 
 @dataclass
@@ -85,6 +164,7 @@ class Downloader:
     backoff_s: float = 0.5  # 0.5, 1, 2, 4 ... seconds between attempts
     connect_timeout_s: float = 15.0
     read_timeout_s: float = 60.0
+    watcher: GrowingFile | None = None  # told as the .part file grows or starts again
 
     def fetch(self, urls: Sequence[str], part: Path, *, label: str, expected_sha: str | None = None) -> Downloaded:
         """Download the first candidate that works into ``part``; verify ``expected_sha`` if given."""
@@ -116,7 +196,7 @@ class Downloader:
 
     def _fetch_one(self, url: str, path: Path, label: str) -> Downloaded:
         path.parent.mkdir(parents=True, exist_ok=True)
-        part = _Part(path)
+        part = _Part(path, self.watcher)
         local = _local_path(url)
         if local is not None:
             if not local.is_file():

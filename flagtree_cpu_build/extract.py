@@ -20,6 +20,7 @@ import os
 import shutil
 import tarfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,7 @@ class _Unsafe(Exception):
 class _CountingReader:
     """A file object that reports how much of the compressed tarball has been read."""
 
-    def __init__(self, raw: Any, task: ProgressTask, total: int):
+    def __init__(self, raw: Any, task: ProgressTask, total: int | None):
         self.raw, self.task, self.total, self.done = raw, task, total, 0
 
     def read(self, size: int = -1) -> bytes:
@@ -138,16 +139,21 @@ class _Extractor:
         os.utime(path, (member.mtime, member.mtime), follow_symlinks=False)
 
 
-def unpack(tarball: Path, dest: Path, *, strip: int, ui: UI, label: str) -> Path:
-    """Extract ``tarball`` into a partial folder beside ``dest``; return that folder."""
-    partial = dest.with_name(f".{dest.name}.flagtree-cpu-partial")
+def unpack(tarball: Path, dest: Path, *, strip: int, ui: UI, label: str, reader: Any = None,
+           partial: Path | None = None) -> Path:
+    """Extract ``tarball`` into a partial folder beside ``dest``; return that folder.
+
+    With ``reader`` (a GrowingFile over the download in progress) the bytes come from it instead,
+    as they arrive; ``partial`` then names a folder of this process's own."""
+    partial = partial or dest.with_name(f".{dest.name}.flagtree-cpu-partial")
     if partial.exists():
         shutil.rmtree(partial)  # our own interrupted extraction (the name is ours)
     partial.mkdir(parents=True)
     extractor = _Extractor(partial, strip)
     try:
-        total = tarball.stat().st_size
-        with ui.progress(f"unpacking {label}", total=total, unit="bytes") as task, open(tarball, "rb") as raw, \
+        total = None if reader is not None else tarball.stat().st_size
+        source = nullcontext(reader) if reader is not None else open(tarball, "rb")  # noqa: SIM115
+        with ui.progress(f"unpacking {label}", total=total, unit="bytes") as task, source as raw, \
                 tarfile.open(fileobj=_CountingReader(raw, task, total), mode="r|*", bufsize=_READ_SIZE) as tar:
             for member in tar:
                 try:

@@ -14,6 +14,8 @@ listing and adopted, or left alone with a message: never clobbered. Nothing else
 from __future__ import annotations
 
 import os
+import shutil
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -107,6 +109,7 @@ def _fetch_one(name: str, artifact: Artifact, expected: str | None, cache: Artif
         lock = ArtifactLock(url=artifact.url, sha256=stamp["sha256"], size=stamp.get("size"))
         return _Outcome(Action(name, "ok", f"published at {dest}", {"sha256": stamp["sha256"], "path": str(dest)}),
                         lock)
+    streamed: Path | None = None  # the tree, unpacked while it downloaded (not yet published)
     with cache.locked(url_key(artifact.url)):
         found = _local_tarball(name, artifact, expected, cache, options, dest)
         if found is None:
@@ -116,7 +119,16 @@ def _fetch_one(name: str, artifact: Artifact, expected: str | None, cache: Artif
                 sha = expected or "unknown (trusted on first use)"
                 missing_offline.append(f"{name}: {artifact.url} (sha256 {sha})")
                 return None
-            found = _download(name, artifact, expected, cache, ctx, options)
+            found, streamed = _download(name, artifact, expected, cache, ctx, options)
+    try:
+        return _publish(name, artifact, dest, found, expected, streamed, cache, ctx)
+    finally:
+        if streamed is not None and streamed.exists():  # another process published first, or publishing failed
+            shutil.rmtree(streamed, ignore_errors=True)
+
+
+def _publish(name: str, artifact: Artifact, dest: Path, found: tuple[str, Path, str], expected: str | None,
+             streamed: Path | None, cache: ArtifactCache, ctx: StageContext) -> _Outcome:
     sha, blob, served_from = found
     warning = None if expected else (f"artifact {name}: no sha256 in the recipe; trusting it on first use and "
                                      f"recording sha256 {sha} in the lock file")
@@ -128,7 +140,7 @@ def _fetch_one(name: str, artifact: Artifact, expected: str | None, cache: Artif
                             warning)
         if _is_foreign(dest):
             return _adopt(name, dest, blob, artifact, sha, lock, warning)
-        partial = unpack(blob, dest, strip=artifact.strip_components, ui=ctx.ui, label=name)
+        partial = streamed or unpack(blob, dest, strip=artifact.strip_components, ui=ctx.ui, label=name)
         write_markers(partial, url=artifact.url, sha256=sha, size=blob.stat().st_size,
                       version_file=artifact.version_file)
         status = "updated" if dest.exists() else "created"
@@ -166,14 +178,45 @@ def _imported(cache: ArtifactCache, source: Path, artifact: Artifact, expected: 
 
 
 def _download(name: str, artifact: Artifact, expected: str | None, cache: ArtifactCache, ctx: StageContext,
-              options: FetchOptions) -> tuple[str, Path, str]:
-    from .download import Downloader
+              options: FetchOptions) -> tuple[tuple[str, Path, str], Path | None]:
+    """Download into the cache while another thread unpacks the bytes as they arrive (the unpacking of
+    ~800 MB no longer waits for the last byte). The unpacked tree is published only after the sha256 of
+    the whole file is verified; if the download had to start over, the finished file is unpacked instead."""
+    from .download import Downloader, GrowingFile, StreamStale
 
     part = cache.part_path(artifact.url)
     urls = candidate_urls(artifact.url, options.mirrors)
-    result = Downloader(ctx.ui).fetch(urls, part, label=name, expected_sha=expected)
+    dest = Path(artifact.path)
+    growing = GrowingFile(part)
+    into = dest.with_name(f".{dest.name}.flagtree-cpu-partial-{os.getpid()}")
+    unpacked: dict[str, Any] = {}
+
+    def unpack_as_it_arrives() -> None:
+        try:
+            unpacked["tree"] = unpack(part, dest, strip=artifact.strip_components, ui=ctx.ui, label=name,
+                                      reader=growing, partial=into)
+        except BaseException as exc:  # noqa: BLE001 - judged by the downloading thread below
+            unpacked["error"] = exc
+
+    unpacker = threading.Thread(target=unpack_as_it_arrives, name=f"unpack {name}", daemon=True)
+    with ctx.ui.concurrent():
+        unpacker.start()
+        try:
+            result = Downloader(ctx.ui, watcher=growing).fetch(urls, part, label=name, expected_sha=expected)
+        except BaseException:
+            growing.abort()
+            unpacker.join(timeout=30)
+            growing.close()
+            shutil.rmtree(into, ignore_errors=True)
+            raise
+        growing.complete()
+        unpacker.join()
+    growing.close()
     blob = cache.add(result.part, result.sha256, artifact.url, served_from=result.url)
-    return result.sha256, blob, result.url
+    error = unpacked.get("error")
+    if error is not None and not isinstance(error, StreamStale):
+        raise error  # a hostile or broken tarball: as when unpacking the cached file
+    return (result.sha256, blob, result.url), unpacked.get("tree")
 
 
 def _is_foreign(dest: Path) -> bool:

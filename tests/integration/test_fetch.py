@@ -52,7 +52,7 @@ def lock_of(tmp_path: Path) -> dict:
 
 def leftovers() -> list[Path]:
     """Partial downloads and unpackings left behind."""
-    return [*cache_root().glob("partial/*.part"), *triton_llvm().glob(".*partial")]
+    return [*cache_root().glob("partial/*.part"), *triton_llvm().glob(".*partial*")]
 
 
 # --- the happy path ----------------------------------------------------------------------------
@@ -146,7 +146,7 @@ def test_wrong_bytes_are_rejected_and_nothing_is_kept(tmp_path: Path, http_serve
     assert f"expected {expected}, got {tarball.sha256} ({len(tarball.data)} bytes)" in result.stderr
     assert url in result.stderr
     assert leftovers() == [] and not list(cache_root().glob("blobs/*"))
-    assert not dest().exists()
+    assert not dest().exists() and unpacking_folders() == []  # what was unpacked while it came is gone too
 
 
 def test_a_server_that_ignores_range_is_read_from_the_start(tmp_path: Path, http_server: LoopbackHTTPServer,
@@ -165,6 +165,8 @@ def test_a_wrong_content_range_restarts_from_zero(tmp_path: Path, http_server: L
     result = fetch(tmp_path, url, sets=(f"artifacts.llvm.sha256={tarball.sha256}",))
     assert result.exit_code == 0, result.stderr
     assert [g.range for g in http_server.requests_for(URL_PATH)] == [None, "bytes=150000-", None]
+    # the bytes unpacked before the restart were void: the tree comes from the verified file
+    assert (dest() / "bin" / "clang").read_bytes() == tarball.member("bin/clang") and unpacking_folders() == []
 
 
 def test_require_hashes_refuses_before_any_request(tmp_path: Path, http_server: LoopbackHTTPServer,
@@ -223,6 +225,33 @@ def test_ctrl_c_exits_130_and_the_next_run_resumes(tmp_path: Path, http_server: 
     assert result.exit_code == 0, result.stderr
     resumed = http_server.requests_for(URL_PATH)[-1]
     assert resumed.range == f"bytes={kept}-" and resumed.status == 206
+
+
+def unpacking_folders() -> list[Path]:
+    return list(triton_llvm().glob(f".{TOP}.flagtree-cpu-partial*")) if triton_llvm().exists() else []
+
+
+def test_the_tarball_is_unpacked_while_it_downloads(tmp_path: Path, http_server: LoopbackHTTPServer,
+                                                   tarball: Tarball) -> None:
+    url = http_server.serve(URL_PATH, tarball.data, Faults(rate=128 * 1024))  # ~6 s for the whole file
+    process = cli_process(tmp_path, url, "--require-hashes", "--set", f"artifacts.llvm.sha256={tarball.sha256}")
+    seen = None
+    deadline = time.monotonic() + 30
+    while seen is None and time.monotonic() < deadline and process.poll() is None:
+        parts = list(cache_root().glob("partial/*.part")) if cache_root().exists() else []
+        try:
+            files = [f for folder in unpacking_folders() for f in folder.rglob("*") if f.is_file()]
+            size = parts[0].stat().st_size if parts else None
+        except FileNotFoundError:
+            continue
+        if files and size is not None and size < len(tarball.data):
+            seen = (size, len(files))
+        time.sleep(0.05)
+    _out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    assert seen is not None, "nothing was unpacked before the last byte arrived"
+    assert (dest() / "bin" / "clang").read_bytes() == tarball.member("bin/clang")
+    assert unpacking_folders() == []
 
 
 def test_two_workspaces_download_once_and_both_succeed(tmp_path: Path, http_server: LoopbackHTTPServer,

@@ -23,6 +23,13 @@ class Tarball:
     def sha256(self) -> str:
         return hashlib.sha256(self.data).hexdigest()
 
+    def member(self, rel: str) -> bytes:
+        """The bytes of TOP/rel in the tarball, to compare a published tree with."""
+        with tarfile.open(fileobj=io.BytesIO(self.data)) as tar:
+            member = tar.extractfile(f"{TOP}/{rel}")
+            assert member is not None, rel
+            return member.read()
+
 
 def _add(tar: tarfile.TarFile, name: str, *, data: bytes = b"", kind: bytes = tarfile.REGTYPE,
          mode: int = 0o644, linkname: str = "") -> None:
