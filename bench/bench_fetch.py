@@ -56,16 +56,18 @@ class ServerProcess:
     SCRIPT = (
         "import sys, time\n"
         "sys.path.insert(0, sys.argv[1])\n"
-        "from tests.support.httpserver import LoopbackHTTPServer\n"
+        "from tests.support.httpserver import Faults, LoopbackHTTPServer\n"
         "server = LoopbackHTTPServer()\n"
         "from pathlib import Path\n"
-        "print(server.serve(sys.argv[3], Path(sys.argv[2]).read_bytes()), flush=True)\n"
+        "rate = int(sys.argv[4]) or None\n"
+        "print(server.serve(sys.argv[3], Path(sys.argv[2]).read_bytes(), Faults(rate=rate)), flush=True)\n"
         "time.sleep(3600)\n"
     )
 
-    def __init__(self, tarball: Path, path: str):
-        self.process = subprocess.Popen([sys.executable, "-c", self.SCRIPT, str(HERE.parent), str(tarball), path],
-                                        stdout=subprocess.PIPE, text=True)
+    def __init__(self, tarball: Path, path: str, rate: int = 0):
+        """``rate``: bytes per second the server sends at (0: as fast as loopback goes)."""
+        self.process = subprocess.Popen([sys.executable, "-c", self.SCRIPT, str(HERE.parent), str(tarball), path,
+                                         str(rate)], stdout=subprocess.PIPE, text=True)
         self.url = self.process.stdout.readline().strip()
 
     def close(self) -> None:
