@@ -14,13 +14,7 @@ $(STAMP): pyproject.toml
 
 ## setup: create .venv, install flagtree-cpu, run its main job with the bundled recipe
 setup: $(STAMP)
-	@echo "flagtree-cpu installed in $(VENV); 'flagtree-cpu setup' is not implemented yet, so this runs"
-	@echo "the most complete commands that exist: validate the recipe, sync the sources, make the links,"
-	@echo "fetch the LLVM prebuilt."
-	$(BIN)/flagtree-cpu recipe validate flagtree-cpu-arm64
-	$(BIN)/flagtree-cpu sync
-	$(BIN)/flagtree-cpu link
-	$(BIN)/flagtree-cpu fetch
+	$(BIN)/flagtree-cpu setup
 
 ## test: the whole test suite (unit + integration), loopback only
 test: $(STAMP)

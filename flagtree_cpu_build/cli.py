@@ -488,6 +488,8 @@ def _render_setup(opts: Options, report: Any) -> None:
 
 
 def _render_plan(opts: Options, stage_ctx: Any, options: Any) -> None:
+    from rich.text import Text
+
     from .pipeline import PLAN_SCHEMA, blocking, run_preflight_checks
     from .status import Scope, human_bytes, inspect_workspace
 
@@ -507,8 +509,8 @@ def _render_plan(opts: Options, stage_ctx: Any, options: Any) -> None:
            [["preflight", "", f"{preflight.summary()['ok']} of {len(preflight.findings)} checks ok"
              + (f", {len(failing)} failed (ignored: --ignore-host)" if failing else "")]]
     for item in status.items:
-        rows.append([item.area, item.action or ui.styled(item.state), item.reason + (": " if item.reason else "")
-                     + item.detail if item.action else item.detail])
+        doing = item.action or Text.assemble(f"{item.subject}: ", ui.styled(item.state))
+        rows.append([item.area, doing, f"{item.reason}: {item.detail}" if item.reason else item.detail])
     ui.table(["stage", "would do", "why"], rows, title=f"setup plan for {status.recipe} in {status.workspace}")
     size = status.download_bytes
     downloads = [i for i in status.items if i.action.startswith(("download", "resume"))]

@@ -213,10 +213,13 @@ def _links(ctx: StageContext, sources_ready: bool) -> list[Item]:
         return []
     count = len(recipe.links.entries)
     root = ctx.workspace.root / recipe.source_path(recipe.links.root)
-    if not sources_ready or not root.is_dir():
-        return [Item("links", f"{count} links", "missing", f"{recipe.links.root} is not in place yet",
+    if not root.is_dir():
+        return [Item("links", f"{count} links", "missing", f"{recipe.links.root} is not checked out yet",
                      f"create {count} links", "after the sources")]
     plan = plan_links(recipe, ctx.workspace)
+    if not sources_ready and not plan.all_ok:  # the sources move first; the links are planned again then
+        return [Item("links", f"{count} links", "missing", f"{len(plan.with_state('ok'))} of {count} in place now",
+                     f"create or fix {count - len(plan.with_state('ok'))} links", "after the sources")]
     counts = {s: len(plan.with_state(s)) for s in ("ok", "create", "update", "conflict", "dangling")}
     summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
     if plan.all_ok:

@@ -354,3 +354,10 @@ def test_a_failing_apt_get_stops_setup_before_anything_changes(sw: SetupWorld, t
     assert result.exit_code == 7, result.stderr
     assert "apt-get install -y flagtree-cpu-fixture-a` failed (exit status 100)" in result.stderr
     assert not sw.ws.flagtree.exists() and sw.gets() == 0
+
+
+def test_frozen_without_a_lock_stops_at_the_sources_and_changes_nothing(sw: SetupWorld) -> None:
+    result = sw.ws.run("setup", "--frozen", "--skip-build", "--ignore-host")
+    assert result.exit_code == 3, result.stderr
+    assert "--frozen" in result.stderr and not sw.ws.flagtree.exists()
+    assert not sw.ws.lock_file.exists()
