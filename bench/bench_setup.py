@@ -34,11 +34,10 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 import bench_fetch  # noqa: E402
-from bench_sync import grow  # noqa: E402
+from bench_sync import served_world  # noqa: E402
 from common import save  # noqa: E402
 
-from tests.support.gitdaemon import GitDaemon  # noqa: E402
-from tests.support.gitworld import build_world, git_env  # noqa: E402
+from tests.support.gitworld import git_env  # noqa: E402
 
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
 # A fast cloud link (800 Mbit/s): downloads are network-bound in real life; on loopback they are
@@ -69,11 +68,7 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="bench-setup-"))
     daemon = None
     try:
-        world = build_world(root / "world")
-        pin = grow(world.root, world.env)
-        daemon = GitDaemon(world.root / "bare", env=world.env)
-        gitconfig = root / "bench.gitconfig"
-        gitconfig.write_text(f'[url "git://127.0.0.1:{daemon.port}/"]\n\tinsteadOf = https://github.com/\n')
+        world, pin, daemon, gitconfig = served_world(root)
         tarball = root / f"{TOP}.tar.gz"
         bench_fetch.make_tarball(tarball)
         bench = Bench(cli, root, pin, gitconfig)

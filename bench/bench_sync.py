@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -47,6 +48,17 @@ def grow(world_root: Path, env: dict[str, str]) -> str:
     return git("rev-parse", "HEAD", cwd=work, env=env)
 
 
+def served_world(root: Path) -> tuple[Any, str, GitDaemon, Path]:
+    """The grown git world served by `git daemon`, and a git config sending the GitHub URLs there:
+    (world, FlagTree's new tip, daemon, gitconfig)."""
+    world = build_world(root / "world")
+    pin = grow(world.root, world.env)
+    daemon = GitDaemon(world.root / "bare", env=world.env)
+    gitconfig = root / "bench.gitconfig"
+    gitconfig.write_text(f'[url "git://127.0.0.1:{daemon.port}/"]\n\tinsteadOf = https://github.com/\n')
+    return world, pin, daemon, gitconfig
+
+
 def timed(argv: list[str], env: dict[str, str], cwd: Path | None = None) -> float:
     start = time.perf_counter()
     subprocess.run(argv, env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -57,11 +69,7 @@ def main() -> int:
     cli = shutil.which("flagtree-cpu") or str(Path(sys.executable).parent / "flagtree-cpu")
     root = Path(tempfile.mkdtemp(prefix="bench-sync-"))
     try:
-        world = build_world(root / "world")
-        pin = grow(world.root, world.env)
-        daemon = GitDaemon(world.root / "bare", env=world.env)
-        gitconfig = root / "bench.gitconfig"
-        gitconfig.write_text(f'[url "git://127.0.0.1:{daemon.port}/"]\n\tinsteadOf = https://github.com/\n')
+        world, pin, daemon, gitconfig = served_world(root)
         env = {**git_env(root / "home", gitconfig), "NO_COLOR": "1"}
         (root / "home").mkdir()
         sets = ["--set", f"sources.flagtree.commit={pin}"]

@@ -332,6 +332,28 @@ def recipe_schema_cmd(ctx: typer.Context) -> None:
 # --- workspace stages --------------------------------------------------------------------
 
 
+# Options several commands share (setup passes them to its stages).
+_JobsOption = Annotated[Optional[int], typer.Option(
+    "--jobs", "-j", min=1, help="Parallel compile jobs. [default: from CPU cores and available memory]")]
+_GitCacheOption = Annotated[Optional[Path], typer.Option(
+    "--git-cache", envvar="FLAGTREE_CPU_GIT_CACHE", metavar="DIR",
+    help="Keep bare mirrors here; later workspaces clone from them without downloading.")]
+_CacheDirOption = Annotated[Optional[Path], typer.Option(
+    "--cache-dir", envvar="FLAGTREE_CPU_CACHE_DIR", metavar="DIR",
+    help="Per-user cache folder (downloads in DIR/downloads). [default: $XDG_CACHE_HOME/flagtree-cpu]")]
+_MirrorsOption = Annotated[Optional[list[str]], typer.Option(
+    "--mirror", metavar="PREFIX=REPLACEMENT", help="Try REPLACEMENT (a URL, file:// URL or folder) instead of "
+    "PREFIX first. Repeatable; also FLAGTREE_CPU_MIRRORS.")]
+_ModelOption = Annotated[Optional[Path], typer.Option(
+    "--model", metavar="DIR", exists=True, file_okay=False,
+    help="Model folder for the decode-e2e kernel (skipped without one).")]
+_TimeoutOption = Annotated[Optional[float], typer.Option(
+    "--timeout", metavar="SECONDS", min=1, help="Stop each kernel after this long. [default: the recipe's]")]
+_PythonOption = Annotated[Optional[Path], typer.Option(
+    "--python", metavar="PATH", help="Target interpreter. [default: the active venv, else <workdir>/.venv, "
+    "created when missing]")]
+
+
 def _stage_context(opts: Options, *, python: Path | None = None, jobs: int | None = None,
                    wheel_dir: Path | None = None) -> Any:
     """Load the recipe (with overrides), select this host's variants, fill in placeholders."""
@@ -420,23 +442,15 @@ def setup(
     install_system_packages: Annotated[bool, typer.Option("--install-system-packages", help="Run `apt-get "
                                                           "install -y` (with sudo unless root) for the recipe's "
                                                           "missing system packages.")] = False,
-    jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, help="Parallel compile jobs. [default: from "
-                                                "CPU cores and available memory]")] = None,
+    jobs: _JobsOption = None,
     python: _PythonOption = None,
-    git_cache: Annotated[Optional[Path], typer.Option("--git-cache", envvar="FLAGTREE_CPU_GIT_CACHE", metavar="DIR",
-                                                      help="Keep bare mirrors of the sources here.")] = None,
-    cache_dir: Annotated[Optional[Path], typer.Option("--cache-dir", envvar="FLAGTREE_CPU_CACHE_DIR", metavar="DIR",
-                                                      help="Per-user cache folder (downloads in DIR/downloads).")]
-    = None,
-    mirrors: Annotated[Optional[list[str]], typer.Option("--mirror", metavar="PREFIX=REPLACEMENT",
-                                                         help="Download from REPLACEMENT instead of PREFIX. "
-                                                         "Repeatable.")] = None,
-    model: Annotated[Optional[Path], typer.Option("--model", metavar="DIR", exists=True, file_okay=False,
-                                                  help="Model folder for the decode-e2e kernel.")] = None,
+    git_cache: _GitCacheOption = None,
+    cache_dir: _CacheDirOption = None,
+    mirrors: _MirrorsOption = None,
+    model: _ModelOption = None,
     junit: Annotated[Optional[Path], typer.Option("--junit", metavar="FILE", help="Write the validation as JUnit "
                                                   "XML (the kernels always run then).")] = None,
-    timeout: Annotated[Optional[float], typer.Option("--timeout", metavar="SECONDS", min=1, help="Stop each "
-                                                     "validation kernel after this long.")] = None,
+    timeout: _TimeoutOption = None,
 ) -> None:
     """Do everything: preflight, sources and LLVM (concurrently), links, venv and prerequisites, build, validate.
 
@@ -571,9 +585,7 @@ def sync(
                                               "tracked files (git still refuses if they conflict).")] = False,
     force: Annotated[bool, typer.Option("--force", help="Move a detached HEAD even if its commits would become "
                                         "unreachable.")] = False,
-    git_cache: Annotated[Optional[Path], typer.Option("--git-cache", envvar="FLAGTREE_CPU_GIT_CACHE",
-                                                      metavar="DIR", help="Keep bare mirrors here; later "
-                                                      "workspaces clone from them without downloading.")] = None,
+    git_cache: _GitCacheOption = None,
     source_paths: Annotated[Optional[list[str]], typer.Option("--source-path", metavar="NAME=PATH",
                                                               help="Use an existing clone for a source (a "
                                                               "relative symlink is made). Repeatable.")] = None,
@@ -654,13 +666,8 @@ def fetch(
                                                  "use: the recipe or lock must give its sha256.")] = False,
     frozen: Annotated[bool, typer.Option("--frozen", help="The lock must already record every artifact's sha256; "
                                          "never write the lock.")] = False,
-    cache_dir: Annotated[Optional[Path], typer.Option("--cache-dir", envvar="FLAGTREE_CPU_CACHE_DIR", metavar="DIR",
-                                                      help="Per-user cache folder (downloads in DIR/downloads). "
-                                                      "[default: $XDG_CACHE_HOME/flagtree-cpu]")] = None,
-    mirrors: Annotated[Optional[list[str]], typer.Option("--mirror", metavar="PREFIX=REPLACEMENT",
-                                                         help="Try REPLACEMENT (a URL, file:// URL or folder) "
-                                                         "instead of PREFIX first. Repeatable; also "
-                                                         "FLAGTREE_CPU_MIRRORS.")] = None,
+    cache_dir: _CacheDirOption = None,
+    mirrors: _MirrorsOption = None,
     from_files: Annotated[Optional[list[str]], typer.Option("--from", metavar="[NAME=]FILE",
                                                             help="Import a tarball you downloaded yourself "
                                                             "(verified like a download). Repeatable.")] = None,
@@ -687,10 +694,6 @@ def fetch(
     opts.ui.stage_result(result, "artifact")
 
 
-_PythonOption = Annotated[Optional[Path], typer.Option(
-    "--python", metavar="PATH", help="Target interpreter. [default: the active venv, else <workdir>/.venv, "
-    "created when missing]")]
-
 
 @app.command(epilog=_examples(
     "flagtree-cpu build",
@@ -704,8 +707,7 @@ def build(
     offline: Annotated[bool, typer.Option("--offline", help="Check that every input is here, then build "
                                           "without network (TRITON_OFFLINE_BUILD=1, PIP_NO_INDEX=1).")] = False,
     force: Annotated[bool, typer.Option("--force", help="Build even when the stamp says up to date.")] = False,
-    jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, help="Parallel compile jobs. [default: "
-                                                "from CPU cores and available memory]")] = None,
+    jobs: _JobsOption = None,
     python: _PythonOption = None,
     wheel: Annotated[Optional[Path], typer.Option("--wheel", metavar="DIR", help="Build a wheel into DIR "
                                                   "instead of the editable install.")] = None,
@@ -793,11 +795,8 @@ def validate(
     kernels: Annotated[Optional[list[str]], typer.Option("--kernel", "-k", metavar="NAME", help="Run only this "
                                                          "kernel. Repeatable.")] = None,
     python: _PythonOption = None,
-    model: Annotated[Optional[Path], typer.Option("--model", metavar="DIR", exists=True, file_okay=False,
-                                                  help="Model folder for the decode-e2e kernel (skipped without "
-                                                  "one).")] = None,
-    timeout: Annotated[Optional[float], typer.Option("--timeout", metavar="SECONDS", min=1, help="Stop each kernel "
-                                                     "after this long. [default: the recipe's]")] = None,
+    model: _ModelOption = None,
+    timeout: _TimeoutOption = None,
     junit: Annotated[Optional[Path], typer.Option("--junit", metavar="FILE", help="Also write a JUnit XML report "
                                                   "(one testcase per kernel) for CI.")] = None,
     install_prereqs: Annotated[bool, typer.Option("--install-prereqs", help="pip install missing run-time "
