@@ -1,0 +1,62 @@
+"""setup's pure rules: which preflight checks run and which stop it, the apt line, the summary line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from flagtree_cpu_build.doctor import Finding
+from flagtree_cpu_build.pipeline import (
+    PREFLIGHT_FOR_BUILD,
+    SetupOptions,
+    _summary,
+    blocking,
+    missing_system_packages,
+    preflight_checks,
+    system_install_argv,
+)
+from flagtree_cpu_build.stages import Action, StageResult
+
+PY = Path("/venv/bin/python")
+
+
+def finding(id_: str, status: str) -> Finding:
+    return Finding(id_, id_.split(".")[0], id_, status, "detail", "fix")  # type: ignore[arg-type]
+
+
+def test_apt_get_needs_sudo_only_when_not_root() -> None:
+    assert system_install_argv(["ccache", "numactl"], euid=0) == ["apt-get", "install", "-y", "ccache", "numactl"]
+    assert system_install_argv(["ccache"], euid=1000) == ["sudo", "apt-get", "install", "-y", "ccache"]
+
+
+def test_missing_system_packages_reads_dpkg_status(tmp_path: Path) -> None:
+    status = tmp_path / "var/lib/dpkg/status"
+    status.parent.mkdir(parents=True)
+    status.write_text("Package: git\nStatus: install ok installed\n\n"
+                      "Package: ccache\nStatus: deinstall ok config-files\n\n"
+                      "Package: libomp-dev:arm64\nStatus: install ok installed\n")
+    ctx = SimpleNamespace(recipe=SimpleNamespace(system_packages=SimpleNamespace(apt=("git", "ccache", "libomp-dev",
+                                                                                       "numactl"))))
+    assert missing_system_packages(ctx, tmp_path) == ["ccache", "numactl"]  # type: ignore[arg-type]
+    assert missing_system_packages(ctx, tmp_path / "no-dpkg") is None  # type: ignore[arg-type]
+
+
+def test_skip_build_leaves_out_the_checks_only_a_build_needs() -> None:
+    assert set(PREFLIGHT_FOR_BUILD) <= set(preflight_checks(SetupOptions(PY)))
+    assert not set(PREFLIGHT_FOR_BUILD) & set(preflight_checks(SetupOptions(PY, skip_build=True)))
+
+
+def test_ignore_host_turns_failures_into_warnings_except_a_missing_git() -> None:
+    findings = [finding("host.arch", "fail"), finding("toolchain.git", "fail"), finding("resources.disk", "warn")]
+    assert [f.id for f in blocking(findings, SetupOptions(PY))] == ["host.arch", "toolchain.git"]
+    assert [f.id for f in blocking(findings, SetupOptions(PY, ignore_host=True))] == ["toolchain.git"]
+
+
+def test_the_summary_line_counts_many_changes_and_names_few() -> None:
+    links = StageResult("link", tuple(Action(f"link{i}", "created") for i in range(12)))
+    assert _summary(links) == "12 created"
+    sources = StageResult("sync", (Action("flagtree", "updated"), Action("flagtree-cpu", "ok"),
+                                   Action("sleef", "skipped", "not used")))
+    assert _summary(sources) == "flagtree updated, sleef skipped (not used), 1 already current"
+    assert _summary(StageResult("sync", (Action("a", "ok"), Action("b", "ok")))) == "all 2 current"
+    assert _summary(StageResult("build", (Action("build", "ok", "up to date"),))) == "up to date"
