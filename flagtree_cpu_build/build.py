@@ -164,12 +164,8 @@ def _preflight(ctx: StageContext, options: BuildOptions, build_env: BuildEnv) ->
                          details=tuple(problems), fix="run the commands listed (or `flagtree-cpu setup`, which "
                          "does all of them), then build again")
     if report.missing:
-        pythonenv.install(options.python, report.missing, ws, ctx.ui)
-        report = pythonenv.check(options.python, recipe.python.build, build_env.env.get("PATH", ""), also=also)
-        if report.missing:
-            raise BuildError("Python prerequisites are still missing after pip ran",
-                             details=tuple(p.describe() for p in report.missing),
-                             fix="check the pip log in the workspace's logs/ folder")
+        report = pythonenv.install_and_recheck(report, ws, ctx.ui, lambda: pythonenv.check(
+            options.python, recipe.python.build, build_env.env.get("PATH", ""), also=also))
     return report
 
 

@@ -386,13 +386,8 @@ def _python_env(ctx: StageContext, options: SetupOptions) -> StageResult:
                              "--offline forbids pip", details=tuple(p.describe() for p in report.missing),
                              fix=" && ".join(shlex.join(c) for c in commands) + "   (with PIP_FIND_LINKS=<wheel "
                              "folder> PIP_NO_INDEX=1 on an air-gapped machine), then setup --offline again")
-        pythonenv.install(options.python, report.missing, ws, ctx.ui)
         names = ", ".join(p.name for p in report.missing)
-        report = pythonenv.check(options.python, wanted, path)
-        if report.missing:
-            raise BuildError("Python prerequisites are still missing after pip ran",
-                             details=tuple(p.describe() for p in report.missing),
-                             fix=f"read the pip log in {ws.logs_dir}")
+        pythonenv.install_and_recheck(report, ws, ctx.ui, lambda: pythonenv.check(options.python, wanted, path))
         actions.append(Action("prerequisites", "created", f"installed {names}"))
     else:
         actions.append(Action("prerequisites", "ok", f"Python {report.version}; all {len(wanted)} present"))

@@ -14,7 +14,7 @@ import re
 import shlex
 import shutil
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -136,6 +136,18 @@ def install(python: Path, missing: Sequence[Prerequisite], ws: Workspace, ui: UI
                              details=(f"log: {result.log}",),
                              fix="read the log; behind a proxy set https_proxy, or install them yourself with the "
                              "command above")
+
+
+def install_and_recheck(report: PythonReport, ws: Workspace, ui: UI,
+                        recheck: Callable[[], PythonReport]) -> PythonReport:
+    """pip install what ``report`` says is missing, then check again: what pip did not provide is an error."""
+    install(report.python, report.missing, ws, ui)
+    after = recheck()
+    if after.missing:
+        raise BuildError("Python prerequisites are still missing after pip ran",
+                         details=tuple(p.describe() for p in after.missing),
+                         fix=f"read the pip log in {ws.logs_dir}")
+    return after
 
 
 def install_commands(python: Path, missing: Sequence[Prerequisite]) -> list[list[str]]:
