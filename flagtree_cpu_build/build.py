@@ -29,7 +29,7 @@ from .download import hash_file
 from .errors import BuildError
 from .extract import read_stamp
 from .links import plan_links
-from .lockfile import read_lock
+from .lockfile import expected_sha256, read_lock
 from .proc import capture, log_path, run_logged
 from .recipe import Recipe
 from .stages import Action, StageContext, StageResult
@@ -195,8 +195,7 @@ def _artifact_problems(recipe: Recipe, ctx: StageContext) -> list[str]:
     problems = []
     for name, artifact in recipe.artifacts.items():
         stamp = read_stamp(Path(artifact.path))
-        locked = lock.artifacts.get(name) if lock else None
-        wanted = (artifact.sha256 or "").lower() or (locked.sha256 if locked and locked.url == artifact.url else None)
+        wanted = expected_sha256(lock, name, artifact)
         if stamp is None or (wanted and stamp.get("sha256") != wanted) or stamp.get("url") != artifact.url:
             problems.append(f"artifact {name}: not published and verified at {artifact.path} — run "
                             "`flagtree-cpu fetch` (offline: `flagtree-cpu fetch --offline --from FILE`)")

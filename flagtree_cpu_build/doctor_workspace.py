@@ -70,7 +70,7 @@ def workspace_links(c: DoctorContext) -> Outcome:
 
 @check("workspace.llvm", "workspace", "The published LLVM tree", live_only=True)
 def workspace_llvm(c: DoctorContext) -> Outcome:
-    from .lockfile import read_lock
+    from .lockfile import expected_sha256, read_lock
 
     if not c.recipe.artifacts:
         return skip("the recipe has no artifacts")
@@ -78,8 +78,7 @@ def workspace_llvm(c: DoctorContext) -> Outcome:
     problems, good = [], []
     for name, artifact in c.recipe.artifacts.items():
         stamp = read_stamp(Path(artifact.path))
-        locked = lock.artifacts.get(name) if lock else None
-        wanted = (artifact.sha256 or "").lower() or (locked.sha256 if locked and locked.url == artifact.url else None)
+        wanted = expected_sha256(lock, name, artifact)
         if stamp is None and not _workspace_exists(c):
             return skip(f"no workspace at {c.workspace.root} yet, and nothing published at {artifact.path}")
         if stamp is None:

@@ -25,7 +25,7 @@ from typing import Any
 from .artifact_cache import ArtifactCache, url_key
 from .errors import ArtifactError
 from .extract import differences_from, publish, read_stamp, unpack, write_markers
-from .lockfile import ArtifactLock, Lock, read_lock, update_lock
+from .lockfile import ArtifactLock, Lock, locked_artifact, read_lock, update_lock
 from .mirrors import MirrorRule, candidate_urls
 from .probes import artifact_pin_failures
 from .recipe import Artifact
@@ -81,8 +81,8 @@ def run_fetch(ctx: StageContext, options: FetchOptions) -> StageResult:
 
 
 def _expected_sha(name: str, artifact: Artifact, lock: Lock | None, options: FetchOptions) -> str | None:
-    entry = lock.artifacts.get(name) if lock else None
-    locked = entry.sha256 if entry and entry.url == artifact.url else None
+    entry = locked_artifact(lock, name, artifact.url)
+    locked = entry.sha256 if entry else None
     if artifact.sha256:
         if options.frozen and locked != artifact.sha256.lower():
             raise ArtifactError(f"--frozen: the lock records {locked or 'nothing'} for artifact {name}, the recipe "

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import yaml
 
@@ -25,6 +25,9 @@ from . import __version__
 from . import recipe_schema as rs
 from .errors import UsageError
 from .recipe_schema import spec
+
+if TYPE_CHECKING:
+    from .recipe import Artifact
 
 LOCK_VERSION = 1
 
@@ -74,6 +77,18 @@ class Lock:
 def empty_lock(recipe_name: str, recipe_digest: str) -> Lock:
     return Lock(lock_version=LOCK_VERSION, tool_version=__version__, recipe=recipe_name,
                 recipe_digest=recipe_digest)
+
+
+def locked_artifact(lock: Lock | None, name: str, url: str) -> ArtifactLock | None:
+    """The lock's entry for artifact ``name`` if it was recorded for this URL (another URL is another file)."""
+    entry = lock.artifacts.get(name) if lock else None
+    return entry if entry and entry.url == url else None
+
+
+def expected_sha256(lock: Lock | None, name: str, artifact: Artifact) -> str | None:
+    """What the artifact's download must hash to: the recipe's sha256, else the lock's for the same URL."""
+    entry = locked_artifact(lock, name, artifact.url)
+    return (artifact.sha256 or "").lower() or (entry.sha256 if entry else None)
 
 
 def read_lock(path: Path) -> Lock | None:

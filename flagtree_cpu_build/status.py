@@ -17,7 +17,7 @@ from typing import Any
 
 from .artifact_cache import ArtifactCache
 from .extract import read_stamp
-from .lockfile import Lock, read_lock
+from .lockfile import Lock, expected_sha256, locked_artifact, read_lock
 from .recipe import Recipe
 from .stages import StageContext
 from .workspace import user_cache_dir
@@ -155,9 +155,8 @@ def _artifacts(recipe: Recipe, lock: Lock | None, scope: Scope) -> list[Item]:
     cache = ArtifactCache((scope.cache_dir or user_cache_dir(os.environ)) / "downloads", ui=None)  # type: ignore[arg-type]
     items = []
     for name, artifact in recipe.artifacts.items():
-        locked = lock.artifacts.get(name) if lock else None
-        locked = locked if locked and locked.url == artifact.url else None
-        expected = (artifact.sha256 or "").lower() or (locked.sha256 if locked else None)
+        locked = locked_artifact(lock, name, artifact.url)
+        expected = expected_sha256(lock, name, artifact)
         dest = Path(artifact.path)
         stamp = read_stamp(dest)
         data: dict[str, Any] = {"path": str(dest), "sha256": expected, "url": artifact.url}
@@ -299,8 +298,7 @@ def _moved_inputs(ctx: StageContext, stamp: dict[str, Any]) -> list[str]:
         artifact = ctx.recipe.artifacts.get(name)
         if artifact is None:
             continue
-        entry = lock.artifacts.get(name) if lock else None
-        wanted = (artifact.sha256 or "").lower() or (entry.sha256 if entry and entry.url == artifact.url else "")
+        wanted = expected_sha256(lock, name, artifact)
         if wanted and wanted != sha:
             moved.append(f"{name} changed ({str(sha)[:7]} -> {wanted[:7]})")
     return moved
