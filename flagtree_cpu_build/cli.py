@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -75,9 +76,10 @@ class FlagtreeGroup(TyperGroup):
         except FlagtreeCpuError as exc:
             _ui_of(ctx).error(exc)
             raise typer.Exit(int(exc.exit_code)) from None
-        except KeyboardInterrupt:
-            _ui_of(ctx).error(Interrupted())
-            raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (errors.Terminated)
+            error = Interrupted(cause=exc)
+            _ui_of(ctx).error(error)
+            raise typer.Exit(int(error.exit_code)) from None
         except (typer.Exit, typer.Abort, typer.TyperException):
             raise
         except Exception as exc:  # noqa: BLE001 - the one place unexpected errors are reported
@@ -945,8 +947,22 @@ def lock(
         opts.ui.info(f"lock file: {ctx_.workspace.lock_file}")
 
 
+def _stop_on_sigterm() -> None:
+    """SIGTERM (CI cancelling a job, `timeout`, `kill`) stops the run the way Ctrl-C does: the same
+    cleanup, then exit 143. Raised once; a second SIGTERM during the cleanup is ignored so the
+    cleanup can finish (SIGKILL still works, and later runs sweep what it leaves)."""
+    from .errors import Terminated
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Terminated()
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point."""
+    _stop_on_sigterm()
     app(args=list(sys.argv[1:] if argv is None else argv), prog_name="flagtree-cpu")
 
 

@@ -21,7 +21,8 @@ class ExitCode(IntEnum):
     VALIDATION = 6
     DOCTOR = 7  # doctor (or setup's preflight) found a blocking problem
     BUSY = 8  # another flagtree-cpu run holds the workspace
-    INTERRUPTED = 130
+    INTERRUPTED = 130  # Ctrl-C (SIGINT): 128 + 2, as shells report it
+    TERMINATED = 143  # SIGTERM (a CI runner cancelling the job, `timeout`): 128 + 15
 
 
 class FlagtreeCpuError(Exception):
@@ -153,14 +154,25 @@ class WorkspaceBusy(FlagtreeCpuError):
     kind = "busy"
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread by the CLI's signal handler.
+
+    A KeyboardInterrupt on purpose: every cleanup path written for Ctrl-C (stopping child
+    process groups, removing half-made folders, keeping a download's ``.part``) runs for it too.
+    """
+
+
 class Interrupted(FlagtreeCpuError):
-    """Ctrl-C: the run stopped; whatever was finished stays finished."""
+    """Ctrl-C or SIGTERM: the run stopped; whatever was finished stays finished."""
 
     exit_code = ExitCode.INTERRUPTED
     kind = "interrupted"
 
-    def __init__(self, what: str = "the run"):
+    def __init__(self, what: str = "the run", *, cause: BaseException | None = None):
+        terminated = isinstance(cause, Terminated)
         super().__init__(
-            f"interrupted during {what}",
+            f"{'stopped by SIGTERM' if terminated else 'interrupted'} during {what}",
             fix="re-run the same command; finished steps are not repeated",
         )
+        if terminated:
+            self.exit_code = ExitCode.TERMINATED

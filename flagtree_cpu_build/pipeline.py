@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__, pythonenv
-from .errors import BuildError, DoctorFailed, FlagtreeCpuError, Interrupted, ValidationFailed
+from .errors import BuildError, DoctorFailed, FlagtreeCpuError, Interrupted, Terminated, ValidationFailed
 from .lockfile import read_lock
 from .stages import Action, StageContext, StageResult
 
@@ -133,10 +133,10 @@ def run_setup(ctx: StageContext, options: SetupOptions) -> SetupReport:
                 result = step()
                 if result is not None:  # sources ∥ artifacts fill in their own records
                     _finish(report.record(current), result, time.monotonic() - began, ctx)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         ctx.ui.cancel.set()
-        _mark_unfinished(report, current, "interrupted", "Ctrl-C")
-        report.error = Interrupted(f"setup ({current})")
+        _mark_unfinished(report, current, "interrupted", "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C")
+        report.error = Interrupted(f"setup ({current})", cause=exc)
         report.error.fix = ("run the same command again: finished stages are kept and a download resumes where it "
                             "stopped")
     except FlagtreeCpuError as exc:
