@@ -2,29 +2,40 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+# flagtree-cpu and its run-time dependencies only
+TOOL   := $(VENV)/.installed-tool
+# plus the test and lint extras (pytest, ruff, torch, PyPI triton)
+DEV    := $(VENV)/.installed-dev
+# passed to `flagtree-cpu setup`, e.g. make setup ARGS="--skip-build"
+ARGS   ?=
 
 .PHONY: setup test lint bench clean
 
-$(STAMP): pyproject.toml
+$(TOOL): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(TOOL)
+
+$(DEV): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	touch $(DEV) $(TOOL)
 
-## setup: create .venv, install flagtree-cpu, run its main job with the bundled recipe
-setup: $(STAMP)
-	$(BIN)/flagtree-cpu setup
+## setup: create .venv, install flagtree-cpu (lean: no test extras), run `flagtree-cpu setup $(ARGS)`
+setup: $(TOOL)
+	$(BIN)/flagtree-cpu setup $(ARGS)
 
 ## test: the whole test suite (unit + integration), loopback only
-test: $(STAMP)
+test: $(DEV)
 	$(BIN)/python -m pytest -q
 
-lint: $(STAMP)
+lint: $(DEV)
 	$(BIN)/ruff check flagtree_cpu_build tests bench
 
 ## bench: benchmarks (not part of `make test`); results in bench/results/
-bench: $(STAMP)
+bench: $(DEV)
 	$(BIN)/python bench/run.py
 
 clean:

@@ -33,8 +33,10 @@ from .lockfile import expected_sha256, read_lock
 from .proc import capture, log_path, run_logged
 from .recipe import Recipe
 from .stages import Action, StageContext, StageResult
+from .state import make_state_dir, read_state, write_state
 from .ui import UI, ProgressTask
 
+STAMP_KEYS = ("digest", "components")  # what a build stamp must hold to be compared at all
 _NINJA = re.compile(r"^\[(\d+)/(\d+)\]\s*(.*)")
 
 
@@ -55,6 +57,10 @@ def run_build(ctx: StageContext, options: BuildOptions) -> StageResult:
     if recipe.build is None:
         raise BuildError(f"recipe {recipe.name} has no build section", fix="add `build:` to the recipe")
     _arch_gate(ctx, options)
+    if not options.python.exists():  # report missing inputs before creating a venv a failing build would leave
+        early = _source_problems(recipe, ctx) + _artifact_problems(recipe, ctx)
+        if early:
+            raise _missing_inputs(early, options)
     pythonenv.ensure_interpreter(options.python, ws, recipe.python.requires, ui)
     build_env = build_environment(recipe, options.python, offline=options.offline)
     report = _preflight(ctx, options, build_env)
@@ -63,15 +69,16 @@ def run_build(ctx: StageContext, options: BuildOptions) -> StageResult:
     mode = "wheel" if options.wheel_dir else "editable"
     components = _stamp_components(recipe, ctx, options, build_env, report, mode)
     stamp_file = ws.state_dir / f"build-{mode}.json"
-    built_before = stamp_file.exists()
-    reasons = _reasons_to_build(stamp_file, components, report, options)
+    stored = read_state(stamp_file, needs=STAMP_KEYS, repair=True, notice=ui.warn)
+    built_before = stored is not None
+    reasons = _reasons_to_build(stored, components, report, options)
     if not reasons:
-        stored = json.loads(stamp_file.read_text())
+        assert stored is not None
         data = {"stamp": stored["digest"], **({"wheel": stored["wheel"]} if stored.get("wheel") else {})}
         return StageResult("build", (Action("build", "ok", "up to date", data),), seconds=time.monotonic() - start)
     for reason in reasons:
         ui.info(f"building because {reason}")
-    ws.empty_dir.mkdir(parents=True, exist_ok=True)  # the NVIDIA TRITON_*_PATH variables point here
+    make_state_dir(ws.empty_dir)  # the NVIDIA TRITON_*_PATH variables point here
     wheels_before = _wheels(options.wheel_dir)
     argv = list(recipe.build.wheel_argv if options.wheel_dir else recipe.build.argv)
     if options.wheel_dir and not argv:
@@ -113,7 +120,8 @@ def build_freshness(ctx: StageContext, python: Path, *, offline: bool = False) -
         return [f"build prerequisites are missing: {', '.join(p.name for p in report.missing)}"]
     options = BuildOptions(python=python, offline=offline)
     components = _stamp_components(recipe, ctx, options, build_env, report, "editable")
-    return _reasons_to_build(ctx.workspace.state_dir / "build-editable.json", components, report, options)
+    stored = read_state(ctx.workspace.state_dir / "build-editable.json", needs=STAMP_KEYS)
+    return _reasons_to_build(stored, components, report, options)
 
 
 # --- gates and inputs ----------------------------------------------------------------------------
@@ -158,15 +166,19 @@ def _preflight(ctx: StageContext, options: BuildOptions, build_env: BuildEnv) ->
                             f"{', '.join(p.describe() for p in report.missing)} — run `{commands}` "
                             "(online, or with PIP_FIND_LINKS pointing at a wheel folder)")
     if problems:
-        mode = "an offline build" if options.offline else "the build"
-        raise BuildError(f"{len(problems)} input{'s' if len(problems) > 1 else ''} of {mode} "
-                         f"{'are' if len(problems) > 1 else 'is'} missing; nothing was run",
-                         details=tuple(problems), fix="run the commands listed (or `flagtree-cpu setup`, which "
-                         "does all of them), then build again")
+        raise _missing_inputs(problems, options)
     if report.missing:
         report = pythonenv.install_and_recheck(report, ws, ctx.ui, lambda: pythonenv.check(
             options.python, recipe.python.build, build_env.env.get("PATH", ""), also=also))
     return report
+
+
+def _missing_inputs(problems: list[str], options: BuildOptions) -> BuildError:
+    mode = "an offline build" if options.offline else "the build"
+    return BuildError(f"{len(problems)} input{'s' if len(problems) > 1 else ''} of {mode} "
+                      f"{'are' if len(problems) > 1 else 'is'} missing; nothing was run",
+                      details=tuple(problems), fix="run the commands listed (or `flagtree-cpu setup`, which "
+                      "does all of them), then build again")
 
 
 def _source_problems(recipe: Recipe, ctx: StageContext) -> list[str]:
@@ -236,16 +248,15 @@ def _stamp_components(recipe: Recipe, ctx: StageContext, options: BuildOptions, 
     }
 
 
-def _reasons_to_build(stamp_file: Path, components: dict[str, Any], report: pythonenv.PythonReport,
+def _reasons_to_build(stored: dict[str, Any] | None, components: dict[str, Any], report: pythonenv.PythonReport,
                       options: BuildOptions) -> list[str]:
     if options.force:
         return ["--force"]
-    try:
-        stored = json.loads(stamp_file.read_text())
-    except (OSError, ValueError):
+    if stored is None:
         return ["no previous build"]
     reasons = [f"{key} changed: {old} -> {new}" for key, old, new in _differences(stored["components"], components)]
-    missing = [p["path"] for p in stored.get("products", []) if not _same_file(p)]
+    products = stored.get("products") if isinstance(stored.get("products"), list) else []
+    missing = [str(p.get("path") if isinstance(p, dict) else p) for p in products if not _same_file(p)]
     if missing:
         reasons.append(f"build products are missing: {', '.join(missing)}")
     for name, version in report.extra_found.items():
@@ -253,7 +264,7 @@ def _reasons_to_build(stamp_file: Path, components: dict[str, Any], report: pyth
             reasons.append(f"{name} is not installed in {options.python}")
     wheel = stored.get("wheel")
     if wheel and not _same_file(wheel):
-        reasons.append(f"the wheel {wheel['path']} is gone")
+        reasons.append(f"the wheel {wheel.get('path') if isinstance(wheel, dict) else wheel} is gone")
     return reasons
 
 
@@ -270,9 +281,11 @@ def _short(value: Any) -> Any:
     return value[:12] if isinstance(value, str) and re.fullmatch(r"[0-9a-f]{40,64}", value) else value
 
 
-def _same_file(record: dict[str, Any]) -> bool:
+def _same_file(record: Any) -> bool:
+    if not isinstance(record, dict) or not isinstance(record.get("path"), str):
+        return False  # a stamp written by hand or damaged: its products count as gone
     path = Path(record["path"])
-    return path.is_file() and path.stat().st_size == record["size"]
+    return path.is_file() and path.stat().st_size == record.get("size")
 
 
 def _products(recipe: Recipe) -> list[dict[str, Any]]:
@@ -287,10 +300,7 @@ def _write_stamp(path: Path, components: dict[str, Any], products: list[dict[str
     canonical = json.dumps(components, sort_keys=True)
     stamp = {"digest": hashlib.sha256(canonical.encode()).hexdigest(), "components": components,
              "products": products, "wheel": wheel, "log": str(log), "finished": time.time()}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(stamp, indent=2) + "\n")
-    os.replace(tmp, path)
+    write_state(path, stamp)
 
 
 # --- running and watching ------------------------------------------------------------------------------

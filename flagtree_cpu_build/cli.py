@@ -9,6 +9,7 @@ Heavy modules (git, requests) are imported inside the commands that use them, to
 
 from __future__ import annotations
 
+import copy as _copy
 import os
 import shlex
 import signal
@@ -20,16 +21,16 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from . import __version__
 from .errors import ExitCode, FlagtreeCpuError, Interrupted, RecipeError
-from .ui import UI
+from .ui import UI, plain_width, survive_closed_pipes
 
 # Global options may be written before or after the command (`flagtree-cpu --json
 # recipe list` and `flagtree-cpu recipe list --json`); they are moved to the front
 # before parsing, so they are still parsed once, by the top-level callback.
-_GLOBAL_VALUE_OPTIONS = {"--recipe", "-r", "--workdir", "-w", "--set", "--recipes-dir"}
+_GLOBAL_VALUE_OPTIONS = {"--recipe", "-r", "--workdir", "-w", "--set", "--recipes-dir", "--lock-file"}
 _GLOBAL_FLAGS = {"--json", "--verbose", "-v", "--quiet", "-q", "--wait"}
 
 
@@ -66,9 +67,71 @@ def hoist_global_options(args: Sequence[str]) -> list[str]:
     return head + hoisted + kept
 
 
+def reflow(text: str | None) -> str | None:
+    """Docstrings are wrapped for the source; help text is wrapped by the terminal. Join each
+    paragraph's lines so a narrow or wide terminal does not break sentences in odd places."""
+    if not text:
+        return text
+    paragraphs = [" ".join(line.strip() for line in block.splitlines()) for block in text.strip().split("\n\n")]
+    return "\n\n".join(paragraphs)
+
+
+class FlagtreeCommand(TyperCommand):
+    """Every subcommand: its help also lists the global options, which work after the command too."""
+
+    _GLOBAL_PANEL = "Global options (before or after the command)"
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.help = reflow(self.help)
+        self._showing_help = False
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self._showing_help = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._showing_help = False
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        params = super().get_params(ctx)
+        if not self._showing_help:
+            return params
+        shown = []
+        for param in ctx.find_root().command.params:
+            if param.name in ("version", "install_completion", "show_completion") or param in params:
+                continue
+            copy = _copy.copy(param)
+            copy.rich_help_panel = self._GLOBAL_PANEL  # type: ignore[attr-defined]
+            shown.append(copy)
+        return params + shown
+
+
+def json_requested(args: Sequence[str]) -> bool:
+    """Whether --json was given (before a `--`), for errors raised before the options are parsed."""
+    args = list(args)
+    return "--json" in (args[:args.index("--")] if "--" in args else args)
+
+
 class FlagtreeGroup(TyperGroup):
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         return super().parse_args(ctx, hoist_global_options(args))
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
+        """Click's main, except that a usage error (unknown command or option, a bad value) is also a
+        JSON document on stdout under --json, as every other error is."""
+        from typer._click.exceptions import ClickException
+
+        argv = list(sys.argv[1:] if args is None else args)
+        try:
+            code = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
+        except ClickException as exc:
+            _report_usage_error(exc, json_requested(argv))
+            code = exc.exit_code
+        if not standalone_mode:
+            return code
+        sys.exit(code if isinstance(code, int) else 0)
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -87,6 +150,18 @@ class FlagtreeGroup(TyperGroup):
             raise typer.Exit(int(ExitCode.UNEXPECTED)) from None
 
 
+def _report_usage_error(exc: Any, as_json: bool) -> None:
+    from typer import rich_utils
+
+    rich_utils.rich_format_error(exc)
+    if as_json and exc.__class__.__name__ != "NoArgsIsHelpError":
+        ctx = getattr(exc, "ctx", None)
+        command = ctx.command_path if ctx is not None else "flagtree-cpu"
+        UI(json_mode=True).emit_json({"ok": False, "error": {
+            "kind": "usage", "exit_code": exc.exit_code, "message": exc.format_message(),
+            "fix": f"`{command} --help` lists the commands and options", "details": []}})
+
+
 @dataclass
 class Options:
     """The global options, parsed once by the top-level callback."""
@@ -97,6 +172,13 @@ class Options:
     recipes_dirs: list[str] = field(default_factory=list)
     ui: UI = field(default_factory=UI)
     wait: bool = False  # queue behind another run that holds the workspace, instead of exiting 8
+    lock_file: Optional[str] = None  # --lock-file: the lock kept outside the workspace
+
+
+def _workspace(opts: Options) -> Any:
+    from .workspace import workspace_at
+
+    return workspace_at(opts.workdir, opts.lock_file)
 
 
 def _ui_of(ctx: Any) -> UI:
@@ -114,9 +196,27 @@ def _version_callback(value: bool) -> None:
         raise typer.Exit()
 
 
+def _count(n: int, noun: str) -> str:
+    """``1 artifact``, ``2 artifacts``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _examples(*lines: str) -> str:
     """An epilog listing example invocations, one per line."""
     return "[b]Examples[/b]\n\n" + "\n\n".join(f"  [cyan]{line}[/cyan]" for line in lines)
+
+
+def _complete_recipes(incomplete: str) -> list[str]:
+    """Shell completion of --recipe: the names `recipe list` shows."""
+    from .recipe_files import list_recipes, user_recipe_dirs
+
+    return [r.name for r in list_recipes(user_recipe_dirs()) if r.name.startswith(incomplete)]
+
+
+def _complete_kernels(incomplete: str) -> list[str]:
+    from .validate import CATALOG
+
+    return [k.name for k in CATALOG if k.name.startswith(incomplete)]
 
 
 app = typer.Typer(
@@ -129,7 +229,7 @@ app = typer.Typer(
         "flagtree-cpu --set sources.flagtree-cpu.commit=<sha> recipe validate",
     ),
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
@@ -140,11 +240,11 @@ app = typer.Typer(
 def main_options(
     ctx: typer.Context,
     recipe: Annotated[str, typer.Option(
-        "--recipe", "-r", envvar="FLAGTREE_CPU_RECIPE", metavar="NAME|PATH",
+        "--recipe", "-r", envvar="FLAGTREE_CPU_RECIPE", metavar="NAME|PATH", autocompletion=_complete_recipes,
         help="Recipe to use: a name from `recipe list` or a YAML file.")] = "flagtree-cpu-arm64",
     workdir: Annotated[Optional[str], typer.Option(
         "--workdir", "-w", envvar="FLAGTREE_CPU_WORKDIR", metavar="DIR",
-        help="Workspace folder.  [default: ./flagtree-workspace]")] = None,
+        help="Workspace folder.  \\[default: ./flagtree-workspace]")] = None,
     overrides: Annotated[Optional[list[str]], typer.Option(
         "--set", metavar="KEY=VALUE",
         help="Override a recipe value, e.g. --set sources.flagtree-cpu.commit=<sha>. Repeatable.")] = None,
@@ -156,6 +256,10 @@ def main_options(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only warnings and errors.")] = False,
     wait: Annotated[bool, typer.Option("--wait", help="When another flagtree-cpu run is using the workspace, "
                                        "wait for it instead of exiting with code 8.")] = False,
+    lock_file: Annotated[Optional[str], typer.Option(
+        "--lock-file", envvar="FLAGTREE_CPU_LOCK_FILE", metavar="FILE",
+        help="Keep the lock file here (e.g. ci/flagtree-cpu.lock.yaml, committed with your CI) instead of "
+        "<workdir>/.flagtree-cpu/lock.yaml.")] = None,
     version: Annotated[bool, typer.Option(
         "--version", callback=_version_callback, is_eager=True, help="Print the version and exit.")] = False,
 ) -> None:
@@ -170,6 +274,7 @@ def main_options(
         recipes_dirs=list(recipes_dirs or []),
         ui=UI(json_mode=json_mode, verbose=verbose, quiet=quiet and not verbose),
         wait=wait,
+        lock_file=lock_file,
     )
 
 
@@ -181,7 +286,7 @@ recipe_app = typer.Typer(
 app.add_typer(recipe_app, name="recipe")
 
 
-@recipe_app.command("list", epilog=_examples(
+@recipe_app.command("list", cls=FlagtreeCommand, epilog=_examples(
     "flagtree-cpu recipe list",
     "flagtree-cpu recipe list --recipes-dir ~/my-recipes --json",
 ))
@@ -191,7 +296,12 @@ def recipe_list(ctx: typer.Context) -> None:
 
     opts = _options(ctx)
     entries = []
-    for ref in recipes.list_recipes(recipes.user_recipe_dirs(opts.recipes_dirs)):
+    user_dirs = recipes.user_recipe_dirs(opts.recipes_dirs)
+    for folder in user_dirs:  # a typo in a folder name would otherwise just show fewer recipes
+        if not folder.is_dir():
+            opts.ui.warn(f"recipes folder {folder} ({'is not a folder' if folder.exists() else 'does not exist'}) "
+                         "is skipped; check --recipes-dir and FLAGTREE_CPU_RECIPES")
+    for ref in recipes.list_recipes(user_dirs):
         try:
             loaded = recipes.load_recipe_file(ref.path)
             status, description, problems = "valid", loaded.description, []
@@ -215,7 +325,7 @@ def recipe_list(ctx: typer.Context) -> None:
     opts.ui.table(["name", "origin", "status", "description"], rows)
 
 
-@recipe_app.command("show", epilog=_examples(
+@recipe_app.command("show", cls=FlagtreeCommand, epilog=_examples(
     "flagtree-cpu recipe show",
     "flagtree-cpu recipe show flagtree-cpu-arm64 --workdir /data/ft",
     "flagtree-cpu recipe show ./my-recipe.yaml --raw",
@@ -224,7 +334,7 @@ def recipe_list(ctx: typer.Context) -> None:
 def recipe_show(
     ctx: typer.Context,
     name: Annotated[Optional[str], typer.Argument(
-        metavar="[NAME|PATH]", help="Recipe to show.  [default: the --recipe option]")] = None,
+        metavar="[NAME|PATH]", help="Recipe to show.  \\[default: the --recipe option]")] = None,
     raw: Annotated[bool, typer.Option(
         "--raw", help="Show the recipe as written (placeholders and variants unresolved).")] = False,
 ) -> None:
@@ -259,10 +369,10 @@ def recipe_show(
 def _resolve_for_host(loaded: Any, opts: Options) -> tuple[Any, str]:
     from .host import read_host
     from .recipe import resolve, select_variants
-    from .workspace import placeholder_values, workspace_at
+    from .workspace import placeholder_values
 
     host = read_host()
-    ws = workspace_at(opts.workdir)
+    ws = _workspace(opts)
     selected = select_variants(loaded, host.os_id, host.arch)
     values = placeholder_values(selected, ws, host, os.environ)
     context = (f"resolved for workdir {ws.root} on {host.arch} {host.os_id or 'unknown-os'} "
@@ -270,7 +380,7 @@ def _resolve_for_host(loaded: Any, opts: Options) -> tuple[Any, str]:
     return resolve(selected, ws.root, values), context
 
 
-@recipe_app.command("validate", epilog=_examples(
+@recipe_app.command("validate", cls=FlagtreeCommand, epilog=_examples(
     "flagtree-cpu recipe validate my-recipe.yaml other.yaml",
     "flagtree-cpu recipe validate --all",
     "flagtree-cpu --set sources.flagtree.commit=<sha> recipe validate",
@@ -278,7 +388,7 @@ def _resolve_for_host(loaded: Any, opts: Options) -> tuple[Any, str]:
 def recipe_validate(
     ctx: typer.Context,
     targets: Annotated[Optional[list[str]], typer.Argument(
-        metavar="[PATH|NAME]...", help="Recipes to check.  [default: the --recipe option]")] = None,
+        metavar="[PATH|NAME]...", help="Recipes to check.  \\[default: the --recipe option]")] = None,
     all_recipes: Annotated[bool, typer.Option("--all", help="Check every recipe `recipe list` shows.")] = False,
 ) -> None:
     """Check recipes strictly and report every problem with file:line and a fix.
@@ -309,8 +419,8 @@ def recipe_validate(
                         "warnings": [{"key": w.key, "message": w.message} for w in warnings]})
         if not opts.ui.json_mode:
             links = len(loaded.links.entries) if loaded.links else 0
-            opts.ui.success(f"{path}: recipe {loaded.name} is valid ({len(loaded.sources)} sources, "
-                            f"{len(loaded.artifacts)} artifacts, {links} links)")
+            opts.ui.success(f"{path}: recipe {loaded.name} is valid ({_count(len(loaded.sources), 'source')}, "
+                            f"{_count(len(loaded.artifacts), 'artifact')}, {_count(links, 'link')})")
             for warning in warnings:
                 opts.ui.warn(f"{warning.key}: {warning.message}")
     if opts.ui.json_mode:
@@ -319,7 +429,7 @@ def recipe_validate(
         raise typer.Exit(int(ExitCode.USAGE))
 
 
-@recipe_app.command("schema", epilog=_examples(
+@recipe_app.command("schema", cls=FlagtreeCommand, epilog=_examples(
     "flagtree-cpu recipe schema > recipe.schema.json",
     "# VS Code / yaml-language-server: first line of a recipe",
     "# yaml-language-server: $schema=./recipe.schema.json",
@@ -336,23 +446,24 @@ def recipe_schema_cmd(ctx: typer.Context) -> None:
 
 # Options several commands share (setup passes them to its stages).
 _JobsOption = Annotated[Optional[int], typer.Option(
-    "--jobs", "-j", min=1, help="Parallel compile jobs. [default: from CPU cores and available memory]")]
+    "--jobs", "-j", metavar="N", min=1, help="Parallel compile jobs. \\[default: from CPU cores and available memory]")]
 _GitCacheOption = Annotated[Optional[Path], typer.Option(
     "--git-cache", envvar="FLAGTREE_CPU_GIT_CACHE", metavar="DIR",
     help="Keep bare mirrors here; later workspaces clone from them without downloading.")]
 _CacheDirOption = Annotated[Optional[Path], typer.Option(
     "--cache-dir", envvar="FLAGTREE_CPU_CACHE_DIR", metavar="DIR",
-    help="Per-user cache folder (downloads in DIR/downloads). [default: $XDG_CACHE_HOME/flagtree-cpu]")]
+    help="Per-user cache folder (downloads in DIR/downloads). "
+    "\\[default: ~/.cache/flagtree-cpu, or under $XDG_CACHE_HOME]")]
 _MirrorsOption = Annotated[Optional[list[str]], typer.Option(
-    "--mirror", metavar="PREFIX=REPLACEMENT", help="Try REPLACEMENT (a URL, file:// URL or folder) instead of "
+    "--mirror", metavar="PREFIX=URL", help="Try URL (an https:// or file:// URL, or a folder) in place of "
     "PREFIX first. Repeatable; also FLAGTREE_CPU_MIRRORS.")]
 _ModelOption = Annotated[Optional[Path], typer.Option(
     "--model", metavar="DIR", exists=True, file_okay=False,
     help="Model folder for the decode-e2e kernel (skipped without one).")]
 _TimeoutOption = Annotated[Optional[float], typer.Option(
-    "--timeout", metavar="SECONDS", min=1, help="Stop each kernel after this long. [default: the recipe's]")]
+    "--timeout", metavar="SECONDS", min=1, help="Stop each kernel after this long. \\[default: the recipe's]")]
 _PythonOption = Annotated[Optional[Path], typer.Option(
-    "--python", metavar="PATH", help="Target interpreter. [default: the active venv, else <workdir>/.venv, "
+    "--python", metavar="PATH", help="Target interpreter. \\[default: the active venv, else <workdir>/.venv, "
     "created when missing]")]
 
 
@@ -363,11 +474,11 @@ def _stage_context(opts: Options, *, python: Path | None = None, jobs: int | Non
     from .host import read_host
     from .recipe import resolve, select_variants
     from .stages import StageContext
-    from .workspace import placeholder_values, workspace_at
+    from .workspace import placeholder_values
 
     loaded = recipe_files.load_recipe(opts.recipe, opts.overrides, recipe_files.user_recipe_dirs(opts.recipes_dirs))
     host = read_host()
-    ws = workspace_at(opts.workdir)
+    ws = _workspace(opts)
     selected = select_variants(loaded, host.os_id, host.arch)
     values = placeholder_values(selected, ws, host, os.environ, jobs=jobs, python=python, wheel_dir=wheel_dir)
     return StageContext(resolve(selected, ws.root, values), ws, host, opts.ui)
@@ -375,7 +486,8 @@ def _stage_context(opts: Options, *, python: Path | None = None, jobs: int | Non
 
 @contextmanager
 def _exclusive(opts: Options, stage_ctx: Any, command: str) -> Iterator[None]:
-    """Hold the workspace for a command that changes it (exit 8 if another run has it, unless --wait)."""
+    """Hold the workspace for a command that changes it (exit 8 if another run has it, unless --wait).
+    A command that created the workspace and then failed before making anything leaves no trace."""
     from .workspace import exclusive_use
 
     with exclusive_use(stage_ctx.workspace, command, wait=opts.wait, on_wait=opts.ui.info):
@@ -388,11 +500,11 @@ def _build_jobs(stage_ctx: Any) -> int:
 
 
 def _target_python(opts: Options, python: Path | None) -> Path:
-    from .workspace import target_python, workspace_at
+    from .workspace import target_python
 
     if python is not None:
         return Path(os.path.abspath(python.expanduser()))
-    return target_python(workspace_at(opts.workdir), os.environ)
+    return target_python(_workspace(opts), os.environ)
 
 
 def _named_paths(option: str, values: list[str], names: list[str], kind: str) -> dict[str, Path]:
@@ -414,7 +526,7 @@ def _named_paths(option: str, values: list[str], names: list[str], kind: str) ->
     return parsed
 
 
-@app.command(epilog=_examples(
+@app.command(cls=FlagtreeCommand, epilog=_examples(
     "flagtree-cpu setup",
     "flagtree-cpu setup --dry-run                  # the plan with reasons and the download size",
     "flagtree-cpu setup --install-system-packages  # a bare Ubuntu/Debian machine (apt-get, with sudo)",
@@ -474,7 +586,9 @@ def setup(
         jobs=_build_jobs(stage_ctx), model=Path(os.path.abspath(model.expanduser())) if model else None,
         junit=Path(os.path.abspath(junit.expanduser())) if junit else None, timeout=timeout, verbose=opts.ui.verbose)
     if dry_run:
-        _render_plan(opts, stage_ctx, options)
+        stop = _render_plan(opts, stage_ctx, options)
+        if stop is not None:  # exits as the real run would (documented): CI can gate on a dry run
+            raise typer.Exit(stop)
         return
     from .pipeline import run_setup
 
@@ -495,7 +609,7 @@ def _render_setup(opts: Options, report: Any) -> None:
     ui.info(f"logs: {report.workspace / 'logs'} (this run's report: .flagtree-cpu/last-setup.json)")
     if report.error is None:
         ui.success(f"setup finished in {report.seconds:.1f}s")
-        workdir = f" -w {shlex.quote(opts.workdir)}" if opts.workdir else ""
+        workdir = f" -w {shlex.quote(str(report.workspace))}" if opts.workdir else ""  # works from any folder
         ui.info("next:")
         if report.record("build").status not in ("skipped", "not run"):
             ui.info(f"  source {shlex.quote(str(report.python.parent / 'activate'))}")
@@ -503,10 +617,11 @@ def _render_setup(opts: Options, report: Any) -> None:
         ui.info(f"  flagtree-cpu{workdir} status")
 
 
-def _render_plan(opts: Options, stage_ctx: Any, options: Any) -> None:
+def _render_plan(opts: Options, stage_ctx: Any, options: Any) -> int | None:
+    """The plan of `setup --dry-run`; returns the exit code the real run would stop with, if it would."""
     from rich.text import Text
 
-    from .pipeline import PLAN_SCHEMA, blocking, run_preflight_checks
+    from .pipeline import PLAN_SCHEMA, blocking, run_preflight_checks, would_stop
     from .status import Scope, human_bytes, inspect_workspace
 
     preflight = run_preflight_checks(stage_ctx, options)
@@ -515,11 +630,13 @@ def _render_plan(opts: Options, stage_ctx: Any, options: Any) -> None:
                                                 skip_build=options.skip_build,
                                                 skip_validate=not options.validating, model=options.model,
                                                 ask_sizes=not options.offline))
+    stop = would_stop(stops, status.items)
     ui = opts.ui
     if ui.json_mode:
         ui.emit_json({**status.to_json(), "schema": PLAN_SCHEMA, "changes_nothing": True,
-                      "preflight": {"ok": not stops, "checks": [f.to_json() for f in preflight.findings]}})
-        return
+                      "preflight": {"ok": not stops, "checks": [f.to_json() for f in preflight.findings]},
+                      "would_stop": stop})
+        return stop["exit_code"] if stop else None
     failing = [f for f in preflight.findings if f.status == "fail"]
     rows = [["preflight", f"stop: {f.id}", f.detail] for f in stops] or \
            [["preflight", "", f"{preflight.summary()['ok']} of {len(preflight.findings)} checks ok"
@@ -532,17 +649,23 @@ def _render_plan(opts: Options, stage_ctx: Any, options: Any) -> None:
     downloads = [i for i in status.items if i.action.startswith(("download", "resume"))]
     if downloads:
         ui.info(f"download: {human_bytes(size) if size is not None else 'size unknown'}")
-    if stops:
-        ui.warn(f"setup would stop at preflight ({len(stops)} problems); fix them or pass --ignore-host")
+    if stop:
+        ui.warn(f"setup would stop at {stop['stage']} (exit code {stop['exit_code']}): {stop['reason']}")
     ui.info("nothing to do: everything is current" if status.current and not stops
             else "nothing was changed (--dry-run)")
+    return stop["exit_code"] if stop else None
 
 
-@app.command(epilog=_examples(
+@app.command(cls=FlagtreeCommand, epilog=_examples(
     "flagtree-cpu status",
     "flagtree-cpu status --json | jq .items",
 ))
-def status(ctx: typer.Context, python: _PythonOption = None) -> None:
+def status(
+    ctx: typer.Context,
+    python: _PythonOption = None,
+    check: Annotated[bool, typer.Option("--check", help="Exit with code 9 unless everything is current (for CI "
+                                        "gates); prints the same report.")] = False,
+) -> None:
     """What the workspace holds compared with the recipe: commits, links, LLVM, build stamp, last validation.
 
     Read-only and offline. `setup --dry-run` shows the same with what setup would do about each item.
@@ -554,21 +677,25 @@ def status(ctx: typer.Context, python: _PythonOption = None) -> None:
     stage_ctx = _stage_context(opts, python=target)
     found = inspect_workspace(stage_ctx, Scope(python=target))
     ui = opts.ui
+    behind = [i for i in found.items if not i.current]
     if ui.json_mode:
         ui.emit_json(found.to_json())
-        return
-    ui.table(["area", "item", "state", "detail"],
-             [[i.area, i.subject, ui.styled(i.state), i.detail] for i in found.items],
-             title=f"{found.recipe} in {found.workspace}")
-    if found.current:
-        ui.success("everything is current")
     else:
-        behind = [i for i in found.items if not i.current]
-        ui.info(f"{len(behind)} of {len(found.items)} items are not current: `flagtree-cpu setup` brings them up "
-                "to date (`setup --dry-run` shows how)")
+        ui.table(["area", "item", "state", "detail"],
+                 [[i.area, i.subject, ui.styled(i.state), i.detail] for i in found.items],
+                 title=f"{found.recipe} in {found.workspace}")
+        if not behind:
+            ui.success("everything is current")
+        else:
+            ui.info(f"{len(behind)} of {len(found.items)} items are not current: `flagtree-cpu setup` brings them "
+                    "up to date (`setup --dry-run` shows how)")
+    if check and behind:
+        if not ui.json_mode:
+            ui.warn("not current: " + ", ".join(f"{i.area} {i.subject} ({i.state})" for i in behind))
+        raise typer.Exit(int(ExitCode.NOT_CURRENT))
 
 
-@app.command(epilog=_examples(
+@app.command(cls=FlagtreeCommand, epilog=_examples(
     "flagtree-cpu sync",
     "flagtree-cpu sync --git-cache ~/.cache/flagtree-cpu/git",
     "flagtree-cpu sync --source-path flagtree-cpu=~/src/flagtree-cpu",
@@ -610,7 +737,7 @@ def sync(
     opts.ui.stage_result(result, "source")
 
 
-@app.command(epilog=_examples(
+@app.command(cls=FlagtreeCommand, epilog=_examples(
     "flagtree-cpu link",
     "flagtree-cpu link --dry-run",
     "flagtree-cpu link --check            # CI: non-zero unless every link is correct",
@@ -635,25 +762,29 @@ def link(
     else:
         with _exclusive(opts, stage_ctx, "link"):
             plan, result = run_link(stage_ctx)
+    planning = dry_run or check
+    # after linking, say what was done (created, updated); a plan says what would be (create, update)
+    states = [p.state for p in plan.links] if planning else [a.status for a in result.actions]
     if opts.ui.json_mode:
         opts.ui.emit_json({"ok": plan.all_ok or not check, "root": str(plan.root),
-                           "links": [p.to_json() for p in plan.links], "seconds": round(result.seconds, 3)})
+                           "links": [{**p.to_json(), **({} if planning else {"done": state})}
+                                     for p, state in zip(plan.links, states, strict=True)],
+                           "seconds": round(result.seconds, 3)})
     else:
         opts.ui.table(["link", "state", "detail"],
-                      [[p.path, opts.ui.styled(p.state), p.detail or ("" if p.state == "ok" else f"-> {p.target}")]
-                       for p in plan.links])
-        counts = {s: len(plan.with_state(s)) for s in ("ok", "create", "update", "conflict", "dangling")}
-        summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
-        verb = "would be" if (dry_run or check) else "were"
+                      [[p.path, opts.ui.styled(state), p.detail or ("" if p.state == "ok" else f"-> {p.target}")]
+                       for p, state in zip(plan.links, states, strict=True)])
+        counts = {state: states.count(state) for state in dict.fromkeys(states)}
+        summary = ", ".join(f"{n} {s}" for s, n in counts.items())
         opts.ui.info(f"{len(plan.links)} links in {plan.root}: {summary}"
-                     + ("" if plan.all_ok or not (dry_run or check) else f" ({verb} changed without --dry-run)"))
+                     + (" (nothing was changed)" if planning and not plan.all_ok else ""))
     if check and not plan.all_ok:
         bad = [p for p in plan.links if p.state != "ok"]
         raise SourceError(f"{len(bad)} of {len(plan.links)} links are not as the recipe says",
                           details=tuple(f"{p.state}: {p.path}" for p in bad), fix="run `flagtree-cpu link`")
 
 
-@app.command(epilog=_examples(
+@app.command(cls=FlagtreeCommand, epilog=_examples(
     "flagtree-cpu fetch",
     "flagtree-cpu fetch --mirror https://oaitriton.blob.core.windows.net/=https://mirror.example/triton/",
     "flagtree-cpu fetch --from ~/Downloads/llvm-a66376b0-ubuntu-arm64.tar.gz",
@@ -697,7 +828,7 @@ def fetch(
 
 
 
-@app.command(epilog=_examples(
+@app.command(cls=FlagtreeCommand, epilog=_examples(
     "flagtree-cpu build",
     "flagtree-cpu build --jobs 4          # an 8 GB board",
     "flagtree-cpu build --offline         # check every input first, then build without network",
@@ -739,7 +870,7 @@ def build(
         opts.ui.info(f"sha256: {wheel_info['sha256']}")
 
 
-@app.command("env", epilog=_examples(
+@app.command("env", cls=FlagtreeCommand, epilog=_examples(
     'eval "$(flagtree-cpu env)"            # before running Triton kernels',
     "flagtree-cpu env --shell fish | source",
     "flagtree-cpu env --build              # what a build gets (and what it drops)",
@@ -764,6 +895,9 @@ def env_command(
 
     if shell not in ("bash", "zsh", "fish"):
         raise UsageError(f"--shell {shell!r} is not supported", fix="use bash, zsh or fish")
+    if offline and not build_env:  # an option that would do nothing is a mistake worth naming
+        raise UsageError("--offline changes only the build environment, and this prints the run-time one",
+                         fix="add --build (flagtree-cpu env --build --offline), or drop --offline")
     opts = _options(ctx)
     target = _target_python(opts, python)
     recipe = _stage_context(opts, python=target).recipe
@@ -784,7 +918,7 @@ def env_command(
         opts.ui.emit_text(render_exports(values, unset, shell))  # type: ignore[arg-type]
 
 
-@app.command(epilog=_examples(
+@app.command(cls=FlagtreeCommand, epilog=_examples(
     "flagtree-cpu validate",
     "flagtree-cpu validate --kernel backend --kernel tle-rms-norm",
     "flagtree-cpu validate --junit reports/validate.xml   # for CI test reports",
@@ -795,7 +929,8 @@ def env_command(
 def validate(
     ctx: typer.Context,
     kernels: Annotated[Optional[list[str]], typer.Option("--kernel", "-k", metavar="NAME", help="Run only this "
-                                                         "kernel. Repeatable.")] = None,
+                                                         "kernel. Repeatable.", autocompletion=_complete_kernels)]
+    = None,
     python: _PythonOption = None,
     model: _ModelOption = None,
     timeout: _TimeoutOption = None,
@@ -812,7 +947,15 @@ def validate(
     timeout; its output goes to <workdir>/logs/validate-<kernel>-<time>.log and a failure comes with its cause and
     fix. Never installs anything unless --install-prereqs. Exit code 6 when a required kernel fails.
     """
-    from .validate import CATALOG, KERNELS_DIR, ValidateOptions, configured, run_validate, write_junit
+    from .validate import (
+        CATALOG,
+        KERNELS_DIR,
+        ValidateOptions,
+        configured,
+        run_validate,
+        write_junit,
+        write_junit_verdict,
+    )
 
     opts = _options(ctx)
     target = _target_python(opts, python)
@@ -833,14 +976,21 @@ def validate(
     options = ValidateOptions(python=target, kernels=tuple(kernels or ()),
                               model=Path(os.path.abspath(model.expanduser())) if model else None, timeout=timeout,
                               install_prereqs=install_prereqs, verbose=opts.ui.verbose)
-    with _exclusive(opts, stage_ctx, "validate"):
-        report = run_validate(stage_ctx, options)
-    if junit is not None:
-        write_junit(report, Path(os.path.abspath(junit.expanduser())))
+    junit_path = Path(os.path.abspath(junit.expanduser())) if junit else None
+    try:
+        with _exclusive(opts, stage_ctx, "validate"):
+            report = run_validate(stage_ctx, options)
+    except FlagtreeCpuError as exc:  # CI uploads the file whatever happened: it says what stopped the kernels
+        if junit_path is not None:
+            write_junit_verdict(junit_path, stage_ctx.recipe.name, "error", exc.message,
+                                "\n".join([*exc.details, f"fix: {exc.fix}" if exc.fix else ""]))
+        raise
+    if junit_path is not None:
+        write_junit(report, junit_path)
     if opts.ui.json_mode:
         opts.ui.emit_json(report.to_json())
     else:
-        _render_validation(opts.ui, report, junit)
+        _render_validation(opts.ui, report, junit_path)
     if report.failed:
         raise typer.Exit(int(ExitCode.VALIDATION))
 
@@ -864,11 +1014,13 @@ def _render_validation(ui: Any, report: Any, junit: Path | None) -> None:
             f"{report.seconds:.1f}s with {report.python}" + (f"; JUnit report: {junit}" if junit else ""))
 
 
-@app.command(epilog=_examples(
+@app.command(cls=FlagtreeCommand, epilog=_examples(
     "flagtree-cpu doctor",
     "flagtree-cpu doctor --json > doctor.json      # for CI and bug reports",
     "flagtree-cpu doctor --check cpu.features --check cpu.topology",
-    "flagtree-cpu doctor --sysroot ./board-snapshot # a board's copied /proc, /sys, /etc",
+    "flagtree-cpu doctor --snapshot board.tar.gz   # on a board: what doctor reads about it, in one file",
+    "flagtree-cpu doctor --sysroot board.tar.gz    # anywhere: check that board from its snapshot",
+    "flagtree-cpu doctor --mirror https://oaitriton.blob.core.windows.net/=https://mirror.example/triton/",
     "flagtree-cpu doctor --list",
 ))
 def doctor(
@@ -960,9 +1112,20 @@ def _stop_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, on_sigterm)
 
 
+def _help_width() -> None:
+    """Help read through a pipe or in a log uses the same width as the tool's other plain output,
+    not rich's default 80 columns, which cut option names such as --install-system-packages."""
+    from typer import rich_utils
+
+    if rich_utils.MAX_WIDTH is None and not sys.stdout.isatty():
+        rich_utils.MAX_WIDTH = plain_width()
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point."""
     _stop_on_sigterm()
+    survive_closed_pipes()
+    _help_width()
     app(args=list(sys.argv[1:] if argv is None else argv), prog_name="flagtree-cpu")
 
 

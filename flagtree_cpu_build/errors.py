@@ -21,6 +21,7 @@ class ExitCode(IntEnum):
     VALIDATION = 6
     DOCTOR = 7  # doctor (or setup's preflight) found a blocking problem
     BUSY = 8  # another flagtree-cpu run holds the workspace
+    NOT_CURRENT = 9  # status --check: the workspace is not what the recipe says
     INTERRUPTED = 130  # Ctrl-C (SIGINT): 128 + 2, as shells report it
     TERMINATED = 143  # SIGTERM (a CI runner cancelling the job, `timeout`): 128 + 15
 

@@ -136,6 +136,11 @@ def write_lock(path: Path, lock: Lock) -> None:
     body = yaml.safe_dump(rs.to_data(lock), sort_keys=False, width=100)
     fd, tmp = tempfile.mkstemp(prefix=".lock.", suffix=".tmp", dir=path.parent)
     try:
+        # mkstemp makes 0600; a lock file is shared (committed next to a CI config), so it gets the
+        # permissions any file of this user would
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(header + body)
             out.flush()

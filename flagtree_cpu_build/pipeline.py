@@ -19,7 +19,6 @@ decides the process's), so the summary can be shown whatever happened.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import threading
@@ -30,9 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__, pythonenv
-from .errors import BuildError, DoctorFailed, FlagtreeCpuError, Interrupted, Terminated, ValidationFailed
+from .errors import BuildError, DoctorFailed, ExitCode, FlagtreeCpuError, Interrupted, Terminated, ValidationFailed
 from .lockfile import read_lock
 from .stages import Action, StageContext, StageResult
+from .state import make_state_dir, write_state
 
 SETUP_SCHEMA = "flagtree-cpu/setup/v1"
 PLAN_SCHEMA = "flagtree-cpu/setup-plan/v1"
@@ -98,6 +98,7 @@ class SetupReport:
     validation: dict[str, Any] | None = None
     commits: dict[str, str] = field(default_factory=dict)
     artifacts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    junit_written: bool = False
 
     @property
     def ok(self) -> bool:
@@ -116,6 +117,7 @@ class SetupReport:
 
 def run_setup(ctx: StageContext, options: SetupOptions) -> SetupReport:
     start = time.monotonic()
+    fresh = _is_fresh(ctx.workspace)
     report = SetupReport(ctx.recipe.name, ctx.workspace.root, options.python,
                          datetime.now(timezone.utc).isoformat(timespec="seconds"),
                          [StageRecord(stage, "not run") for stage in STAGES])
@@ -136,7 +138,9 @@ def run_setup(ctx: StageContext, options: SetupOptions) -> SetupReport:
     except KeyboardInterrupt as exc:
         ctx.ui.cancel.set()
         _mark_unfinished(report, current, "interrupted", "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C")
-        report.error = Interrupted(f"setup ({current})", cause=exc)
+        # name what was running: with sources ∥ artifacts, only the one that had not finished
+        running = [r.stage for r in report.records if r.status == "interrupted"] or [current]
+        report.error = Interrupted(f"setup ({' and '.join(running)})", cause=exc)
         report.error.fix = ("run the same command again: finished stages are kept and a download resumes where it "
                             "stopped")
     except FlagtreeCpuError as exc:
@@ -145,15 +149,33 @@ def run_setup(ctx: StageContext, options: SetupOptions) -> SetupReport:
         ctx.ui.annotate_error(f"flagtree-cpu setup: {_failed_stage(report)} failed", exc)
     report.seconds = time.monotonic() - start
     _collect_pins(ctx, report)
-    _save(ctx, report)
+    if not (fresh and report.record("preflight").status != "ok" and report.record("sources").status == "not run"):
+        _save(ctx, report)  # a new workspace that stopped at preflight is left as it was found: not there
+    if options.junit is not None and not report.junit_written:
+        _junit_without_kernels(ctx, options.junit, report)
     return report
+
+
+def _junit_without_kernels(ctx: StageContext, path: Path, report: SetupReport) -> None:
+    """CI uploads the --junit file whatever happened: when the kernels did not run, the file says why
+    (a skipped case for --skip-build/--skip-validate, an error case when setup stopped before them)."""
+    from .validate import write_junit_verdict
+
+    record = report.record("validate")
+    if report.error is None:
+        write_junit_verdict(path, ctx.recipe.name, "skipped", f"validation did not run: {record.detail}")
+    else:
+        error = report.error
+        text = "\n".join([*error.details, f"fix: {error.fix}" if error.fix else ""])
+        write_junit_verdict(path, ctx.recipe.name, "error",
+                            f"setup stopped at {_failed_stage(report)} before validation: {error.message}", text)
 
 
 def _finish(record: StageRecord, result: StageResult, seconds: float, ctx: StageContext) -> None:
     record.status, record.detail, record.seconds, record.result = result.status, _summary(result), seconds, result
     for warning in result.warnings:
         ctx.ui.warn(warning)
-    ctx.ui.info(f"{record.stage}: {record.status} — {record.detail} ({seconds:.1f}s)")
+    ctx.ui.info(f"{record.stage}: {record.status} ({seconds:.1f}s)")  # the detail is in the summary table
     if ctx.ui.verbose and not ctx.ui.json_mode:
         ctx.ui.table([record.stage, "status", "detail"], [[a.subject, ctx.ui.styled(a.status), a.detail]
                                                           for a in result.actions])
@@ -163,17 +185,20 @@ def _summary(result: StageResult) -> str:
     """One line for the summary table: what changed, or that everything was already there."""
     if len(result.actions) == 1:
         return result.actions[0].detail or result.actions[0].status
-    changed = [a for a in result.actions if a.status in ("created", "updated")]
-    skipped = [a for a in result.actions if a.status == "skipped"]
+    items = [a for a in result.actions if not a.data.get("check")]  # compatibility checks are not items
+    checks = [a for a in result.actions if a.data.get("check")]
+    changed = [a for a in items if a.status in ("created", "updated")]
+    skipped = [a for a in items if a.status == "skipped"]
     if len(changed) > 3:  # twelve links: a count, not a list
         parts = [f"{sum(a.status == s for a in changed)} {s}" for s in ("created", "updated")
                  if any(a.status == s for a in changed)]
     else:
         parts = [f"{a.subject} {a.status}" for a in changed]
     parts += [f"{a.subject} skipped ({a.detail})" for a in skipped]
-    current = len(result.actions) - len(changed) - len(skipped)
+    current = len(items) - len(changed) - len(skipped)
     if current:
         parts.append(f"{current} already current" if parts else f"all {current} current")
+    parts += [a.detail if a.subject in a.detail else f"{a.subject}: {a.detail}" for a in checks]
     return ", ".join(parts) or "nothing to do"
 
 
@@ -211,6 +236,23 @@ def run_preflight_checks(ctx: StageContext, options: SetupOptions) -> Any:
     return run_doctor(doctor_ctx, preflight_checks(options))
 
 
+# The exit code a stage stops with, for `setup --dry-run` exiting as the real run would.
+_STOP_CODES = {"sources": ExitCode.SOURCE, "links": ExitCode.SOURCE, "artifacts": ExitCode.ARTIFACT,
+               "python": ExitCode.BUILD, "build": ExitCode.BUILD, "validation": ExitCode.VALIDATION}
+
+
+def would_stop(preflight_stops: list[Any], items: Any) -> dict[str, Any] | None:
+    """Where the real setup would stop, seen from a dry run: preflight, or the first item to stop at."""
+    if preflight_stops:
+        return {"stage": "preflight", "exit_code": int(ExitCode.DOCTOR),
+                "reason": "; ".join(f"{f.id}: {f.detail}" for f in preflight_stops)}
+    for item in items:
+        if item.action.startswith("stop:"):
+            return {"stage": item.area, "exit_code": int(_STOP_CODES.get(item.area, ExitCode.UNEXPECTED)),
+                    "reason": item.action.removeprefix("stop:").strip()}
+    return None
+
+
 def blocking(findings: Any, options: SetupOptions) -> list[Any]:
     return [f for f in findings if f.status == "fail" and (not options.ignore_host or f.id in NEVER_IGNORED)]
 
@@ -222,10 +264,13 @@ def _preflight(ctx: StageContext, options: SetupOptions) -> StageResult:
         details = []
         for f in stops:
             details += [f"{f.id}: {f.detail}"] + ([f"   fix: {f.fix}"] if f.fix else [])
+        fix = ("fix them and run setup again (`flagtree-cpu doctor` shows every check); --ignore-host proceeds "
+               "anyway, for testing")
+        if all(f.id in PREFLIGHT_FOR_BUILD for f in stops):  # e.g. an x86_64 laptop preparing for an Arm board
+            fix = ("on this machine `flagtree-cpu setup --skip-build` is what works: it prepares the sources, the "
+                   "LLVM tree and the links (no build); build on a machine the recipe targets. Otherwise " + fix)
         raise DoctorFailed(f"{len(stops)} problem{'s' if len(stops) > 1 else ''} on this machine would make setup "
-                           "fail later; nothing was changed", details=tuple(details),
-                           fix="fix them and run setup again (`flagtree-cpu doctor` shows every check); "
-                           "--ignore-host proceeds anyway, for testing")
+                           "fail later; nothing was changed", details=tuple(details), fix=fix)
     warnings, ignored = [], 0
     for f in report.findings:
         if f.status == "fail":
@@ -375,8 +420,9 @@ def _python_env(ctx: StageContext, options: SetupOptions) -> StageResult:
     pythonenv.ensure_interpreter(options.python, ws, recipe.python.requires, ctx.ui)
     if created:
         actions.append(Action("venv", "created", str(options.python.parent.parent)))
-    # run-time ones too, even with --skip-validate: kernels need torch whether or not setup runs them
-    wanted = list(recipe.python.build) + list(recipe.python.runtime)
+    # run-time ones only when the kernels will run: with --skip-validate nothing here uses them, and
+    # torch is a large download from an index that may not be reachable
+    wanted = list(recipe.python.build) + (list(recipe.python.runtime) if options.validating else [])
     path = os.pathsep.join([str(options.python.parent), os.environ.get("PATH", "")])
     report = pythonenv.check(options.python, wanted, path)
     if report.missing:
@@ -391,6 +437,9 @@ def _python_env(ctx: StageContext, options: SetupOptions) -> StageResult:
         actions.append(Action("prerequisites", "created", f"installed {names}"))
     else:
         actions.append(Action("prerequisites", "ok", f"Python {report.version}; all {len(wanted)} present"))
+    if recipe.python.runtime and not options.validating:
+        actions.append(Action("run-time prerequisites", "skipped", "--skip-validate: not installed "
+                              "(`flagtree-cpu validate --install-prereqs` installs them)"))
     return StageResult("python", tuple(actions))
 
 
@@ -421,6 +470,7 @@ def _validate(ctx: StageContext, options: SetupOptions, report: SetupReport) -> 
     report.validation = validation.to_json()
     if options.junit is not None:
         write_junit(validation, options.junit)
+        report.junit_written = True
     if validation.failed:
         details = []
         for r in validation.failed:
@@ -455,15 +505,18 @@ def _collect_pins(ctx: StageContext, report: SetupReport) -> None:
                         for name, entry in lock.artifacts.items()}
 
 
+def _is_fresh(ws: Any) -> bool:
+    """Nothing in the workspace yet but the lock this run holds."""
+    held = [p.name for p in ws.state_dir.iterdir()] if ws.state_dir.is_dir() else []
+    return held in ([], [ws.busy_lock.name]) and not ws.logs_dir.exists()
+
+
 def _save(ctx: StageContext, report: SetupReport) -> None:
     """The report next to the logs (one per run) and as .flagtree-cpu/last-setup.json."""
     if not ctx.workspace.state_dir.is_dir():
         return
-    text = json.dumps(report.to_json(), indent=2, default=str) + "\n"
-    ctx.workspace.logs_dir.mkdir(parents=True, exist_ok=True)
+    document = report.to_json()
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    (ctx.workspace.logs_dir / f"setup-{stamp}.json").write_text(text, encoding="utf-8")
-    target = ctx.workspace.state_dir / "last-setup.json"
-    tmp = target.with_suffix(".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(target)
+    make_state_dir(ctx.workspace.logs_dir)
+    write_state(ctx.workspace.logs_dir / f"setup-{stamp}.json", document)
+    write_state(ctx.workspace.state_dir / "last-setup.json", document)

@@ -8,7 +8,6 @@ or builds; the only network I/O is an optional HEAD request for a download's siz
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from .extract import read_stamp
 from .lockfile import Lock, expected_sha256, locked_artifact, read_lock
 from .recipe import Recipe
 from .stages import StageContext
+from .state import read_state
 from .workspace import user_cache_dir
 
 STATUS_SCHEMA = "flagtree-cpu/status/v1"
@@ -268,7 +268,7 @@ def _build(ctx: StageContext, scope: Scope, inputs_ready: bool) -> list[Item]:
         return []
     if scope.skip_build:
         return [Item("build", "build", "skipped", "--skip-build")]
-    stamp = _read_json(ctx.workspace.state_dir / "build-editable.json")
+    stamp = read_state(ctx.workspace.state_dir / "build-editable.json", needs=("digest", "components"))
     if stamp is None:
         return [Item("build", "build", "missing", "no build stamp in this workspace", "build", "no previous build")]
     if not inputs_ready:
@@ -309,8 +309,8 @@ def _validation(ctx: StageContext, scope: Scope, built_current: bool) -> list[It
 
     if not configured(ctx.recipe):
         return []
-    if scope.skip_validate:
-        return [Item("validation", "kernels", "skipped", "--skip-validate")]
+    if scope.skip_build or scope.skip_validate:  # --skip-build skips validation too: name the flag given
+        return [Item("validation", "kernels", "skipped", "--skip-build" if scope.skip_build else "--skip-validate")]
     last = last_validation(ctx)
     kernels = len(configured(ctx.recipe))
     if last is None:
@@ -327,9 +327,3 @@ def _validation(ctx: StageContext, scope: Scope, built_current: bool) -> list[It
     reason = "after the build" if not built_current else "the build, interpreter or expectations changed since"
     return [Item("validation", "kernels", "stale", f"passed before: {when}", f"run {kernels} kernels", reason, data)]
 
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None

@@ -9,6 +9,7 @@ such as ``[aarch64]`` must print as written.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -25,6 +26,62 @@ from rich.table import Table
 from rich.text import Text
 
 from .errors import FlagtreeCpuError
+
+
+class _ReaderGoneSafe:
+    """A text stream whose writes survive the reader going away (`flagtree-cpu sync 2>&1 | head -3`).
+
+    Well-behaved CLIs stop writing and finish (or stop) the work with their real exit code; an
+    EPIPE must never abort a clone or turn a doctor verdict into "unexpected error". Once the pipe
+    is gone, the descriptor is pointed at /dev/null so the interpreter's own flush at exit is quiet.
+    """
+
+    def __init__(self, stream: IO[str]):
+        self._stream = stream
+        self.reader_gone = False
+
+    def write(self, text: str) -> int:
+        if not self.reader_gone:
+            try:
+                return self._stream.write(text)
+            except (BrokenPipeError, ValueError):  # ValueError: the stream was closed
+                self._reader_went_away()
+            except OSError as exc:
+                if exc.errno != errno.EPIPE:
+                    raise
+                self._reader_went_away()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.reader_gone:
+            try:
+                self._stream.flush()
+            except (BrokenPipeError, ValueError):
+                self._reader_went_away()
+            except OSError as exc:
+                if exc.errno != errno.EPIPE:
+                    raise
+                self._reader_went_away()
+
+    def _reader_went_away(self) -> None:
+        self.reader_gone = True
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def survive_closed_pipes() -> None:
+    """Make sys.stdout and sys.stderr safe against a reader that goes away (called once, by main)."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, _ReaderGoneSafe):
+            setattr(sys, name, _ReaderGoneSafe(stream))
 
 
 class UI:
@@ -45,7 +102,7 @@ class UI:
         # Set to stop work in other threads: their next progress update raises KeyboardInterrupt.
         self.cancel = threading.Event()
         self.github_actions = os.environ.get("GITHUB_ACTIONS") == "true"
-        width = None if (stderr or sys.stderr).isatty() else _plain_width()
+        width = None if (stderr or sys.stderr).isatty() else plain_width()
         self.console = Console(file=stderr or sys.stderr, highlight=False, width=width)
 
     @property
@@ -100,6 +157,9 @@ class UI:
         self.console.print(Text(text.rstrip(), style="dim"), soft_wrap=True)
 
     def table(self, columns: Sequence[str], rows: Sequence[Sequence[Any]], *, title: str | None = None) -> None:
+        """A result table for people; --quiet means only warnings and errors, so none then."""
+        if self.quiet:
+            return
         table = Table(
             title=title,
             box=box.SIMPLE_HEAD if self.interactive else box.ASCII2,
@@ -124,7 +184,7 @@ class UI:
             yield ProgressTask(None, None, description, cancel=self.cancel)
             return
         if not self.interactive:
-            task = ProgressTask(None, self, description, total, cancel=self.cancel)
+            task = ProgressTask(None, self, description, total, cancel=self.cancel, unit=unit)
             yield task
             task.finish()
             return
@@ -213,7 +273,12 @@ class UI:
                 rows.append([Text(f"  {symbol}", style=style), f.id, f.detail])
         self.table(["", "check", "detail"], rows)
         fixes = [f for f in findings if f.fix and f.status in ("fail", "warn")]
-        if fixes:
+        if fixes and self.quiet:  # the problems alone, one per line
+            for f in sorted(fixes, key=lambda f: f.status != "fail"):
+                symbol, style = symbols[f.status]
+                self.console.print(Text.assemble((symbol, style), f" {f.id}: {f.detail} — fix: {f.fix}"),
+                                   soft_wrap=True)
+        elif fixes:
             self.console.print(Text("fixes", style="bold"))
             for number, f in enumerate(sorted(fixes, key=lambda f: f.status != "fail"), 1):
                 symbol, style = symbols[f.status]
@@ -248,12 +313,15 @@ class ProgressTask:
     LOG_EVERY_S = 10.0
 
     def __init__(self, bar: Any, plain: UI | None, description: str, total: float | None = None,
-                 task_id: Any = None, *, cancel: threading.Event | None = None):
+                 task_id: Any = None, *, cancel: threading.Event | None = None, unit: str = ""):
         self._bar, self._plain, self._task_id = bar, plain, task_id
         self._cancel = cancel
         self.description = description
         self.total = total
+        self.unit = unit
         self.completed = 0.0
+        self._started = time.monotonic()
+        self._first: float | None = None  # where this run started (a resumed download starts part-way)
         self._last_log = 0.0
         self._last_detail: str | None = None
         self._logged = False
@@ -261,6 +329,8 @@ class ProgressTask:
     def update(self, completed: float, total: float | None = None, detail: str = "") -> None:
         if self._cancel is not None and self._cancel.is_set():
             raise KeyboardInterrupt
+        if self._first is None:
+            self._first, self._started = completed, time.monotonic()
         self.completed = completed
         if total is not None:
             self.total = total
@@ -270,19 +340,47 @@ class ProgressTask:
             self._log_plain(detail)
 
     def _log_plain(self, detail: str) -> None:
-        """Logs get a line when a phase starts and then every LOG_EVERY_S seconds, not a bar."""
+        """Logs get a line when a phase starts and then every LOG_EVERY_S seconds, not a bar: what is done
+        (bytes and rate, or N of M), so a CI log shows that a long download or build is moving."""
         now = time.monotonic()
-        if detail != self._last_detail:  # a new phase: its name, its percentage is still ~0
+        if detail != self._last_detail:  # a new phase (or the start): its name and where it is
             self._last_detail, self._last_log, self._logged = detail, now, True
-            self._plain.info(f"{self.description}: {detail}".rstrip(": "))
+            self._plain.info(", ".join(x for x in (f"{self.description}: {detail or 'started'}",
+                                                   self._amount(now, rate=False)) if x))
         elif now - self._last_log >= self.LOG_EVERY_S:
             self._last_log = now
-            share = f" {100 * self.completed / self.total:.0f}%" if self.total else ""
-            self._plain.info(f"{self.description}:{share} {detail}".rstrip())
+            self._plain.info(f"{self.description}: " + ", ".join(x for x in (detail, self._amount(now)) if x))
+
+    def _amount(self, now: float, *, rate: bool = True) -> str:
+        """"45%, 365.0 MB of 812.0 MB, 12.1 MB/s" for bytes; "45%, 120 of 268" for counts."""
+        parts = [f"{100 * self.completed / self.total:.0f}%"] if self.total and self.completed else []
+        if self.unit == "bytes":
+            of = f" of {_size(self.total)}" if self.total else ""
+            parts.append(f"{_size(self.completed)}{of}" if self.completed else f"{_size(self.total)} in all"
+                         if self.total else "")
+            if rate and self.completed:
+                moved = self.completed - (self._first or 0.0)
+                parts.append(f"{_size(moved / max(now - self._started, 1e-3))}/s")
+        elif self.unit and self.total and self.completed:
+            parts.append(f"{self.completed:.0f} of {self.total:.0f}")
+        return ", ".join(p for p in parts if p)
 
     def finish(self) -> None:
         if self._plain is not None and self._logged:
-            self._plain.info(f"{self.description}: done")
+            now = time.monotonic()
+            took = f" in {now - self._started:.0f} s" if now - self._started >= 1 else ""
+            amount = f" ({_size(self.completed)}{took})" if self.unit == "bytes" and self.completed else ""
+            self._plain.info(f"{self.description}: done{amount}")
+
+
+def _size(count: float | None) -> str:
+    if count is None:
+        return "?"
+    for unit in ("B", "KB", "MB"):
+        if count < 1000:
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1000
+    return f"{count:.1f} GB"
 
 
 def _columns(unit: str, total: float | None) -> list[Any]:
@@ -348,7 +446,7 @@ def _escape_property(text: str) -> str:
     return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def _plain_width() -> int:
+def plain_width() -> int:
     """Log files and CI consoles are wide; 80 columns would fold every path."""
     try:
         return max(80, int(os.environ.get("COLUMNS", "120")))

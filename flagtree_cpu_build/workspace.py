@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .buildenv import compute_jobs
-from .errors import WorkspaceBusy
+from .errors import UsageError, WorkspaceBusy
 from .host import HostFacts
 from .locking import Held, exclusive
 from .recipe import Recipe
@@ -26,6 +26,8 @@ STATE_DIRNAME = ".flagtree-cpu"
 @dataclass(frozen=True)
 class Workspace:
     root: Path  # absolute
+    # --lock-file: a lock kept elsewhere (next to a CI config, in version control), not in the state folder
+    lock_path: Path | None = None
 
     @property
     def state_dir(self) -> Path:
@@ -37,7 +39,12 @@ class Workspace:
 
     @property
     def lock_file(self) -> Path:
-        return self.state_dir / "lock.yaml"
+        return self.lock_path or self.state_dir / "lock.yaml"
+
+    @property
+    def exists(self) -> bool:
+        """A workspace flagtree-cpu has worked in: its state folder is there."""
+        return self.state_dir.is_dir()
 
     @property
     def empty_dir(self) -> Path:
@@ -56,9 +63,14 @@ class Workspace:
 def exclusive_use(ws: Workspace, command: str, *, wait: bool, on_wait: Callable[[str], None]) -> Iterator[None]:
     """Held by every command that changes the workspace: two builds (or a sync under a build) in one tree
     would corrupt both. A second run stops at once with who holds it, or with ``wait`` queues behind it."""
+    made_root, made_state = not ws.root.exists(), not ws.state_dir.exists()
     try:
         with exclusive(ws.busy_lock, wait=wait, on_wait=on_wait, note=command):
-            yield
+            try:
+                yield
+            finally:
+                if made_state:
+                    _forget_if_empty(ws, made_root)
     except Held as held:
         pid, _, what = held.holder.partition(" ")
         raise WorkspaceBusy(f"the workspace {ws.root} is in use by another flagtree-cpu run "
@@ -66,9 +78,57 @@ def exclusive_use(ws: Workspace, command: str, *, wait: bool, on_wait: Callable[
                             fix="wait for it to finish, or pass --wait to start as soon as it has") from None
 
 
-def workspace_at(workdir: str | Path | None) -> Workspace:
-    path = Path(workdir) if workdir else Path.cwd() / DEFAULT_WORKDIR
-    return Workspace(Path(os.path.abspath(path.expanduser())))
+def _forget_if_empty(ws: Workspace, made_root: bool) -> None:
+    """A run that created the workspace and then stopped before making anything in it (a failed preflight, a
+    recipe problem) leaves nothing behind — not even its lock file. Still holding the lock here; locking
+    re-checks that a lock it waited for is still the file at that path, so removing it is safe."""
+    leftovers = [p.name for p in ws.state_dir.iterdir()] if ws.state_dir.is_dir() else []
+    if leftovers != [ws.busy_lock.name]:
+        return
+    ws.busy_lock.unlink(missing_ok=True)
+    ws.state_dir.rmdir()
+    if made_root and not any(ws.root.iterdir()):
+        ws.root.rmdir()
+
+
+def workspace_at(workdir: str | Path | None, lock_file: str | Path | None = None) -> Workspace:
+    """The workspace named by --workdir, else ./flagtree-workspace — checked for the two mistakes that
+    would make a second workspace by accident or write state into a file."""
+    if workdir:
+        path = Path(os.path.abspath(Path(workdir).expanduser()))
+    else:
+        path = Path.cwd() / DEFAULT_WORKDIR
+        _refuse_nested_default(path)
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"the workdir {path} is a file, not a folder",
+                         fix="pass --workdir with a folder (it is created when missing), or move the file away")
+    lock = Path(os.path.abspath(Path(lock_file).expanduser())) if lock_file else None
+    if lock is not None and lock.is_dir():
+        raise UsageError(f"--lock-file {lock} is a folder",
+                         fix="give the path of a file, e.g. ci/flagtree-cpu.lock.yaml")
+    return Workspace(path, lock)
+
+
+def enclosing_workspace(folder: Path) -> Path | None:
+    """The workspace ``folder`` is in (or is), if any: the nearest ancestor holding a state folder."""
+    for candidate in (folder, *folder.parents):
+        if (candidate / STATE_DIRNAME).is_dir():
+            return candidate
+    return None
+
+
+def _refuse_nested_default(default: Path) -> None:
+    """`cd flagtree-workspace && flagtree-cpu sync` would clone a second FlagTree inside the first."""
+    if (default / STATE_DIRNAME).is_dir():
+        return  # that workspace exists already: using it is what the user asked for
+    inside = enclosing_workspace(default.parent)
+    if inside is not None:
+        raise UsageError(
+            f"this folder is inside the workspace {inside}; the default workdir would be a second workspace "
+            f"nested in it ({default})",
+            fix=f"use that workspace: flagtree-cpu -w {inside} ... (or cd {inside.parent}); pass -w explicitly "
+            "if you really want a workspace here")
+
 
 
 def home_dir(environ: Mapping[str, str]) -> Path:

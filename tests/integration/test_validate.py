@@ -357,8 +357,10 @@ def test_pypi_triton_is_not_flagtree(pypi_triton: Workspace) -> None:
     assert by_kernel(document, "tle-rms-norm")["details"]["signature"] == "tle-missing"
 
 
-def test_interrupted_validation_stops_the_kernel(built: Built) -> None:
-    """Ctrl-C during a kernel: exit 130 and no kernel left running (the CLI in its own process)."""
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"])
+def test_interrupted_validation_stops_the_kernel(built: Built, signum: int, code: int) -> None:
+    """Ctrl-C, or SIGTERM to the tool alone (as CI runners and `timeout` send it), during a kernel: exit
+    130 / 143 and no kernel left running (the CLI in its own process, the kernel in its own group)."""
     import subprocess
 
     env = {**os.environ, "FIXTURE_TRITON_MODE": "hang", "FIXTURE_TRITON_PIDFILE": str(built.ws.root / "hang.pid")}
@@ -372,9 +374,10 @@ def test_interrupted_validation_stops_the_kernel(built: Built) -> None:
         time.sleep(0.1)
     assert pidfile.exists(), "the kernel never started"
     time.sleep(0.2)
-    process.send_signal(signal.SIGINT)
+    process.send_signal(signum)
     _, stderr = process.communicate(timeout=30)
-    assert process.returncode == 130, stderr
+    assert process.returncode == code, stderr
+    assert "Traceback" not in stderr and ("SIGTERM" in stderr) == (signum == signal.SIGTERM)
     with pytest.raises(ProcessLookupError):
         os.kill(int(pidfile.read_text()), 0)
     pidfile.unlink()

@@ -27,7 +27,7 @@ def test_the_annotated_example_recipe_is_valid(tmp_path: Path) -> None:
 
 
 def test_ci_runs_the_readme_test_command() -> None:
-    assert "make test    # the whole test suite" in README
+    assert re.search(r"^make test +# .*the whole test suite", README, re.M)
     assert re.search(r"^make test$", (ROOT / ".ci/run").read_text(), re.M)
 
 
