@@ -1028,17 +1028,23 @@ def doctor(
     check_ids: Annotated[Optional[list[str]], typer.Option("--check", metavar="ID",
                                                            help="Run only this check. Repeatable.")] = None,
     list_checks: Annotated[bool, typer.Option("--list", help="List the checks and exit.")] = False,
-    sysroot: Annotated[Optional[Path], typer.Option("--sysroot", metavar="DIR", help="Read /proc, /sys and /etc "
-                                                    "from DIR (a snapshot of a board) instead of /.")] = None,
+    sysroot: Annotated[Optional[Path], typer.Option("--sysroot", metavar="FILE.tar.gz|DIR", help="Read /proc, /sys "
+                                                    "and /etc from a board's snapshot (made there with --snapshot) "
+                                                    "or a folder, instead of /.")] = None,
+    snapshot: Annotated[Optional[Path], typer.Option("--snapshot", metavar="FILE.tar.gz", help="Write what doctor "
+                                                     "reads about this machine to FILE, for --sysroot elsewhere, "
+                                                     "and exit.")] = None,
     offline: Annotated[bool, typer.Option("--offline", help="Skip the network checks.")] = False,
+    mirrors: _MirrorsOption = None,
     python: _PythonOption = None,
     schema: Annotated[bool, typer.Option("--schema", help="Print the JSON Schema of --json output and exit.")]
     = False,
 ) -> None:
     """Check host, CPU, toolchain, Python, network and workspace; say what is wrong and how to fix it.
 
-    Read-only and fast: nothing is written, downloaded or built. Exit code 7 when a check fails (warnings do not
-    fail). Each check has a stable id; --json output is versioned (flagtree-cpu/doctor/v1).
+    Read-only and fast: nothing is written (but the file --snapshot names), downloaded or built. Exit code 7 when a
+    check fails (warnings do not fail). Each check has a stable id; --json output is versioned
+    (flagtree-cpu/doctor/v1).
     """
     from .doctor import AREAS, DOCTOR_SCHEMA, DoctorContext, all_checks, run_doctor
 
@@ -1053,33 +1059,59 @@ def doctor(
         else:
             opts.ui.table(["check", "area", "what it looks at"], [[c.id, c.area, c.title] for c in checks])
         return
+    import dataclasses
+    from contextlib import nullcontext
+
     from . import recipe_files
     from .cpuinfo import read_cpu
+    from .errors import UsageError
     from .host import read_host
+    from .mirrors import parse_mirrors
     from .recipe import resolve, select_variants
-    from .workspace import placeholder_values, workspace_at
+    from .snapshot import open_sysroot, write_snapshot
+    from .workspace import placeholder_values
 
-    root = Path(os.path.abspath(sysroot)) if sysroot else Path("/")
+    if snapshot is not None:
+        if sysroot is not None:
+            raise UsageError("--snapshot records this machine and --sysroot reads another one: pass one of them",
+                             fix="on the board: flagtree-cpu doctor --snapshot board.tar.gz; anywhere: "
+                             "flagtree-cpu doctor --sysroot board.tar.gz")
+        written = write_snapshot(snapshot.expanduser())
+        if opts.ui.json_mode:
+            opts.ui.emit_json(written.to_json())
+            return
+        opts.ui.success(f"snapshot: {written.path} ({len(written.files)} files, {written.size / 1024:.0f} KiB); "
+                        f"check this machine anywhere with `flagtree-cpu doctor --sysroot {written.path.name}`")
+        if written.absent:
+            opts.ui.info(f"not on this machine (doctor reads them when present): {', '.join(written.absent)}")
+        return
+    rules = tuple(parse_mirrors(mirrors or []))  # with FLAGTREE_CPU_MIRRORS, as fetch reads them
     loaded = recipe_files.load_recipe(opts.recipe, opts.overrides, recipe_files.user_recipe_dirs(opts.recipes_dirs))
-    host = read_host(root)
-    ws = workspace_at(opts.workdir)
-    target = _target_python(opts, python)
-    selected = select_variants(loaded, host.os_id, host.arch)
-    recipe = resolve(selected, ws.root, placeholder_values(selected, ws, host, os.environ, python=target))
-    report = run_doctor(DoctorContext(recipe, ws, host, read_cpu(root), root, target, dict(os.environ),
-                                      offline=offline), check_ids or [])
+    with open_sysroot(sysroot) if sysroot else nullcontext() as board:  # a tarball's folder is removed after
+        root = board.root if board else Path("/")
+        host = read_host(root)
+        ws = _workspace(opts)
+        target = _target_python(opts, python)
+        selected = select_variants(loaded, host.os_id, host.arch)
+        recipe = resolve(selected, ws.root, placeholder_values(selected, ws, host, os.environ, python=target))
+        euid = os.geteuid() if root == Path("/") else board.euid  # a board's fixes: for whoever snapshotted it
+        report = run_doctor(DoctorContext(recipe, ws, host, read_cpu(root), root, target, dict(os.environ),
+                                          offline=offline, mirrors=rules, euid=euid), check_ids or [])
+        if board:
+            report = dataclasses.replace(report, sysroot=board.label)
     if opts.ui.json_mode:
         opts.ui.emit_json(report.to_json())
     else:
         opts.ui.findings(report.findings, AREAS)
         counts = report.summary()
         opts.ui.info(f"doctor: {counts['ok']} ok, {counts['warn']} warnings, {counts['fail']} failed, "
-                     f"{counts['skip']} skipped in {report.seconds:.2f}s" + (f" (sysroot {root})" if sysroot else ""))
+                     f"{counts['skip']} skipped in {report.seconds:.2f}s"
+                     + (f" (sysroot {board.describe()})" if board else ""))
     if report.failed:
         raise typer.Exit(int(ExitCode.DOCTOR))
 
 
-@app.command(epilog=_examples(
+@app.command(cls=FlagtreeCommand, epilog=_examples(
     "flagtree-cpu lock",
     "flagtree-cpu lock --update           # follow the branches again",
 ))

@@ -8,11 +8,12 @@ downloaded or built. The JSON document is versioned (``DOCTOR_SCHEMA``).
 
 The checks themselves live in ``doctor_machine`` (what a board is: host, CPU, system
 packages, memory — readable from a ``--sysroot`` snapshot), ``doctor_local`` (this machine's
-tools, Python, C/C++ runtime, disk, network) and ``doctor_workspace``.
+tools, Python, C/C++ runtime, disk), ``doctor_network`` and ``doctor_workspace``.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -23,6 +24,7 @@ from typing import Any, Literal
 from . import __version__
 from .cpuinfo import CpuFacts
 from .host import HostFacts
+from .mirrors import MirrorRule
 from .recipe import Recipe
 from .workspace import Workspace
 
@@ -65,12 +67,21 @@ class DoctorContext:
     environ: Mapping[str, str]
     offline: bool = False
     network_timeout_s: float = 1.5
+    mirrors: tuple[MirrorRule, ...] = ()  # --mirror and FLAGTREE_CPU_MIRRORS, parsed: what downloads would try
+    # whose rights a fix runs with (None: unknown, as for a snapshot made by an older tool): a field so
+    # tests see both forms of a privileged fix without being root or not
+    euid: int | None = field(default_factory=os.geteuid)
     cache: dict[str, Any] = field(default_factory=dict)  # shared answers (one Python query for many checks)
 
     @property
     def live(self) -> bool:
         """False for a --sysroot snapshot: this machine's tools, Python and workspace are not the board's."""
         return self.sysroot == Path("/")
+
+    def as_root(self, command: str) -> str:
+        """``command`` as a fix runs it with root's rights: through sudo, except for root itself
+        (a container's root usually has no sudo at all)."""
+        return command if self.euid == 0 else f"sudo {command}"
 
 
 @dataclass(frozen=True)
@@ -131,7 +142,12 @@ class DoctorReport:
 
 
 def all_checks() -> list[Check]:
-    from . import doctor_local, doctor_machine, doctor_workspace  # noqa: F401 - importing registers the checks
+    from . import (  # noqa: F401 - importing registers the checks
+        doctor_local,
+        doctor_machine,
+        doctor_network,
+        doctor_workspace,
+    )
 
     return sorted(CHECKS, key=lambda c: (AREAS.index(c.area), CHECKS.index(c)))
 

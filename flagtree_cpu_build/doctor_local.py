@@ -1,4 +1,4 @@
-"""doctor checks of this machine's tools, Python, C/C++ runtime, disk, network and workspace.
+"""doctor checks of this machine's tools, Python, C/C++ runtime and disk (the network's are in doctor_network).
 
 They are skipped for a ``--sysroot`` snapshot (a copy of a board's /proc, /sys and /etc
 says nothing about the tools or the workspace on the machine doctor runs on).
@@ -10,9 +10,7 @@ import json
 import os
 import re
 import shutil
-import socket
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -42,16 +40,17 @@ def _at_least(version: str | None, minimum: tuple[int, ...]) -> bool:
     return tuple(int(p) for p in version.split(".") if p.isdigit()) >= minimum
 
 
-def _tool_present(command: str, package: str, missing: str, *, required: bool, note: str = "") -> Outcome:
+def _tool_present(c: DoctorContext, command: str, package: str, missing: str, *, required: bool,
+                  note: str = "") -> Outcome:
     path, version = _version_of(command)
     if path is not None:
         return ok(f"{command} {version} ({path}){note}")
-    return (fail if required else warn)(missing, f"sudo apt-get install -y {package}")
+    return (fail if required else warn)(missing, c.as_root(f"apt-get install -y {package}"))
 
 
 @check("toolchain.git", "toolchain", "git", live_only=True)
 def tool_git(c: DoctorContext) -> Outcome:
-    return _tool_present("git", "git", "git is not installed", required=True)
+    return _tool_present(c, "git", "git", "git is not installed", required=True)
 
 
 def _build_tool(c: DoctorContext, command: str, minimum: tuple[int, ...], package: str) -> Outcome:
@@ -62,7 +61,7 @@ def _build_tool(c: DoctorContext, command: str, minimum: tuple[int, ...], packag
         return ok(f"{command} {version} ({path})")
     found = f"{command} {version} at {path} is older than {wanted}" if path else f"no {command} on PATH"
     return warn(f"{found}; `flagtree-cpu build` installs a recent one into the venv with pip",
-                f"sudo apt-get install -y {package}   # or let flagtree-cpu build install it")
+                c.as_root(f"apt-get install -y {package}") + "   # or let flagtree-cpu build install it")
 
 
 @check("toolchain.cmake", "toolchain", "CMake 3.18 or newer", live_only=True)
@@ -80,7 +79,7 @@ def tool_compiler(c: DoctorContext) -> Outcome:
     compiler = c.environ.get("CXX", "c++")
     path = shutil.which(compiler)
     if path is None:
-        return fail(f"no C++ compiler ({compiler}) on PATH", "sudo apt-get install -y build-essential")
+        return fail(f"no C++ compiler ({compiler}) on PATH", c.as_root("apt-get install -y build-essential"))
     text = capture([path, "--version"], timeout_s=10).stdout
     clang = re.search(r"clang version (\d+)\.", text)
     gcc = re.search(r"\) (\d+)\.\d+", text.splitlines()[0] if text else "")
@@ -89,26 +88,27 @@ def tool_compiler(c: DoctorContext) -> Outcome:
     name = f"{family} {major}" if major else text.splitlines()[0] if text else compiler
     if major < minimum:
         return fail(f"{name} ({path}) does not know -march=armv9-a+sve2+i8mm+bf16 (needs GCC 12 or Clang 14)",
-                    "sudo apt-get install -y gcc-12 g++-12 && export CC=gcc-12 CXX=g++-12")
+                    c.as_root("apt-get install -y gcc-12 g++-12") + " && export CC=gcc-12 CXX=g++-12")
     if c.host.arch != "aarch64":
         return ok(f"{name} ({path}); the armv9-a flag is not tried on a {c.host.arch} host")
     probe = capture([path, "-x", "c++", "-march=armv9-a+sve2+i8mm+bf16", "-fsyntax-only", "-"], timeout_s=20)
     if probe.returncode != 0:
         error = (probe.stderr.strip().splitlines() or ["(no message)"])[-1]
         return fail(f"{name} rejects -march=armv9-a+sve2+i8mm+bf16: {error}",
-                    "install a newer compiler: sudo apt-get install -y gcc-13 g++-13 && export CC=gcc-13 CXX=g++-13")
+                    "install a newer compiler: " + c.as_root("apt-get install -y gcc-13 g++-13")
+                    + " && export CC=gcc-13 CXX=g++-13")
     return ok(f"{name} ({path}) accepts -march=armv9-a+sve2+i8mm+bf16")
 
 
 @check("toolchain.ccache", "toolchain", "ccache (optional, faster rebuilds)", live_only=True)
 def tool_ccache(c: DoctorContext) -> Outcome:
-    return _tool_present("ccache", "ccache", "no ccache: every rebuild compiles everything again", required=False,
+    return _tool_present(c, "ccache", "ccache", "no ccache: every rebuild compiles everything again", required=False,
                          note="; builds use it (TRITON_BUILD_WITH_CCACHE=true)")
 
 
 @check("toolchain.pkg-config", "toolchain", "pkg-config", live_only=True)
 def tool_pkg_config(c: DoctorContext) -> Outcome:
-    return _tool_present("pkg-config", "pkg-config", "no pkg-config on PATH", required=False)
+    return _tool_present(c, "pkg-config", "pkg-config", "no pkg-config on PATH", required=False)
 
 
 @check("toolchain.openmp", "toolchain", "OpenMP runtime (kernels link it)", live_only=True)
@@ -120,7 +120,7 @@ def tool_openmp(c: DoctorContext) -> Outcome:
             if answer and os.path.isabs(answer) and os.path.exists(answer):
                 return ok(f"{library} at {answer}")
     return fail("no OpenMP runtime (libgomp/libomp) for the compiler: JIT-compiled kernels link it",
-                "sudo apt-get install -y libomp-dev libgomp1")
+                c.as_root("apt-get install -y libomp-dev libgomp1"))
 
 
 # --- Python -----------------------------------------------------------------------------------------
@@ -273,7 +273,7 @@ def runtime_glibc(c: DoctorContext) -> Outcome:
                 "says: export LD_PRELOAD=/path/to/newer/libstdc++.so.6")
 
 
-# --- disk and network ------------------------------------------------------------------------------------------
+# --- disk ------------------------------------------------------------------------------------------
 
 
 def existing_parent(path: Path) -> Path:
@@ -305,78 +305,3 @@ def resources_disk(c: DoctorContext) -> Outcome:
         return fail("not enough free disk: " + "; ".join(short),
                     "free space, or use --workdir on a larger disk (and TRITON_HOME for ~/.triton)")
     return ok("; ".join(parts))
-
-
-def _endpoints(c: DoctorContext) -> list[tuple[str, int, str]]:
-    """(host, port, who uses it) for each place a clone or download would connect to, after git's
-    insteadOf rules; each host:port once."""
-    from .gitcmd import git_result
-
-    users: dict[tuple[str, int], list[str]] = {}
-    for name, source in c.recipe.sources.items():
-        status, url, _ = git_result(["ls-remote", "--get-url", source.url])
-        for host, port in _endpoint(url.strip() if status == 0 else source.url):
-            users.setdefault((host, port), []).append(f"sources.{name}")
-    for name, artifact in c.recipe.artifacts.items():
-        for host, port in _endpoint(artifact.url):
-            users.setdefault((host, port), []).append(f"artifacts.{name}")
-    return [(host, port, ", ".join(names)) for (host, port), names in users.items()]
-
-
-def _endpoint(url: str) -> list[tuple[str, int]]:
-    parsed = urlparse(url)
-    default = {"https": 443, "http": 80, "git": 9418, "ssh": 22}.get(parsed.scheme)
-    if not parsed.hostname or default is None:
-        return []  # a local path or file:// URL: nothing to reach
-    return [(parsed.hostname, parsed.port or default)]
-
-
-def _proxy_for(c: DoctorContext, host: str, port: int) -> tuple[str, int] | None:
-    if port not in (80, 443):
-        return None
-    no_proxy = (c.environ.get("no_proxy") or c.environ.get("NO_PROXY") or "").split(",")
-    if any(entry.strip() and (host == entry.strip().lstrip(".") or host.endswith("." + entry.strip().lstrip(".")))
-           for entry in no_proxy):
-        return None
-    names = ("https_proxy", "HTTPS_PROXY") if port == 443 else ("http_proxy", "HTTP_PROXY")
-    value = next((c.environ[n] for n in (*names, "all_proxy", "ALL_PROXY") if c.environ.get(n)), None)
-    if not value:
-        return None
-    proxy = urlparse(value if "://" in value else f"http://{value}")
-    return (proxy.hostname, proxy.port or 3128) if proxy.hostname else None
-
-
-@check("network.hosts", "network", "Recipe hosts reachable", live_only=True)
-def network_hosts(c: DoctorContext) -> Outcome:
-    if c.offline:
-        return skip("--offline")
-    endpoints = _endpoints(c)
-    if not endpoints:
-        return ok("every source and artifact is local")
-
-    def probe(endpoint: tuple[str, int, str]) -> tuple[tuple[str, int, str], str | None, str]:
-        host, port, _what = endpoint
-        target = _proxy_for(c, host, port)
-        dial = target or (host, port)
-        via = f" via proxy {dial[0]}:{dial[1]}" if target else ""
-        try:
-            with socket.create_connection(dial, timeout=c.network_timeout_s):
-                return endpoint, None, via
-        except OSError as exc:
-            return endpoint, f"{exc.__class__.__name__}: {exc}", via
-
-    with ThreadPoolExecutor(max_workers=len(endpoints)) as pool:
-        results = list(pool.map(probe, endpoints))
-    bad = [f"{host}:{port} ({what}){via}: {error}" for (host, port, what), error, via in results if error]
-    if not bad:
-        return ok(", ".join(f"{h}:{p}{via}" for (h, p, _), _, via in results) + " reachable")
-    return fail(f"{len(bad)} of {len(results)} unreachable: " + "; ".join(bad),
-                "check the network and proxy (https_proxy); or mirrors: --mirror for artifacts, git's "
-                "url.<mirror>.insteadOf for sources; or work offline: sync --git-cache, fetch --offline --from")
-
-
-@check("network.proxy", "network", "Proxy settings in effect", live_only=True)
-def network_proxy(c: DoctorContext) -> Outcome:
-    names = ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY")
-    settings = [f"{n}={c.environ[n]}" for n in names if c.environ.get(n)]
-    return ok("; ".join(settings) if settings else "no proxy variables set")

@@ -70,7 +70,7 @@ def cpu_sve_length(c: DoctorContext) -> Outcome:
         return ok(f"{wanted}-bit SVE vectors, as the build assumes (-msve-vector-bits={wanted})")
     return fail(f"SVE vectors are {c.cpu.sve_vector_bits}-bit here; the build fixes them at {wanted} "
                 f"(-msve-vector-bits={wanted}), so its SVE code would compute wrong results",
-                f"echo {wanted // 8} | sudo tee /proc/sys/abi/sve_default_vector_length   "
+                f"echo {wanted // 8} | {c.as_root('tee')} /proc/sys/abi/sve_default_vector_length   "
                 f"# new processes then get {wanted}-bit vectors")
 
 
@@ -97,7 +97,7 @@ def cpu_governor(c: DoctorContext) -> Outcome:
     return warn(f"{', '.join(others)} on {sum(g != 'performance' for g in governors)} of {len(governors)} cores: "
                 "benchmarks and decode speed vary with the clock",
                 "for g in /sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_governor; do "
-                "echo performance | sudo tee $g >/dev/null; done")
+                f"echo performance | {c.as_root('tee')} $g >/dev/null; done")
 
 
 @check("system.packages", "system", "System packages (apt)")
@@ -113,7 +113,7 @@ def system_packages(c: DoctorContext) -> Outcome:
     if not missing:
         return ok(f"all {len(wanted)} installed")
     return warn(f"{len(missing)} of {len(wanted)} missing: {' '.join(missing)}",
-                f"sudo apt-get install -y {' '.join(missing)}")
+                c.as_root(f"apt-get install -y {' '.join(missing)}"))
 
 
 def installed_packages(status_text: str) -> set[str]:
@@ -140,6 +140,7 @@ def resources_memory(c: DoctorContext) -> Outcome:
     needed = c.recipe.resources.memory_gb
     if needed and total < needed:
         return warn(f"{detail}; the recipe recommends {needed:g} GiB",
-                    "add swap (sudo fallocate -l 8G /swapfile && sudo mkswap /swapfile && sudo swapon /swapfile) "
+                    f"add swap ({c.as_root('fallocate -l 8G /swapfile')} && {c.as_root('mkswap /swapfile')} && "
+                    f"{c.as_root('swapon /swapfile')}) "
                     "or build elsewhere and install the wheel (flagtree-cpu build --wheel DIR)")
     return ok(detail)

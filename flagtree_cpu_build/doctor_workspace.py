@@ -17,8 +17,17 @@ from .extract import read_stamp
 # --- workspace --------------------------------------------------------------------------------------------------
 
 
-def _workspace_exists(c: DoctorContext) -> bool:
-    return c.workspace.root.is_dir()
+def _set_up(c: DoctorContext) -> bool:
+    """Has any command set this workspace up? Every one that changes it makes the state folder first.
+
+    The workdir folder alone proves nothing (a user may have made it, or point --workdir at the
+    current folder): before setup, missing sources and LLVM are the normal state, not a failure.
+    """
+    return c.workspace.state_dir.is_dir()
+
+
+def _not_set_up(c: DoctorContext, what: str) -> Outcome:
+    return skip(f"not set up yet: no workspace at {c.workspace.root} ({what}); `flagtree-cpu setup` creates it")
 
 
 @check("workspace.sources", "workspace", "Sources at their pins", live_only=True)
@@ -26,8 +35,8 @@ def workspace_sources(c: DoctorContext) -> Outcome:
     from .gitcmd import git_result
     from .lockfile import read_lock
 
-    if not _workspace_exists(c):
-        return skip(f"no workspace at {c.workspace.root} yet")
+    if not _set_up(c):
+        return _not_set_up(c, "`flagtree-cpu sync` clones the sources")
     lock = read_lock(c.workspace.lock_file)
     problems, dirty, good = [], [], []
     for name, source in c.recipe.sources.items():
@@ -74,13 +83,13 @@ def workspace_llvm(c: DoctorContext) -> Outcome:
 
     if not c.recipe.artifacts:
         return skip("the recipe has no artifacts")
-    lock = read_lock(c.workspace.lock_file) if _workspace_exists(c) else None
+    lock = read_lock(c.workspace.lock_file) if _set_up(c) else None
     problems, good = [], []
     for name, artifact in c.recipe.artifacts.items():
         stamp = read_stamp(Path(artifact.path))
         wanted = expected_sha256(lock, name, artifact)
-        if stamp is None and not _workspace_exists(c):
-            return skip(f"no workspace at {c.workspace.root} yet, and nothing published at {artifact.path}")
+        if stamp is None and not _set_up(c):
+            return _not_set_up(c, f"`flagtree-cpu fetch` publishes {name} at {artifact.path}")
         if stamp is None:
             problems.append(f"{name}: nothing published at {artifact.path}")
         elif stamp.get("url") != artifact.url or (wanted and stamp.get("sha256") != wanted):
@@ -98,7 +107,7 @@ def workspace_build(c: DoctorContext) -> Outcome:
 
     stamp_file = c.workspace.state_dir / "build-editable.json"
     if not stamp_file.is_file():
-        return skip("no build yet" if _workspace_exists(c) else f"no workspace at {c.workspace.root} yet")
+        return skip("no build yet") if _set_up(c) else _not_set_up(c, "`flagtree-cpu build` builds it")
     stored = json.loads(stamp_file.read_text())["components"]
     changed = []
     for name, recorded in stored.get("sources", {}).items():
@@ -158,4 +167,4 @@ def workspace_install_prefix(c: DoctorContext) -> Outcome:
     if os.access(where, os.W_OK):
         return ok(f"{prefix} {'is' if where == prefix else 'can be created'} writable")
     return fail(f"{prefix} is not writable (sleef's install step would fail with Permission denied)",
-                f"sudo chown -R $USER {where}   # or set a prefix you own in the recipe")
+                c.as_root(f"chown -R $USER {where}") + "   # or set a prefix you own in the recipe")

@@ -73,6 +73,8 @@ def read_host(root: Path = Path("/")) -> HostFacts:
 
         cpu = read_cpu(root)
         arch, cpus = cpu.arch, max(1, len(cpu.cores))
+        if arch == "unknown":  # /proc/cpuinfo of neither Arm nor x86 (riscv64 ...): the snapshot's uname says
+            arch = _snapshot_machine(root) or arch
     return HostFacts(
         system=platform.system().lower(),
         arch=arch,
@@ -83,3 +85,16 @@ def read_host(root: Path = Path("/")) -> HostFacts:
         mem_total=meminfo.get("MemTotal"),
         mem_available=meminfo.get("MemAvailable", meminfo.get("MemFree")),
     )
+
+
+def _snapshot_machine(root: Path) -> str | None:
+    """``uname -m`` of the board, from the manifest ``flagtree-cpu doctor --snapshot`` writes."""
+    import json
+
+    from .snapshot import MANIFEST_NAME
+
+    try:
+        machine = (json.loads(_read(root / MANIFEST_NAME) or "{}").get("uname") or {}).get("machine")
+    except (ValueError, AttributeError):
+        return None
+    return machine if isinstance(machine, str) and machine else None

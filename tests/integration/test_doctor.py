@@ -92,6 +92,62 @@ def test_network_hosts_are_probed(tmp_path: Path, http_server: LoopbackHTTPServe
     assert "ConnectionRefusedError" in finding["detail"] and "--mirror" in finding["fix"]
 
 
+def dead_port() -> int:
+    """A loopback port nothing listens on: connections to it are refused at once."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_a_reachable_mirror_makes_the_artifact_reachable(http_server: LoopbackHTTPServer,
+                                                          github_redirect: GitWorld,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    original = f"http://127.0.0.1:{dead_port()}/public/"
+    mirror = http_server.serve(f"/triton/llvm-builds/{TOP}.tar.gz", b"x").split("/llvm-builds/")[0] + "/"
+    url = f"artifacts.llvm.url={original}llvm-builds/{TOP}.tar.gz"
+    alone = doctor("--json", "--check", "network.hosts", "--set", url)
+    assert alone.exit_code == 7 and findings(alone)["network.hosts"]["status"] == "fail"
+    for via in (["--mirror", f"{original}={mirror}"], []):  # the option, then FLAGTREE_CPU_MIRRORS
+        if not via:
+            monkeypatch.setenv("FLAGTREE_CPU_MIRRORS", f"{original}={mirror}")
+        result = doctor("--json", "--check", "network.hosts", "--set", url, *via)
+        finding = findings(result)["network.hosts"]
+        assert result.exit_code == 0 and finding["status"] == "ok", finding
+        assert f"artifacts.llvm via mirror {http_server.base_url[len('http://'):]}" in finding["detail"]
+    bad = doctor("--check", "network.hosts", "--mirror", "no-equals-sign")
+    assert bad.exit_code == 2 and "PREFIX=REPLACEMENT" in bad.stderr
+
+
+def test_a_local_mirror_counts_when_its_file_is_there(tmp_path: Path, github_redirect: GitWorld) -> None:
+    original = f"http://127.0.0.1:{dead_port()}/public/"
+    url = f"artifacts.llvm.url={original}llvm-builds/{TOP}.tar.gz"
+    folder = tmp_path / "usb-stick"
+    (folder / "llvm-builds").mkdir(parents=True)
+    for replacement in (str(folder) + "/", folder.as_uri() + "/"):  # a folder, and a file:// URL
+        empty = findings(doctor("--json", "--check", "network.hosts", "--set", url, "--mirror",
+                                f"{original}={replacement}"))["network.hosts"]
+        assert empty["status"] == "fail" and "no such file" in empty["detail"]
+        (folder / "llvm-builds" / f"{TOP}.tar.gz").write_bytes(b"x")
+        there = doctor("--json", "--check", "network.hosts", "--set", url, "--mirror", f"{original}={replacement}")
+        finding = findings(there)["network.hosts"]
+        assert there.exit_code == 0 and finding["status"] == "ok", finding
+        assert f"local file {folder}/llvm-builds/{TOP}.tar.gz" in finding["detail"]
+        (folder / "llvm-builds" / f"{TOP}.tar.gz").unlink()
+
+
+def test_a_dead_mirror_in_front_of_a_live_host_is_a_warning(http_server: LoopbackHTTPServer,
+                                                             github_redirect: GitWorld) -> None:
+    url = http_server.serve(f"/llvm-builds/{TOP}.tar.gz", b"x")
+    dead = f"http://127.0.0.1:{dead_port()}/"
+    result = doctor("--json", "--check", "network.hosts", "--set", f"artifacts.llvm.url={url}",
+                    "--mirror", f"{http_server.base_url}/={dead}")
+    finding = findings(result)["network.hosts"]
+    assert result.exit_code == 0 and finding["status"] == "warn", finding
+    assert "ConnectionRefusedError" in finding["detail"]
+    assert f"fall back to {http_server.base_url[len('http://'):]}" in finding["detail"]
+    assert "--mirror" in finding["fix"]
+
+
 # --- the workspace --------------------------------------------------------------------------------------
 
 
@@ -115,6 +171,30 @@ def tree_state(root: Path) -> dict[str, tuple[int, int]]:
             info = path.lstat()
             state[str(path)] = (info.st_size, info.st_mtime_ns)
     return state
+
+
+WORKSPACE_TREES = ("--check", "workspace.sources", "--check", "workspace.llvm", "--check", "workspace.build")
+
+
+def test_a_workdir_before_setup_is_not_a_failure(tmp_path: Path) -> None:
+    # the folder exists (made by hand, or --workdir .), but nothing was ever set up in it
+    (tmp_path / "ws").mkdir()
+    result = doctor("--json", *WORKSPACE_TREES, "-w", str(tmp_path / "ws"))
+    assert result.exit_code == 0, result.stdout
+    for finding in findings(result).values():
+        assert finding["status"] == "skip", finding
+        assert "not set up yet" in finding["detail"] and "flagtree-cpu setup" in finding["detail"]
+
+
+def test_a_set_up_workspace_without_its_trees_fails(tmp_path: Path) -> None:
+    (tmp_path / "ws" / ".flagtree-cpu").mkdir(parents=True)  # what every command that changes a workspace makes
+    result = doctor("--json", *WORKSPACE_TREES, "-w", str(tmp_path / "ws"))
+    checks = findings(result)
+    assert result.exit_code == 7
+    assert checks["workspace.sources"]["status"] == "fail" and checks["workspace.sources"]["fix"] == "flagtree-cpu sync"
+    assert "not checked out" in checks["workspace.sources"]["detail"]
+    assert checks["workspace.llvm"]["status"] == "fail" and checks["workspace.llvm"]["fix"] == "flagtree-cpu fetch"
+    assert checks["workspace.build"]["status"] == "skip" and checks["workspace.build"]["detail"] == "no build yet"
 
 
 def test_workspace_checks_are_read_only(synced: Workspace) -> None:

@@ -19,14 +19,15 @@ from flagtree_cpu_build.workspace import Workspace, placeholder_values
 HOSTS = Path(__file__).resolve().parent.parent / "fixtures" / "hosts"
 
 
-def report_for(snapshot: str, tmp_path: Path, only: tuple[str, ...] = ()):
+def report_for(snapshot: str | Path, tmp_path: Path, only: tuple[str, ...] = (), *, euid: int | None = 1000):
+    """doctor on a snapshot; fixes as a user who is not root sees them, unless ``euid`` says otherwise."""
     root = HOSTS / snapshot
     host = read_host(root)
     recipe = select_variants(load_recipe("flagtree-cpu-arm64"), host.os_id, host.arch)
     ws = Workspace(tmp_path / "ws")
     resolved = resolve(recipe, ws.root, placeholder_values(recipe, ws, host, {"HOME": str(tmp_path)}))
     context = DoctorContext(resolved, ws, host, read_cpu(root), root, ws.venv_dir / "bin" / "python",
-                            {"HOME": str(tmp_path)})
+                            {"HOME": str(tmp_path)}, euid=euid)
     return run_doctor(context, only)
 
 
@@ -122,3 +123,58 @@ def test_a_crashing_check_is_reported_not_fatal(tmp_path: Path, monkeypatch: pyt
 def test_only_the_asked_checks_run(tmp_path: Path) -> None:
     report = report_for("cix-p1-biglittle", tmp_path, ("cpu.topology",))
     assert [f.id for f in report.findings] == ["cpu.topology"]
+
+
+# --- fixes that need root's rights: sudo for a user, none for root ---------------------------------------------
+
+
+def low_memory_board(tmp_path: Path) -> Path:
+    """The Graviton4 snapshot with 4 GiB: below the recipe's 7, so the swap fix appears."""
+    import shutil
+
+    root = tmp_path / "low-memory-board"
+    shutil.copytree(HOSTS / "graviton4-neoverse-v2", root)
+    meminfo = root / "proc/meminfo"
+    meminfo.write_text("MemTotal:        4194304 kB\nMemAvailable:    3145728 kB\n")
+    return root
+
+
+@pytest.mark.parametrize("euid, sudo", [(1000, "sudo "), (0, "")])
+def test_privileged_fixes_use_sudo_only_when_not_root(tmp_path: Path, euid: int, sudo: str) -> None:
+    big_little = by_id(report_for("cix-p1-biglittle", tmp_path, euid=euid))
+    assert big_little["system.packages"].fix == f"{sudo}apt-get install -y ccache libomp-dev nlohmann-json3-dev"
+    assert f"echo performance | {sudo}tee $g" in big_little["cpu.governor"].fix
+    v1 = by_id(report_for("graviton3-neoverse-v1", tmp_path, euid=euid))
+    assert v1["cpu.sve-length"].fix.startswith(f"echo 16 | {sudo}tee /proc/sys/abi/sve_default_vector_length")
+    memory = by_id(report_for(low_memory_board(tmp_path), tmp_path, euid=euid))["resources.memory"]
+    assert memory.status == "warn"
+    assert f"({sudo}fallocate -l 8G /swapfile && {sudo}mkswap /swapfile && {sudo}swapon /swapfile)" in memory.fix
+
+
+def test_no_fix_says_sudo_to_root(tmp_path: Path) -> None:
+    boards = [*(p.name for p in sorted(HOSTS.iterdir())), low_memory_board(tmp_path)]
+    fixes = [f.fix for board in boards for f in report_for(board, tmp_path, euid=0).findings if f.fix]
+    assert fixes and not [fix for fix in fixes if "sudo" in fix]
+
+
+TOOLCHAIN = ("toolchain.git", "toolchain.cmake", "toolchain.ninja", "toolchain.compiler", "toolchain.ccache",
+             "toolchain.pkg-config", "toolchain.openmp")
+
+
+@pytest.mark.parametrize("euid, sudo", [(1000, "sudo "), (0, "")])
+def test_toolchain_install_fixes_use_sudo_only_when_not_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             euid: int, sudo: str) -> None:
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))  # a bare machine: no git, compiler, cmake, ninja ...
+    host = read_host()
+    recipe = select_variants(load_recipe("flagtree-cpu-arm64"), host.os_id, host.arch)
+    ws = Workspace(tmp_path / "ws")
+    resolved = resolve(recipe, ws.root, placeholder_values(recipe, ws, host, {"HOME": str(tmp_path)}))
+    context = DoctorContext(resolved, ws, host, read_cpu(), Path("/"), ws.venv_dir / "bin" / "python",
+                            {"HOME": str(tmp_path), "PATH": str(empty)}, euid=euid)
+    findings = run_doctor(context, TOOLCHAIN).findings
+    assert [f.id for f in findings if f.status == "ok"] == []
+    for finding in findings:
+        assert f"{sudo}apt-get install -y " in finding.fix, finding
+        assert euid != 0 or "sudo" not in finding.fix, finding
