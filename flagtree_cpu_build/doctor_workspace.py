@@ -5,7 +5,6 @@ locks, nothing is repaired here (each fix names the command that repairs it).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 from .doctor import DoctorContext, Outcome, check, fail, ok, skip, warn
 from .doctor_local import existing_parent, python_facts
 from .extract import read_stamp
+from .state import read_state
 
 # --- workspace --------------------------------------------------------------------------------------------------
 
@@ -106,9 +106,14 @@ def workspace_build(c: DoctorContext) -> Outcome:
     from .gitcmd import git_result
 
     stamp_file = c.workspace.state_dir / "build-editable.json"
-    if not stamp_file.is_file():
+    if not stamp_file.exists():
         return skip("no build yet") if _set_up(c) else _not_set_up(c, "`flagtree-cpu build` builds it")
-    stored = json.loads(stamp_file.read_text())["components"]
+    damaged: list[str] = []
+    stamp = read_state(stamp_file, needs=("digest", "components"), notice=damaged.append)  # read-only: no repair
+    stored = stamp["components"] if stamp and isinstance(stamp["components"], dict) else None
+    if stored is None:
+        return warn(damaged[0] if damaged else f"{stamp_file} does not hold a build stamp",
+                    "flagtree-cpu build   # moves the damaged stamp aside and builds again")
     changed = []
     for name, recorded in stored.get("sources", {}).items():
         if name in c.recipe.sources:
