@@ -89,20 +89,26 @@ class RecipeWarning:
 
 
 class RecipeError(FlagtreeCpuError):
-    """A recipe that cannot be used; carries every problem found, not only the first."""
+    """A recipe that cannot be used; carries every problem found, not only the first.
+
+    ``fix`` is the closing advice for the whole list. The default fits the usual case, keys
+    the format does not accept; the loader passes its own when the file is not YAML it can
+    read, or is empty, where "correct the keys" would send the user the wrong way.
+    """
 
     exit_code = ExitCode.USAGE
     kind = "recipe"
+    KEYS_FIX = "correct the keys listed above; `flagtree-cpu recipe schema` prints every key the recipe format accepts"
 
-    def __init__(self, origin: str, problems: list[RecipeProblem] | tuple[RecipeProblem, ...]):
+    def __init__(self, origin: str, problems: list[RecipeProblem] | tuple[RecipeProblem, ...], *,
+                 fix: str | None = None):
         self.origin = origin
         self.problems = tuple(problems)
         count = len(self.problems)
         noun = "problem" if count == 1 else "problems"
         super().__init__(
             f"recipe {origin} has {count} {noun}",
-            fix="correct the keys listed above; `flagtree-cpu recipe schema` prints every key "
-            "the recipe format accepts",
+            fix=fix or self.KEYS_FIX,
             details=tuple(_format_problem(p) for p in self.problems),
         )
 

@@ -92,23 +92,45 @@ def expected_sha256(lock: Lock | None, name: str, artifact: Artifact) -> str | N
 
 
 def read_lock(path: Path) -> Lock | None:
-    """The lock at ``path``, or None when there is none yet."""
+    """The lock at ``path``, or None when there is none yet.
+
+    Any damage — not YAML, hostile YAML, a folder, unreadable, not UTF-8, cut short by a full
+    disk, wrong types — is a UsageError that names the file and the way out. The lock only
+    records what can be resolved again, so moving it aside loses nothing.
+    """
+    import shlex
+
+    from . import recipe_yaml  # the bounded reader recipes use: a lock on disk is as untrusted
+
+    fix = (f"move it aside and resolve again: mv {shlex.quote(str(path))} {shlex.quote(f'{path}.damaged')}, "
+           "then `flagtree-cpu lock` (with this run's --workdir and --recipe)")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = recipe_yaml.read_text(path)
     except FileNotFoundError:
         return None
-    fix = f"fix the file, or delete it to resolve again: rm {path} && flagtree-cpu lock"
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise UsageError(f"lock file {path} is not valid YAML: {exc}", fix=fix) from exc
-    if not isinstance(data, dict) or data.get("lock_version") != LOCK_VERSION:
-        raise UsageError(f"lock file {path} is not a version-{LOCK_VERSION} flagtree-cpu lock", fix=fix)
+    except IsADirectoryError:
+        raise UsageError(f"lock file {path} is a folder, not a file", fix=fix) from None
+    except PermissionError:
+        raise UsageError(f"cannot read lock file {path}: permission denied",
+                         fix=f"make it readable (chmod u+rw {shlex.quote(str(path))}), or {fix}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"lock file {path}:{recipe_yaml.utf8_error_line(exc)} is damaged: not UTF-8 text",
+                         fix=fix) from None
+    except OSError as exc:
+        raise UsageError(f"cannot read lock file {path}: {exc.strerror or exc}", fix=fix) from None
+    loaded = recipe_yaml.load(text, str(path))
+    if loaded.problems:
+        first = loaded.problems[0]
+        raise UsageError(f"lock file {first.where} is damaged: {first.message}", fix=fix)
+    if not isinstance(loaded.data, dict) or loaded.data.get("lock_version") != LOCK_VERSION:
+        what = "empty" if loaded.data is None else f"not a version-{LOCK_VERSION} flagtree-cpu lock"
+        raise UsageError(f"lock file {path} is {what}", fix=fix)
     ctx = rs.Context()
-    lock = rs.convert(data, Lock, ctx)
+    lock = rs.convert(loaded.data, Lock, ctx)
     if ctx.problems:
         first = ctx.problems[0]
-        raise UsageError(f"lock file {path} is damaged at {'.'.join(map(str, first.path))}: "
+        line = loaded.position(first.path).line
+        raise UsageError(f"lock file {path}:{line} is damaged at {'.'.join(map(str, first.path))}: "
                          f"{first.message}", fix=fix)
     return lock
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -21,6 +22,7 @@ from . import recipe_yaml
 from .errors import RecipeError, RecipeNotFound, RecipeProblem, RecipeWarning
 from .recipe import SCHEMA_VERSION, Recipe
 from .recipe_schema import Context, suggest
+from .recipe_yaml import LoadedData, Path_, Position, format_path
 
 DEFAULT_RECIPE = "flagtree-cpu-arm64"
 RECIPES_ENV = "FLAGTREE_CPU_RECIPES"  # extra recipe folders, os.pathsep-separated
@@ -103,8 +105,13 @@ def load_recipe(name_or_path: str, overrides: Sequence[str] = (),
 
 def load_recipe_file(path: Path, overrides: Sequence[str] = ()) -> Recipe:
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = recipe_yaml.read_text(path)
+    except UnicodeDecodeError as exc:
+        problem = RecipeProblem(str(path), recipe_yaml.utf8_error_line(exc), "",
+                                f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x})",
+                                "save the file as UTF-8, or retype the character on that line")
+        raise RecipeError(str(path), [problem], fix="save the recipe as UTF-8 text") from exc
+    except OSError as exc:
         raise RecipeNotFound(f"cannot read recipe {path}: {exc}",
                              fix="check the file exists and is readable UTF-8 text") from exc
     return parse_recipe(text, str(path), overrides, patch_dirs=patch_dirs(path))
@@ -121,16 +128,16 @@ def parse_recipe(text: str, origin: str, overrides: Sequence[str] = (),
     """Validate a recipe text (plus overrides); raises RecipeError listing every problem."""
     loaded = recipe_yaml.load(text, origin)
     for assignment in overrides:
-        recipe_yaml.apply_override(loaded, assignment)
+        apply_override(loaded, assignment)
     if loaded.problems:
-        raise RecipeError(origin, loaded.problems)
+        raise RecipeError(origin, loaded.problems, fix=_yaml_fix(origin, loaded))
     data = loaded.data
     if not isinstance(data, dict):
         what = "empty" if data is None else f"a {type(data).__name__}, not a mapping"
         line = loaded.position(()).line
-        raise RecipeError(origin, [RecipeProblem(origin, line, "", f"the recipe is {what}",
-                                                 "start from `flagtree-cpu recipe show "
-                                                 f"{DEFAULT_RECIPE} --raw`")])
+        start = f"start from `flagtree-cpu recipe show {DEFAULT_RECIPE} --raw`"
+        raise RecipeError(origin, [RecipeProblem(origin, line, "", f"the recipe is {what}", start)],
+                          fix=f"{start}, which prints the bundled recipe to copy and edit")
     version_problem = _schema_version_problem(data, loaded)
     if version_problem:
         raise RecipeError(origin, [version_problem])
@@ -149,7 +156,7 @@ def parse_recipe(text: str, origin: str, overrides: Sequence[str] = (),
         problems = []
         for problem in ctx.problems:
             pos = loaded.position(problem.path)
-            problems.append(RecipeProblem(pos.origin, pos.line, recipe_yaml.format_path(problem.path),
+            problems.append(RecipeProblem(pos.origin, pos.line, format_path(problem.path),
                                           problem.message, problem.fix))
         problems.sort(key=lambda p: (p.origin != origin, p.line or 0))
         raise RecipeError(origin, problems)
@@ -157,7 +164,16 @@ def parse_recipe(text: str, origin: str, overrides: Sequence[str] = (),
     return replace(recipe, file=origin, digest=hashlib.sha256(canonical.encode()).hexdigest())
 
 
-def _schema_version_problem(data: dict[str, Any], loaded: recipe_yaml.LoadedData) -> RecipeProblem | None:
+def _yaml_fix(origin: str, loaded: LoadedData) -> str | None:
+    """The closing advice when the loader itself found problems: those are about YAML, not keys."""
+    if not any(p.origin == origin for p in loaded.problems):
+        return None  # only --set arguments are wrong: the usual advice about keys fits
+    first = next(p for p in loaded.problems if p.origin == origin)
+    return (f"fix the YAML near {first.where} (and any other line listed above), then check it again "
+            f"with `flagtree-cpu recipe validate {origin}`")
+
+
+def _schema_version_problem(data: dict[str, Any], loaded: LoadedData) -> RecipeProblem | None:
     pos = loaded.position(("schema_version",))
     if "schema_version" not in data:
         return RecipeProblem(pos.origin, pos.line, "schema_version", "missing required key "
@@ -185,6 +201,79 @@ def _unique(paths: Iterable[Path]) -> list[Path]:
         if p not in seen:
             seen.append(p)
     return seen
+
+
+# --- overrides -----------------------------------------------------------------------------
+
+_SEGMENT = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def apply_override(loaded: LoadedData, assignment: str) -> None:
+    """Apply one ``KEY=VALUE``; problems are appended to ``loaded.problems``.
+
+    KEY is a dotted path (``sources.flagtree-cpu.commit``); a numeric segment indexes a
+    list (``links.entries.3.target``). VALUE is read as YAML so lists and numbers work
+    (``--set platform.arch=[aarch64,x86_64]``); where the recipe wants text, the raw
+    VALUE is used as typed, so a commit id made only of digits stays a string.
+    """
+    origin = f"--set {assignment}"
+    key, sep, value_text = assignment.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        loaded.problems.append(
+            RecipeProblem(origin, None, "", "an override must look like KEY=VALUE",
+                          "e.g. --set sources.flagtree-cpu.commit=<40-hex-commit>")
+        )
+        return
+    segments = key.split(".")
+    if not all(_SEGMENT.fullmatch(s) for s in segments):
+        loaded.problems.append(
+            RecipeProblem(origin, None, key, "the key must be dot-separated names",
+                          "e.g. --set artifacts.llvm.url=https://mirror.example/llvm.tar.gz")
+        )
+        return
+    parsed = recipe_yaml.load(value_text, origin) if value_text.strip() else LoadedData("", {}, [])
+    # Not YAML, or YAML this loader refuses (`*name`, `!x`, a bomb): the value is most likely meant
+    # as plain text, and as text it is harmless.
+    value = value_text if parsed.problems else parsed.data
+    if not isinstance(loaded.data, dict):
+        return  # the file itself is broken; that problem is already reported
+    path: Path_ = ()
+    node: Any = loaded.data
+    for i, segment in enumerate(segments):
+        last = i == len(segments) - 1
+        step: str | int = segment
+        if isinstance(node, list):
+            if not segment.isdigit() or int(segment) >= len(node):
+                loaded.problems.append(
+                    RecipeProblem(origin, None, format_path(path), f"{segment!r} is not an index "
+                                  f"of this list (it has {len(node)} items, counted from 0)")
+                )
+                return
+            step = int(segment)
+        elif not isinstance(node, dict):
+            loaded.problems.append(
+                RecipeProblem(origin, None, format_path(path),
+                              "cannot set a key inside a value that is not a mapping")
+            )
+            return
+        path = path + (step,)
+        if last:
+            node[step] = value
+            loaded.positions[path] = Position(origin, None, value_text, from_override=True)
+            _forget_positions_below(loaded.positions, path)
+        else:
+            if isinstance(node, dict) and step not in node:
+                node[step] = {}
+                loaded.positions[path] = Position(origin, None, None, from_override=True)
+            node = node[step]
+
+
+def _forget_positions_below(positions: dict[Path_, Position], path: Path_) -> None:
+    """The overridden value replaced whatever the file had below ``path``."""
+    depth = len(path)
+    for key in [k for k in positions if len(k) > depth and k[:depth] == path]:
+        del positions[key]
 
 
 def recipe_warnings(recipe: Recipe) -> list[RecipeWarning]:
