@@ -79,9 +79,12 @@ def find_recipe(name_or_path: str, user_dirs: Sequence[Path] = ()) -> RecipeRef:
     if looks_like_path or candidate.is_file():
         if candidate.is_file():
             return RecipeRef(candidate.stem, candidate, "file")
-        if candidate.exists():
+        if candidate.is_dir():
             raise RecipeNotFound(f"cannot read recipe {name_or_path}: it is a folder, not a YAML file",
                                  fix="give the recipe file inside it, or add the folder with --recipes-dir")
+        if candidate.exists():  # a FIFO or a device would block or never end: never read one
+            raise RecipeNotFound(f"cannot read recipe {name_or_path}: it is not a regular file (a pipe or a device)",
+                                 fix="save the recipe to a file and give its path")
         raise RecipeNotFound(f"recipe file {name_or_path} does not exist",
                              fix="check the path, or give a recipe name from `flagtree-cpu recipe list`")
     known = {r.name: r for r in list_recipes(user_dirs)}

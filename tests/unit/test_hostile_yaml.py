@@ -286,3 +286,16 @@ def test_closing_fix_fits_the_kind_of_problem(tmp_path: Path) -> None:
         load_recipe_file(CORPUS / "01-unknown-key-typo.yaml")
     assert info.value.fix == RecipeError.KEYS_FIX
     assert "`flagtree-cpu recipe schema` prints every key" in info.value.fix
+
+
+def test_a_recipe_path_that_is_a_device_or_a_pipe_is_not_called_a_folder(tmp_path: Path) -> None:
+    import os
+
+    from flagtree_cpu_build.errors import RecipeNotFound
+    from flagtree_cpu_build.recipe_files import find_recipe
+
+    fifo = tmp_path / "recipe.yaml"
+    os.mkfifo(fifo)
+    for path in (str(fifo), "/dev/zero"):
+        with pytest.raises(RecipeNotFound, match="not a regular file"):
+            find_recipe(path)
