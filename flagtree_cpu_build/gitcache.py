@@ -47,7 +47,7 @@ class GitCache:
                 with self.ui.progress(f"updating cache of {url}") as task:
                     run_git(["fetch", "--progress", "--prune", "origin"], cwd=mirror, url=url, progress=task)
                 if not has_commit(mirror, commit):
-                    run_git(["fetch", "origin", commit], cwd=mirror, url=url, check=False)
+                    run_git(["fetch", "--progress", "origin", commit], cwd=mirror, url=url, check=False)
         return mirror
 
     def _create(self, url: str, mirror: Path) -> None:
@@ -55,12 +55,17 @@ class GitCache:
         if partial.exists():
             shutil.rmtree(partial)  # our own interrupted attempt (the name is ours)
         partial.mkdir(parents=True)
-        run_git(["init", "--quiet", "--bare"], cwd=partial)
-        run_git(["remote", "add", "origin", url], cwd=partial)
-        for i, refspec in enumerate(_FETCH_REFSPECS):
-            run_git(["config", "--add" if i else "--replace-all", "remote.origin.fetch", refspec], cwd=partial)
-        with self.ui.progress(f"mirroring {url} into the git cache") as task:
-            run_git(["fetch", "--progress", "origin"], cwd=partial, url=url, progress=task)
+        try:
+            run_git(["init", "--quiet", "--bare"], cwd=partial)
+            run_git(["remote", "add", "origin", url], cwd=partial)
+            for i, refspec in enumerate(_FETCH_REFSPECS):
+                run_git(["config", "--add" if i else "--replace-all", "remote.origin.fetch", refspec], cwd=partial)
+            with self.ui.progress(f"mirroring {url} into the git cache") as task:
+                run_git(["fetch", "--progress", "origin"], cwd=partial, url=url, progress=task)
+        except BaseException:
+            # a first fetch that did not finish keeps nothing git could resume from
+            shutil.rmtree(partial, ignore_errors=True)
+            raise
         partial.rename(mirror)
 
     def rewrites(self, urls: Iterable[str]) -> list[tuple[str, str]]:

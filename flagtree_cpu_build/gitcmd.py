@@ -1,23 +1,41 @@
-"""The one way this tool runs git: through GitPython, never prompting, failures explained.
+"""The one way this tool runs git: through GitPython, never prompting, never outliving the
+tool, never waiting on a frozen server, failures explained.
 
 Every git command of sources, the git cache, patches and the lock goes through
-``run_git``. It respects the user's git configuration (``url.insteadOf``, proxies,
-credential helpers — we add, never replace, configuration), forbids password prompts
-(``GIT_TERMINAL_PROMPT=0``, so CI never hangs), feeds ``--progress`` output to a
-progress bar, and turns a failure into a ``SourceError`` that names the URL and the
-likely fix.
+``run_git`` / ``git_result``. They respect the user's git configuration (``url.insteadOf``,
+proxies, credential helpers — we add, never replace, configuration), forbid password prompts
+(``GIT_TERMINAL_PROMPT=0``, so CI never hangs), feed ``--progress`` output to a progress
+bar, and turn a failure into a ``SourceError`` that names the URL and the likely fix.
+
+Each git runs in its own process group, which the tool stops (SIGTERM, so git removes its
+lock files and half-written packs; SIGKILL if it lingers) when the tool is interrupted —
+Ctrl-C, or a SIGTERM sent to the tool alone, as CI runners and ``timeout`` do — so no git
+keeps writing into a folder the tool is about to clean up.
+
+Commands that talk to a remote (clone, fetch, ls-remote, submodule update) are watched: when
+git prints nothing and its processes use no CPU for ``FLAGTREE_CPU_STALL_TIMEOUT`` seconds
+the server has stalled, and the command is stopped with an error naming the URL. Over HTTP
+git's own ``http.lowSpeedLimit``/``lowSpeedTime`` say the same thing first.
 """
 
 from __future__ import annotations
 
+import math
+import os
 import re
+import selectors
+import signal
+import subprocess
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from git.cmd import Git
 from git.exc import GitCommandNotFound
 
 from .errors import SourceError
+from .limits import STALL_TIMEOUT_ENV, stall_timeout_s
 from .ui import ProgressTask
 
 # GitPython itself sets LC_ALL=C, so messages are English. No optional locks: `git status` would
@@ -28,6 +46,9 @@ _PROGRESS = re.compile(
     r"(Enumerating objects|Counting objects|Compressing objects|Receiving objects|Resolving deltas|"
     r"Updating files|Checking out files|Filtering content):\s+(\d+)%"
 )
+# Commands that may wait on a server; `submodule update` clones and fetches.
+_REMOTE_VERBS = frozenset({"clone", "fetch", "ls-remote", "pull", "push", "submodule"})
+_STOP_GRACE_S = 5.0  # git needs milliseconds to remove its lock files on SIGTERM
 
 
 def run_git(
@@ -40,39 +61,24 @@ def run_git(
     source: str | None = None,
     check: bool = True,
 ) -> str:
-    """Run ``git <config> <args>`` in ``cwd``; return stdout (stripped).
+    """Run ``git <config> <args>`` in ``cwd``; return stdout (stripped of trailing whitespace).
 
     ``config`` pairs become ``-c key=value`` for this command only (and, through
     GIT_CONFIG_PARAMETERS, for the git processes it starts, such as submodule clones).
     ``url`` (and the recipe's ``source`` name) are named in the error when the command fails.
     """
-    argv = ["git", *_config_args(config), *args]
-    runner = Git(str(cwd) if cwd else None)
-    try:
-        if progress is None:
-            status, out, err = runner.execute(argv, with_extended_output=True, with_exceptions=False,
-                                              env=GIT_ENV, strip_newline_in_stdout=False)
-        else:
-            status, out, err = _run_with_progress(runner, argv, progress)
-    except GitCommandNotFound as exc:
-        raise SourceError("git is not installed or not on PATH",
-                          fix="install git (sudo apt-get install -y git)") from exc
+    status, out, err = _execute(args, cwd, config, progress, url)
     if status != 0 and check:
         raise classify_failure(args, err, url, cwd, source)
-    return out.rstrip() if isinstance(out, str) else out  # leading spaces can be meaningful
+    return out.rstrip()
 
 
-def _config_args(config: Sequence[tuple[str, str]]) -> list[str]:
-    return [arg for key, value in config for arg in ("-c", f"{key}={value}")]
-
-
-def git_result(args: Sequence[str], *, cwd: Path | None = None,
-               config: Sequence[tuple[str, str]] = ()) -> tuple[int, str, str]:
-    """(exit status, stdout, stderr) of a git command that may fail as an answer."""
-    argv = ["git", *_config_args(config), *args]
-    status, out, err = Git(str(cwd) if cwd else None).execute(
-        argv, with_extended_output=True, with_exceptions=False, env=GIT_ENV)
-    return status, out, err
+def git_result(args: Sequence[str], *, cwd: Path | None = None, config: Sequence[tuple[str, str]] = (),
+               url: str | None = None, progress: ProgressTask | None = None) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of a git command that may fail as an answer. A stalled
+    server is not an answer: it raises like ``run_git``."""
+    status, out, err = _execute(args, cwd, config, progress, url)
+    return status, out.removesuffix("\n"), err
 
 
 def git_succeeds(args: Sequence[str], *, cwd: Path | None = None,
@@ -85,36 +91,211 @@ def has_commit(repo: Path, commit: str) -> bool:
     return git_succeeds(["cat-file", "-e", f"{commit}^{{commit}}"], cwd=repo)
 
 
-def _run_with_progress(runner: Git, argv: list[str], progress: ProgressTask) -> tuple[int, str, str]:
-    process = runner.execute(argv, as_process=True, env=GIT_ENV)
-    stderr_lines: list[str] = []
-    buffer = b""
-    stream = process.proc.stderr
-    while True:
-        chunk = stream.read1(4096) if hasattr(stream, "read1") else stream.read(4096)
-        if not chunk:
-            break
-        buffer += chunk
-        *lines, buffer = re.split(rb"[\r\n]", buffer)
+def _config_args(config: Sequence[tuple[str, str]]) -> list[str]:
+    return [arg for key, value in config for arg in ("-c", f"{key}={value}")]
+
+
+def _talks_to_a_remote(args: Sequence[str]) -> bool:
+    verb = next((a for a in args if not a.startswith("-")), "")
+    if verb == "submodule":
+        return "update" in args
+    return verb in _REMOTE_VERBS and "--get-url" not in args  # ls-remote --get-url only reads config
+
+
+# --- running one git -------------------------------------------------------------------------------
+
+
+def _execute(args: Sequence[str], cwd: Path | None, config: Sequence[tuple[str, str]],
+             progress: ProgressTask | None, url: str | None) -> tuple[int, str, str]:
+    stall_s = stall_timeout_s() if _talks_to_a_remote(args) else None
+    env = dict(GIT_ENV)
+    if stall_s is not None:  # curl's own stall detection for http(s) remotes, same limit
+        env.update(GIT_HTTP_LOW_SPEED_LIMIT="1", GIT_HTTP_LOW_SPEED_TIME=str(max(1, math.ceil(stall_s))))
+    argv = ["git", *_config_args(config), *args]
+    try:
+        # a process group of its own: git and everything it starts can be stopped together
+        handle = Git(str(cwd) if cwd else None).execute(argv, as_process=True, env=env, start_new_session=True)
+    except GitCommandNotFound as exc:
+        raise SourceError("git is not installed or not on PATH",
+                          fix="install git (sudo apt-get install -y git)") from exc
+    process = handle.proc
+    try:
+        finished = _collect(process, progress, stall_s)
+    except BaseException:  # Ctrl-C, SIGTERM (errors.Terminated), a cancelled progress bar
+        stop_process_group(process)
+        raise
+    if finished.stalled:
+        raise _stalled(args, finished.err, url, cwd, stall_s)
+    return finished.status, finished.out, finished.err
+
+
+@dataclass(frozen=True)
+class _Finished:
+    status: int
+    out: str
+    err: str
+    stalled: bool = False
+
+
+def _collect(process: subprocess.Popen, progress: ProgressTask | None, stall_s: float | None) -> _Finished:
+    """Read stdout and stderr as they come; stop git when the watchdog says it stalled."""
+    out_chunks: list[bytes] = []
+    errors = _StderrReader(progress)
+    watchdog = _Watchdog(process.pid, stall_s) if stall_s is not None else None
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ, out_chunks.append)
+        selector.register(process.stderr, selectors.EVENT_READ, errors.feed)
+        while selector.get_map():
+            for key, _events in selector.select(timeout=0.5):
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                    continue
+                key.data(chunk)
+                if watchdog:
+                    watchdog.saw_output()
+            if watchdog and watchdog.stalled():
+                stop_process_group(process)
+                return _Finished(process.returncode or -1, "", errors.text(), stalled=True)
+    status = process.wait()
+    return _Finished(status, b"".join(out_chunks).decode("utf-8", "replace"), errors.text())
+
+
+class _StderrReader:
+    """git's stderr: progress lines go to the bar, the rest is kept for the error message."""
+
+    def __init__(self, progress: ProgressTask | None):
+        self.progress = progress
+        self.lines: list[str] = []
+        self.buffer = b""
+
+    def feed(self, chunk: bytes) -> None:
+        self.buffer += chunk
+        *lines, self.buffer = re.split(rb"[\r\n]", self.buffer)
         for raw in lines:
-            line = raw.decode("utf-8", "replace").strip()
-            if not line:
-                continue
-            match = _PROGRESS.search(line)
-            if match:
-                progress.update(float(match.group(2)), 100.0, detail=match.group(1).lower())
-            else:
-                stderr_lines.append(line)
-    if buffer.strip():
-        stderr_lines.append(buffer.decode("utf-8", "replace").strip())
-    out = process.proc.stdout.read().decode("utf-8", "replace") if process.proc.stdout else ""
-    status = process.proc.wait()
-    return status, out, "\n".join(stderr_lines)
+            self._line(raw.decode("utf-8", "replace").strip())
+
+    def _line(self, line: str) -> None:
+        if not line:
+            return
+        match = _PROGRESS.search(line)
+        if match and self.progress is not None:
+            self.progress.update(float(match.group(2)), 100.0, detail=match.group(1).lower())
+        elif not match:
+            self.lines.append(line)
+
+    def text(self) -> str:
+        if self.buffer.strip():
+            self._line(self.buffer.decode("utf-8", "replace").strip())
+            self.buffer = b""
+        return "\n".join(self.lines)
+
+
+class _Watchdog:
+    """A stall is ``stall_s`` seconds without output *and* without CPU use in git's process group:
+    a quiet but busy git (a large checkout inside ``submodule update``) is left alone, a git blocked
+    on a frozen server is not. Without /proc, output alone counts."""
+
+    _BUSY_SHARE = 0.02  # of one core: a blocked git uses none, a working one far more
+
+    def __init__(self, pgid: int, stall_s: float):
+        self.pgid, self.stall_s = pgid, stall_s
+        self.sample_every_s = min(1.0, stall_s / 2)
+        self.last_activity = time.monotonic()
+        self.cpu_mark: tuple[float, float] | None = None  # (when, group CPU seconds) since the output stopped
+
+    def saw_output(self) -> None:
+        self.last_activity = time.monotonic()
+        self.cpu_mark = None
+
+    def stalled(self) -> bool:
+        now = time.monotonic()
+        if now - self.last_activity < min(0.25, self.sample_every_s):
+            return False  # output is flowing: nothing to measure
+        if self.cpu_mark is None or now - self.cpu_mark[0] >= self.sample_every_s:
+            cpu = group_cpu_seconds(self.pgid)
+            if cpu is not None:
+                if self.cpu_mark is not None and cpu - self.cpu_mark[1] > self._BUSY_SHARE * (now - self.cpu_mark[0]):
+                    self.last_activity = now  # silent, but working
+                self.cpu_mark = (now, cpu)
+        return now - self.last_activity >= self.stall_s
+
+
+def group_cpu_seconds(pgid: int) -> float | None:
+    """CPU time used so far by the processes of a process group (and their reaped children)."""
+    stats = _group_stats(pgid)
+    if stats is None:
+        return None
+    # after the pid's "(comm)": state ppid pgrp ... utime(11) stime cutime cstime
+    return sum(int(f) for fields in stats for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def _group_stats(pgid: int) -> list[list[bytes]] | None:
+    """The /proc stat fields of every live process in a process group; None without /proc."""
+    if not os.path.isdir("/proc/self"):
+        return None
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if int(fields[2]) == pgid and fields[0] != b"Z":
+            found.append(fields)
+    return found
+
+
+def stop_process_group(process: subprocess.Popen) -> None:
+    """Stop git and everything it started: SIGTERM first (git then removes ``index.lock`` and its
+    temporary packs), SIGKILL for whatever is still there after a grace period. A second Ctrl-C
+    only shortens the wait."""
+    pgid = process.pid  # the group id stays reserved while any member lives
+    deadline = time.monotonic() + _STOP_GRACE_S
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        process.wait()
+        return
+    try:
+        process.wait(timeout=_STOP_GRACE_S)
+        # git has gone; give its helpers (index-pack, a smudge filter) the rest of the grace period
+        while time.monotonic() < deadline and _group_stats(pgid):
+            time.sleep(0.05)
+    except (subprocess.TimeoutExpired, KeyboardInterrupt):
+        pass
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+
+# --- failures -------------------------------------------------------------------------------------
+
+
+def _stalled(args: Sequence[str], stderr: str, url: str | None, cwd: Path | None,
+             stall_s: float | None) -> SourceError:
+    where = url or (f"the remote of {cwd}" if cwd else "the server")
+    seconds = f"{stall_s:g}" if stall_s is not None else "too many"
+    tail = [line for line in stderr.strip().splitlines()[-4:] if line.strip() and not line.startswith("Cloning into")]
+    return SourceError(
+        f"no data from {where} for {seconds} s; the server stalled, so git {_verb(args)} was stopped",
+        details=tuple(f"git: {line}" for line in tail),
+        fix=f"run the same command again (finished sources are kept); if the server is just slow, "
+        f"wait longer: export {STALL_TIMEOUT_ENV}=300")
+
+
+def _verb(args: Sequence[str]) -> str:
+    return next((a for a in args if not a.startswith("-")), "command")
 
 
 # What git prints, mapped to what went wrong; the first matching kind wins, so the specific
 # ones ("error: 404" inside "unable to access ...") come before the generic network failure.
 _FAILURE_SIGNATURES = (
+    ("stalled", ("operation too slow", "low speed limit")),
     ("credentials", ("terminal prompts disabled", "authentication failed", "could not read username",
                      "could not read password", "permission denied (publickey)", "error: 401", "error: 403")),
     ("missing-commit", ("not our ref", "couldn't find remote ref", "unadvertised object", "no such remote ref")),
@@ -134,6 +315,8 @@ def classify_failure(args: Sequence[str], stderr: str, url: str | None, cwd: Pat
     tail = [line for line in stderr.strip().splitlines()[-6:] if line.strip() and not line.startswith("Cloning into")]
     details = tuple(f"git: {line}" for line in tail)
     kind = next((k for k, signatures in _FAILURE_SIGNATURES if any(s in low for s in signatures)), None)
+    if kind == "stalled":  # curl's low-speed limit, set from the same stall timeout
+        return _stalled(args, stderr, url, cwd, stall_timeout_s())
     if kind == "credentials":
         message, fix = f"{where} asked for credentials", (
             "flagtree-cpu never prompts (GIT_TERMINAL_PROMPT=0): set up a credential helper (git config "
@@ -151,6 +334,6 @@ def classify_failure(args: Sequence[str], stderr: str, url: str | None, cwd: Pat
             "config --global url.<mirror-url>.insteadOf <url-prefix>; on a machine without network, sync from "
             "a --git-cache filled where there is one")
     else:
-        verb = next((a for a in args if not a.startswith("-")), "command")
-        message, fix = f"git {verb} failed in {where}", "read git's message above; re-run with --verbose for more"
+        message = f"git {_verb(args)} failed in {where}"
+        fix = "read git's message above; re-run with --verbose for more"
     return SourceError(message, details=details, fix=fix)

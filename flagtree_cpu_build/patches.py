@@ -5,13 +5,20 @@ apply; otherwise stop with the rejected hunks, the tree as it was (``git apply``
 all-or-nothing). A copy of each applied patch is kept in the workspace state, so the
 exact text can be reversed before the checkout moves to another commit — our own
 changes must not make a checkout look "dirty" to the next sync.
+
+That state (``.flagtree-cpu/patches/<source>/``) is read defensively: a copy that is not a
+readable file, or whose text is neither the one the lock file records nor the recipe's, is
+damaged. It is rebuilt from the recipe's patch when the lock proves that exact text was
+applied; otherwise sync stops naming the path and the repair — it never guesses what to
+take back from a checkout.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
-from dataclasses import dataclass
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import SourceError
@@ -25,16 +32,90 @@ class PatchOutcome:
     applied_now: bool  # False: it was already applied
 
 
-def apply_patches(source: str, checkout: Path, patches: Sequence[Path], state: Path) -> list[PatchOutcome]:
+@dataclass(frozen=True)
+class PatchState:
+    """The copies of the patches applied to one checkout."""
+
+    folder: Path
+    source: str
+    checkout: Path
+    recorded: Mapping[str, str] = field(default_factory=dict)  # file name -> sha256, from the lock file
+    recipe_patches: Sequence[Path] = ()  # the recipe's patch files, to rebuild a damaged copy from
+
+    def copies(self) -> dict[str, Path]:
+        """Every applied patch's copy, checked (and rebuilt where the lock proves what it held)."""
+        if not os.path.lexists(self.folder):
+            return {}
+        if not self.folder.is_dir():
+            raise self._damaged(self.folder, "is not a folder", f"move it away (mv {self.folder} "
+                                f"{self.folder}.damaged) and sync again; flagtree-cpu then checks which "
+                                "patches the checkout holds")
+        found = {}
+        for entry in sorted(self.folder.iterdir()):
+            if entry.name.startswith("."):
+                continue  # our own temporary file of an interrupted write
+            if entry.is_dir() and not entry.is_symlink() and not any(entry.iterdir()):
+                entry.rmdir()  # an empty folder where a copy belongs holds nothing
+                continue
+            found[entry.name] = self._checked(entry)
+        return found
+
+    def save(self, name: str, content: bytes) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        temporary = self.folder / f".{name}.{os.getpid()}"
+        temporary.write_bytes(content)
+        os.replace(temporary, self.folder / name)  # never a half-written copy
+
+    def forget(self, name: str) -> None:
+        (self.folder / name).unlink(missing_ok=True)
+
+    def _checked(self, copy: Path) -> Path:
+        recipe = {p.name: p for p in self.recipe_patches}.get(copy.name)
+        recipe_text = _read(recipe) if recipe else None
+        recorded = self.recorded.get(copy.name)
+        text = _read(copy) if copy.is_file() else None
+        if text is not None:
+            if _sha256(text) in (recorded, recipe_text and _sha256(recipe_text)):
+                return copy
+            if recorded is None and git_succeeds(["apply", "--stat", str(copy)], cwd=self.checkout):
+                return copy  # nothing to compare it with, and it is a whole patch: trust it
+        if recipe_text is not None and _sha256(recipe_text) == recorded and not copy.is_dir():
+            self.save(copy.name, recipe_text)  # the lock proves this exact text was applied
+            return copy
+        what = ("is truncated or changed" if text is not None else
+                "is a folder" if copy.is_dir() else "is not a readable file")
+        raise self._damaged(copy, what, f"look at `git -C {self.checkout} diff`; undo what patch {copy.name} "
+                            f"changed there, if anything (git -C {self.checkout} checkout -- <its files>), then "
+                            f"remove the copy (rm -r {copy}) and sync again: the patch is then applied afresh")
+
+    def _damaged(self, path: Path, what: str, fix: str) -> SourceError:
+        return SourceError(
+            f"the patch state of source {self.source} is damaged: {path} {what}; flagtree-cpu keeps there "
+            "the exact text of each patch it applied, to take it back before the checkout moves", fix=fix)
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def _sha256(content: bytes) -> str:
+    return hashlib.sha256(content).hexdigest()
+
+
+def apply_patches(source: str, checkout: Path, patches: Sequence[Path], state: PatchState) -> list[PatchOutcome]:
     outcomes = []
+    copies = state.copies()
     for patch in patches:
         content = patch.read_bytes()
-        copy = state / patch.name
-        if copy.is_file() and copy.read_bytes() != content:
+        copy = copies.get(patch.name)
+        if copy is not None and copy.read_bytes() != content:
             # the recipe's patch changed since we applied it: take the old text back first
             if git_succeeds(["apply", "--check", "-R", str(copy)], cwd=checkout):
                 run_git(["apply", "-R", str(copy)], cwd=checkout)
-            copy.unlink()
+            state.forget(patch.name)
         if git_succeeds(["apply", "--check", "-R", str(patch)], cwd=checkout):
             applied_now = False
         elif git_succeeds(["apply", "--check", str(patch)], cwd=checkout):
@@ -49,18 +130,26 @@ def apply_patches(source: str, checkout: Path, patches: Sequence[Path], state: P
                 fix=f"the patch was made for another version: update {patch} for the pinned commit, or "
                 "pin the commit it was made for",
             )
-        state.mkdir(parents=True, exist_ok=True)
-        copy.write_bytes(content)
-        outcomes.append(PatchOutcome(patch.name, hashlib.sha256(content).hexdigest(), applied_now))
+        state.save(patch.name, content)
+        outcomes.append(PatchOutcome(patch.name, _sha256(content), applied_now))
     return outcomes
 
 
-def revert_patches(checkout: Path, state: Path) -> list[str]:
+def revert_patches(checkout: Path, state: PatchState) -> list[str]:
     """Reverse every patch we applied here (when it still reverses cleanly); return their names."""
     reverted = []
-    for copy in sorted(state.glob("*")) if state.is_dir() else ():
+    for name, copy in state.copies().items():
         if git_succeeds(["apply", "--check", "-R", str(copy)], cwd=checkout):
             run_git(["apply", "-R", str(copy)], cwd=checkout)
-            reverted.append(copy.name)
-            copy.unlink()
+            reverted.append(name)
+            state.forget(name)
     return reverted
+
+
+def patched_paths(state: PatchState) -> set[str]:
+    """The files the applied patches change (``+++ b/<path>`` lines of their copies)."""
+    paths: set[str] = set()
+    for copy in state.copies().values():
+        text = copy.read_text(errors="replace")
+        paths |= {line[6:].strip() for line in text.splitlines() if line.startswith("+++ b/")}
+    return paths

@@ -12,35 +12,38 @@ recipe's compatibility checks. What this module refuses to do, and why:
 * move a detached HEAD whose commits no branch, tag or remote keeps, unless ``--force``;
 * touch a checkout whose ``origin`` is another repository than the recipe's;
 * delete or ``reset --hard`` anything. The only folders it removes are its own
-  ``.<name>.flagtree-cpu-partial`` leftovers of an interrupted clone.
+  ``.<name>.flagtree-cpu-partial`` leftovers of an interrupted clone, and the only files it
+  overwrites are those its own interrupted checkout left half written (``checkouts``).
+
+Pins come from ``pins``, submodules are brought to their gitlinks by ``submodules``, and
+recipe patches are applied and taken back by ``patches``.
 """
 
 from __future__ import annotations
 
 import os
-import posixpath
-import re
 import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
 
+from .checkouts import changed_paths, finish_move, head, interrupted_move, interrupted_submodule_moves, move_to
 from .errors import SourceError
 from .gitcache import GitCache
 from .gitcmd import git_result, has_commit, run_git
-from .lockfile import Lock, PatchLock, SourceLock, SubmoduleLock, empty_lock, read_lock, update_lock, write_lock
-from .patches import apply_patches, revert_patches
+from .lockfile import PatchLock, SourceLock, empty_lock, read_lock, update_lock, write_lock
+from .patches import PatchOutcome, PatchState, apply_patches, patched_paths, revert_patches
+from .pins import Pin, resolve_pins, same_repository
 from .probes import check_sources
-from .recipe import Recipe, Source
+from .recipe import Source
 from .recipe_checks import find_patch
 from .recipe_files import patch_dirs
 from .stages import Action, StageContext, StageResult
+from .submodules import SubmoduleSync
 from .workspace import Workspace
 
 PIN_REF = "refs/flagtree-cpu/pinned"  # keeps the pinned commit reachable (shallow clones, gc)
-_SHA = re.compile(r"[0-9a-f]{40}")
 
 
 @dataclass(frozen=True)
@@ -52,72 +55,6 @@ class SyncOptions:
     force: bool = False
     git_cache: Path | None = None
     source_paths: Mapping[str, Path] = field(default_factory=dict)  # name -> an existing clone to use
-
-
-@dataclass(frozen=True)
-class Pin:
-    name: str
-    url: str
-    ref: str | None
-    commit: str
-    resolved_from: Literal["recipe", "lock", "ref"]
-
-
-# --- resolving pins ------------------------------------------------------------------------
-
-
-def resolve_pins(recipe: Recipe, lock: Lock | None, options: SyncOptions) -> dict[str, Pin]:
-    """The commit of every source: the recipe's pin, else the lock's, else the ref resolved now."""
-    pins: dict[str, Pin] = {}
-    frozen_problems = []
-    for name in recipe.sources_in_order():
-        source = recipe.sources[name]
-        entry = lock.sources.get(name) if lock else None
-        if source.commit:
-            if options.frozen and (entry is None or entry.commit != source.commit.lower()):
-                locked = entry.commit[:12] if entry else "nothing"
-                frozen_problems.append(f"{name}: the lock records {locked}, the recipe pins {source.commit[:12]}")
-            pins[name] = Pin(name, source.url, source.ref, source.commit.lower(), "recipe")
-        elif entry and _same_repository(entry.url, source.url) and entry.ref == source.ref and not options.update:
-            pins[name] = Pin(name, source.url, source.ref, entry.commit, "lock")
-        elif options.frozen:
-            why = ("the lock has no entry" if entry is None else
-                   f"the lock records {entry.url} @ {entry.ref}, the recipe says {source.url} @ {source.ref}")
-            frozen_problems.append(f"{name}: follows {source.ref!r} and {why}")
-        elif options.offline:
-            raise SourceError(f"source {name} follows {source.ref!r}, which needs the network to resolve, "
-                              "and --offline forbids it", fix="pin the commit in the recipe, or run "
-                              "`flagtree-cpu lock` once with network")
-        else:
-            pins[name] = Pin(name, source.url, source.ref, ls_remote(source.url, source.ref or "HEAD", name), "ref")
-    if frozen_problems:
-        raise SourceError("--frozen: the lock file does not match the recipe", details=tuple(frozen_problems),
-                          fix="run `flagtree-cpu lock` (without --frozen) and commit the updated lock file")
-    return pins
-
-
-def ls_remote(url: str, ref: str, name: str) -> str:
-    if _SHA.fullmatch(ref):
-        return ref
-    out = run_git(["ls-remote", url, ref], url=url, source=name)
-    refs = {}
-    for line in out.splitlines():
-        sha, _, refname = line.partition("\t")
-        refs[refname] = sha
-    for candidate in (f"refs/heads/{ref}", f"refs/tags/{ref}^{{}}", f"refs/tags/{ref}", ref):
-        if candidate in refs:
-            return refs[candidate]
-    raise SourceError(f"{url} has no branch or tag {ref!r}",
-                      fix=f"check sources.{name}.ref; `git ls-remote {url}` lists what exists")
-
-
-def _same_repository(a: str, b: str) -> bool:
-    def norm(url: str) -> str:
-        url = url.strip().rstrip("/").removesuffix(".git").rstrip("/")
-        scheme, sep, rest = url.partition("://")
-        return f"{scheme.lower()}{sep}{rest}" if sep else url
-
-    return norm(a) == norm(b)
 
 
 # --- the stage -------------------------------------------------------------------------------
@@ -156,8 +93,9 @@ def run_sync(ctx: StageContext, options: SyncOptions) -> StageResult:
     cache = GitCache(options.git_cache, ctx.ui) if options.git_cache else None
     actions, warnings, entries = [], [], {}
     for name in recipe.sources_in_order():
+        locked = old.sources.get(name) if old else None
         syncer = _SourceSync(name, recipe.sources[name], pins[name], ws.root / recipe.source_path(name),
-                             ctx, options, cache)
+                             ctx, options, cache, locked)
         action, entry, warning = syncer.run()
         actions.append(action)
         entries[name] = entry
@@ -185,12 +123,13 @@ def _pin_data(pin: Pin) -> dict[str, str | None]:
 
 class _SourceSync:
     def __init__(self, name: str, source: Source, pin: Pin, dest: Path, ctx: StageContext,
-                 options: SyncOptions, cache: GitCache | None):
+                 options: SyncOptions, cache: GitCache | None, locked: SourceLock | None = None):
         self.name, self.source, self.pin, self.dest = name, source, pin, dest
         self.ui = ctx.ui
         self.ws: Workspace = ctx.workspace
         self.options, self.cache = options, cache
-        self.patch_state = ctx.workspace.state_dir / "patches" / name
+        self.patch_folder = ctx.workspace.state_dir / "patches" / name
+        self.recorded_patches = {p.file: p.sha256 for p in locked.patches} if locked else {}
         self.recipe_file = ctx.recipe.file
 
     def run(self) -> tuple[Action, SourceLock, str | None]:
@@ -203,21 +142,12 @@ class _SourceSync:
             raise SourceError(f"{self.dest} links to {os.readlink(self.dest)}, which no longer exists",
                               fix=f"point it at a clone with --source-path {self.name}=PATH, or remove the link "
                               f"(rm {self.dest}) to let flagtree-cpu clone there")
-        if self._needs_clone(checkout):
-            self._clone(checkout)
-            status, detail = "created", f"cloned at {self.pin.commit[:12]}"
-        else:
-            self._check_origin(checkout)
-            head = _head(checkout)
-            if head == self.pin.commit:
-                status, detail = "ok", f"at {self.pin.commit[:12]}"
-            else:
-                self._move(checkout, head)
-                status, detail = "updated", f"moved {head[:12] if head else '(no commit)'} -> {self.pin.commit[:12]}"
-        submodules, moved = self._sync_submodules(checkout)
+        status, detail = self._bring_to_pin(checkout)
+        submodules, moved, finished = self._sync_submodules(checkout)
         if moved and status == "ok":
             status, detail = "updated", detail + "; submodules moved to their gitlinks"
-        if _head(checkout) != self.pin.commit:
+        detail += finished
+        if head(checkout) != self.pin.commit:
             raise SourceError(f"{checkout} is not at {self.pin.commit} after checkout",
                               fix="re-run with --verbose and report it")
         patches = self._apply_patches(checkout)
@@ -239,6 +169,19 @@ class _SourceSync:
         )
         data = {**_pin_data(self.pin), "path": str(checkout)}
         return Action(self.name, status, detail, data), entry, warning
+
+    def _bring_to_pin(self, checkout: Path) -> tuple[str, str]:
+        if self._needs_clone(checkout):
+            self._clone(checkout)
+            return "created", f"cloned at {self.pin.commit[:12]}"
+        self._check_origin(checkout)
+        current = head(checkout)
+        interrupted = interrupted_move(checkout)  # a checkout of ours that did not finish
+        if current == self.pin.commit and interrupted is None:
+            return "ok", f"at {self.pin.commit[:12]}"
+        self._move(checkout, interrupted)
+        was = "an interrupted checkout finished; " if interrupted is not None else ""
+        return "updated", f"{was}moved {current[:12] if current else '(no commit)'} -> {self.pin.commit[:12]}"
 
     # -- existing clones and safety -----------------------------------------------------------
 
@@ -281,12 +224,12 @@ class _SourceSync:
     def _check_origin(self, checkout: Path) -> None:
         status, origin, _ = git_result(["config", "--get", "remote.origin.url"], cwd=checkout)
         origin = origin.strip()
-        if status == 0 and _same_repository(origin, self.source.url):
+        if status == 0 and same_repository(origin, self.source.url):
             return
         if status == 0:  # the same repository reached through the user's url.insteadOf rules?
             mine = git_result(["ls-remote", "--get-url", origin], cwd=checkout)[1].strip()
             wanted = git_result(["ls-remote", "--get-url", self.source.url], cwd=checkout)[1].strip()
-            if _same_repository(mine, wanted):
+            if same_repository(mine, wanted):
                 return
         found = f"a clone of {origin}" if status == 0 else "a checkout without an 'origin' remote"
         raise SourceError(f"{checkout} is {found}, not of {self.source.url}; flagtree-cpu will not move it",
@@ -294,7 +237,13 @@ class _SourceSync:
                           f"purpose with --set sources.{self.name}.url={origin or '<its url>'}")
 
     def _check_safe_to_move(self, checkout: Path, target: str) -> None:
-        modified = _modified_files(checkout)
+        self._check_no_changes(checkout, target)
+        self._check_no_lost_commits(checkout, target)
+
+    def _check_no_changes(self, checkout: Path, target: str) -> None:
+        # a submodule our interrupted update left half done is judged (finished or refused) on its own
+        pending = interrupted_submodule_moves(checkout)
+        modified = [path for path in changed_paths(checkout) if path not in pending]
         if modified and not self.options.allow_dirty:
             shown = modified[:20] + ([f"... and {len(modified) - 20} more"] if len(modified) > 20 else [])
             raise SourceError(
@@ -303,6 +252,8 @@ class _SourceSync:
                 details=tuple(shown),
                 fix=f"commit or stash them (git -C {checkout} stash), or re-run with --allow-dirty to move "
                 "anyway (git still refuses if they conflict; nothing is discarded)")
+
+    def _check_no_lost_commits(self, checkout: Path, target: str) -> None:
         lost = _commits_only_on_head(checkout)
         if lost and not self.options.force:
             raise SourceError(
@@ -341,7 +292,9 @@ class _SourceSync:
             if self.source.shallow and not self.cache:
                 run_git(["init", "--quiet", str(partial)])
                 run_git(["remote", "add", "origin", url], cwd=partial)
-                fetched = git_result(["fetch", "--depth", "1", "origin", commit], cwd=partial)[0] == 0
+                # --progress: the stall watchdog sees a slow but live transfer
+                fetched = git_result(["fetch", "--progress", "--depth", "1", "origin", commit], cwd=partial,
+                                     url=url, progress=task)[0] == 0
                 if not fetched:  # the server does not serve commits by id: fetch normally
                     run_git(["fetch", "--progress", "origin"], cwd=partial, url=url, source=self.name,
                             progress=task)
@@ -356,11 +309,16 @@ class _SourceSync:
             dest.rmdir()  # _needs_clone accepted it only because it is empty
         partial.rename(dest)
 
-    def _move(self, checkout: Path, head: str | None) -> None:
-        revert_patches(checkout, self.patch_state)  # our own changes do not count as the user's
-        self._check_safe_to_move(checkout, self.pin.commit)
+    def _move(self, checkout: Path, interrupted: list[str] | None) -> None:
+        """Move to the pin; ``interrupted``: the commits of a checkout of ours that did not finish,
+        whose half-written files are ours to overwrite (but no one else's: ``finish_move``)."""
+        revert_patches(checkout, self._patch_state(checkout))  # our own changes do not count as the user's
+        finishing = interrupted is not None and not self.options.allow_dirty
+        if not finishing:
+            self._check_no_changes(checkout, self.pin.commit)
+        self._check_no_lost_commits(checkout, self.pin.commit)
         self._ensure_commit(checkout, self._config([self.source.url]))
-        self._checkout(checkout, self.pin.commit)
+        self._checkout(checkout, self.pin.commit, finish=interrupted if finishing else None)
 
     def _ensure_commit(self, repo: Path, config: list[tuple[str, str]]) -> None:
         commit, url = self.pin.commit, self.source.url
@@ -373,83 +331,58 @@ class _SourceSync:
             self.cache.ensure(url, commit)
             config = self._config([url])
         # fetch the pinned commit directly where the server allows it; else fetch normally
-        if git_result(["fetch", "origin", commit], cwd=repo, config=config)[0] != 0 or not has_commit(repo, commit):
-            with self.ui.progress(f"fetching {self.name}") as task:
+        with self.ui.progress(f"fetching {self.name}") as task:
+            # --progress: the stall watchdog sees a slow but live transfer
+            direct = git_result(["fetch", "--progress", "origin", commit], cwd=repo, config=config, url=url,
+                                progress=task)
+            if direct[0] != 0 or not has_commit(repo, commit):
                 run_git(["fetch", "--progress", "origin"], cwd=repo, config=config, url=url, source=self.name,
                         progress=task)
         if not has_commit(repo, commit):
             raise SourceError(f"commit {commit} of source {self.name} is not in {url}",
                               fix=f"check sources.{self.name}.commit; it may have been force-pushed away")
 
-    def _checkout(self, repo: Path, commit: str) -> None:
-        status, _out, err = git_result(["checkout", "--detach", "--quiet", commit], cwd=repo)
-        if status != 0:
-            raise SourceError(f"git refused to move {repo} to {commit[:12]}; nothing was discarded",
-                              details=tuple(err.strip().splitlines()[-8:]),
-                              fix="commit or stash the changes git names above, then sync again")
+    def _checkout(self, repo: Path, commit: str, finish: list[str] | None = None) -> None:
+        if finish is not None:
+            finish_move(repo, commit, finish)
+        else:
+            move_to(repo, commit)
         run_git(["update-ref", PIN_REF, commit], cwd=repo)
 
-    # -- submodules ------------------------------------------------------------------------------
-
-    def _sync_submodules(self, checkout: Path) -> tuple[list[SubmoduleLock], bool]:
+    def _sync_submodules(self, checkout: Path) -> tuple[list, bool, str]:
         if self.source.submodules == "none" or not (checkout / ".gitmodules").is_file():
-            return [], False
-        status = _submodule_status(checkout)
-        moved = any(flag != " " for flag, _sha, _path in status)
-        if moved:
-            self._update_submodules(checkout)
-            status = _submodule_status(checkout)
-            wrong = [f"{flag}{sha[:12]} {path}" for flag, sha, path in status if flag != " "]
-            if wrong:
-                raise SourceError(f"submodules of {self.name} are not at their recorded commits", details=tuple(wrong),
-                                  fix=f"inspect with git -C {checkout} submodule status --recursive")
-        entries = []
-        for _flag, sha, path in status:
-            url = git_result(["config", "--get", "remote.origin.url"], cwd=checkout / path)[1].strip()
-            entries.append(SubmoduleLock(path=path, url=url, commit=sha))
-        return entries, moved
-
-    def _update_submodules(self, repo: Path) -> None:
-        """Level by level, so the git cache can mirror each level's URLs before git clones them."""
-        modules = _gitmodules(repo)
-        origin = git_result(["config", "--get", "remote.origin.url"], cwd=repo)[1].strip()
-        urls = [_absolute_submodule_url(url, origin) for _path, url in modules]
-        for (path, _url), url in zip(modules, urls, strict=True):
-            sub = repo / path
-            gitlink = run_git(["rev-parse", f"HEAD:{path}"], cwd=repo)
-            if (sub / ".git").exists() and _head(sub) not in (None, gitlink):
-                self._check_safe_to_move(sub, gitlink)
-            if self.cache:
-                self.cache.ensure(url, gitlink, offline=self.options.offline)
-        config = self._config(urls)
-        with self.ui.progress(f"updating submodules of {self.name}") as task:
-            run_git(["submodule", "update", "--init", "--progress"], cwd=repo, config=config,
-                    url=", ".join(urls), progress=task)
-        for path, _url in modules:
-            if (repo / path / ".gitmodules").is_file():
-                self._update_submodules(repo / path)
+            return [], False, ""
+        syncer = SubmoduleSync(self.name, ui=self.ui, cache=self.cache, offline=self.options.offline,
+                               allow_dirty=self.options.allow_dirty, check_safe_to_move=self._check_safe_to_move,
+                               config=self._config)
+        entries, moved = syncer.sync(checkout)
+        finished = "".join(f"; the interrupted checkout of {path} finished" for path in syncer.finished)
+        return entries, moved, finished
 
     # -- patches and warnings -----------------------------------------------------------------------
 
-    def _apply_patches(self, checkout: Path) -> list:
+    def _recipe_patches(self) -> list[Path]:
+        dirs = patch_dirs(self.recipe_file)
+        return [found for name in self.source.patches if (found := find_patch(name, dirs)) is not None]
+
+    def _patch_state(self, checkout: Path) -> PatchState:
+        return PatchState(self.patch_folder, self.name, checkout, self.recorded_patches, self._recipe_patches())
+
+    def _apply_patches(self, checkout: Path) -> list[PatchOutcome]:
         if not self.source.patches:
             return []
-        dirs = patch_dirs(self.recipe_file)
-        files = []
-        for name in self.source.patches:
-            found = find_patch(name, dirs)
-            if found is None:
-                raise SourceError(f"patch {name} of source {self.name} has disappeared from {dirs[0]}",
-                                  fix="restore the file, or remove it from the recipe")
-            files.append(found)
-        return apply_patches(self.name, checkout, files, self.patch_state)
+        files = self._recipe_patches()
+        if len(files) < len(self.source.patches):
+            missing = next(n for n in self.source.patches if n not in {f.name for f in files})
+            raise SourceError(f"patch {missing} of source {self.name} has disappeared from "
+                              f"{patch_dirs(self.recipe_file)[0]}",
+                              fix="restore the file, or remove it from the recipe")
+        return apply_patches(self.name, checkout, files, self._patch_state(checkout))
 
-    def _dirty_warning(self, checkout: Path, patches: list) -> str | None:
-        modified = _modified_files(checkout)
+    def _dirty_warning(self, checkout: Path, patches: list[PatchOutcome]) -> str | None:
+        modified = changed_paths(checkout)
         if patches:
-            ours = set()
-            for copy in self.patch_state.glob("*"):
-                ours |= _patched_paths(copy.read_text(errors="replace"))
+            ours = patched_paths(self._patch_state(checkout))
             modified = [m for m in modified if m not in ours]
         if not modified:
             return None
@@ -458,58 +391,8 @@ class _SourceSync:
                 "build will include them")
 
 
-# --- git queries ------------------------------------------------------------------------------------
-
-
-def _head(repo: Path) -> str | None:
-    status, out, _ = git_result(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], cwd=repo)
-    return out.strip() if status == 0 else None
-
-
-def _modified_files(repo: Path) -> list[str]:
-    """Tracked files with changes (staged or not), submodules included; untracked files do not count:
-    the nested flagtree-cpu checkout and the links live untracked inside FlagTree."""
-    out = run_git(["status", "--porcelain=v1", "--untracked-files=no"], cwd=repo)
-    return [line[3:] for line in out.splitlines() if line.strip()]
-
-
 def _commits_only_on_head(repo: Path) -> list[str]:
     """Commits reachable from HEAD but from no branch, tag, remote branch or earlier pin."""
     status, out, _ = git_result(["log", "--format=%h %s", "--max-count=20", "HEAD", "--not", "--branches",
                                  "--tags", "--remotes", "--glob=refs/flagtree-cpu/*"], cwd=repo)
     return out.strip().splitlines() if status == 0 and out.strip() else []
-
-
-def _submodule_status(repo: Path) -> list[tuple[str, str, str]]:
-    out = run_git(["submodule", "status", "--recursive"], cwd=repo)
-    entries = []
-    for line in out.splitlines():
-        if not line.strip():
-            continue
-        flag, rest = line[0], line[1:].split()
-        entries.append((flag, rest[0], rest[1]))
-    return entries
-
-
-def _gitmodules(repo: Path) -> list[tuple[str, str]]:
-    out = run_git(["config", "--file", ".gitmodules", "--get-regexp", r"^submodule\..*\.(path|url)$"], cwd=repo)
-    paths, urls = {}, {}
-    for line in out.splitlines():
-        key, _, value = line.partition(" ")
-        name, kind = key[len("submodule."):].rsplit(".", 1)
-        (paths if kind == "path" else urls)[name] = value
-    return [(paths[n], urls[n]) for n in paths if n in urls]
-
-
-def _absolute_submodule_url(url: str, parent: str) -> str:
-    """Relative submodule URLs (``../sleef.git``) are relative to the parent's remote."""
-    if not url.startswith(("./", "../")):
-        return url
-    scheme, sep, rest = parent.rstrip("/").partition("://")
-    base = rest if sep else scheme
-    joined = posixpath.normpath(posixpath.join(base, url))
-    return f"{scheme}{sep}{joined}" if sep else joined
-
-
-def _patched_paths(patch_text: str) -> set[str]:
-    return {line[6:].strip() for line in patch_text.splitlines() if line.startswith("+++ b/")}

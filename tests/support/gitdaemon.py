@@ -3,10 +3,16 @@
 File URLs skip git's network code paths (negotiation, packfile transfer); the daemon
 exercises them without leaving the machine, and lets benchmarks compare the tool with
 a plain ``git clone`` over a real protocol.
+
+The daemon and the ``upload-pack`` it forks per connection share a process group of their
+own, so a test can freeze the server (``freeze()``: SIGSTOP to the group — connections are
+still accepted by the kernel, but no byte is ever sent) and let it go on (``thaw()``).
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
 import time
@@ -26,7 +32,7 @@ class GitDaemon:
         self._process = subprocess.Popen(
             ["git", "daemon", "--reuseaddr", "--export-all", "--listen=127.0.0.1",
              f"--port={self.port}", f"--base-path={base_path}", "--informative-errors", str(base_path)],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
         )
         self._wait_ready()
 
@@ -46,9 +52,27 @@ class GitDaemon:
     def url(self, repo: str) -> str:
         return f"git://127.0.0.1:{self.port}/{repo}"
 
+    def freeze(self) -> None:
+        """Stop the daemon and every connection it serves, mid-transfer or before the first byte."""
+        self._signal_group(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        self._signal_group(signal.SIGCONT)
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        try:
+            os.killpg(self._process.pid, sig)
+        except ProcessLookupError:
+            pass
+
     def close(self) -> None:
-        self._process.terminate()
+        self.thaw()  # a stopped process cannot act on SIGTERM
+        self._signal_group(signal.SIGTERM)
         try:
             self._process.wait(timeout=5)
         except subprocess.TimeoutExpired:  # pragma: no cover
-            self._process.kill()
+            self._signal_group(signal.SIGKILL)
+            self._process.wait(timeout=5)
+        self._signal_group(signal.SIGKILL)  # upload-packs still serving a connection
+        if self._process.stderr:
+            self._process.stderr.close()

@@ -1,0 +1,238 @@
+"""Moving a checkout to a commit so that an interrupted move can be finished later — and only
+the tool's own half-done work is ever overwritten.
+
+A ``git checkout`` or ``git submodule update`` stopped half way (Ctrl-C, SIGTERM, a power cut)
+leaves files of two commits mixed, which looks exactly like a user's changes: every later sync
+would refuse to move "a checkout with changes to 220 tracked files". So before a move the tool
+writes a marker into the repository's git dir (``flagtree-cpu-checkout.json``: the commits the
+files may come from) and removes it once the move is complete. ``git checkout`` updates HEAD
+last, so an entry whose target is HEAD is a move that completed.
+
+With the marker present, a changed path is the tool's own debris when its file is missing or
+holds exactly that path's content at one of the recorded commits (or at HEAD). Anything else is
+the user's: it is named, and nothing is overwritten. When every change is debris the move is
+finished with ``git checkout -f``, which then discards nothing that is not in a commit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .errors import SourceError
+from .gitcmd import git_result, run_git
+
+MARKER_NAME = "flagtree-cpu-checkout.json"
+SELF = "."  # the marker key of a move of the repository itself; other keys are submodule paths
+
+
+# --- queries -----------------------------------------------------------------------------------------
+
+
+def head(repo: Path) -> str | None:
+    status, out, _ = git_result(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], cwd=repo)
+    return out.strip() if status == 0 else None
+
+
+def changed_paths(repo: Path, *, submodules: bool = True) -> list[str]:
+    """Tracked files with changes (staged or not), submodules too unless ``submodules=False``.
+    Untracked files do not count: the nested flagtree-cpu checkout and the links live untracked
+    inside FlagTree."""
+    out = run_git(["status", "--porcelain=v1", "-z", "--untracked-files=no", "--no-renames",
+                   *([] if submodules else ["--ignore-submodules=all"])], cwd=repo)
+    return [entry[3:] for entry in out.split("\0") if len(entry) > 3]
+
+
+def git_dir(repo: Path) -> Path:
+    dot_git = repo / ".git"
+    if dot_git.is_file():  # a submodule's or a worktree's pointer to its git dir
+        text = dot_git.read_text(errors="replace").strip()
+        if text.startswith("gitdir:"):
+            return (repo / text[len("gitdir:"):].strip()).resolve()
+    return dot_git
+
+
+# --- the marker --------------------------------------------------------------------------------------
+
+
+def _marker_file(repo: Path) -> Path:
+    return git_dir(repo) / MARKER_NAME
+
+
+def _read_marker(repo: Path) -> dict[str, dict]:
+    try:
+        data = json.loads(_marker_file(repo).read_text())
+        moves = data["moves"]
+        return {key: {"target": str(m["target"]), "commits": [str(c) for c in m["commits"]]}
+                for key, m in moves.items()}
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        # our own file, unreadable: without it changes can only be treated as the user's
+        raise SourceError(f"{_marker_file(repo)}, where flagtree-cpu records a checkout it has started, "
+                          f"is damaged ({exc.__class__.__name__})",
+                          fix=f"remove it (rm {_marker_file(repo)}); changes in {repo} then count as yours, "
+                          "and sync refuses to move it until they are committed or stashed") from exc
+
+
+def _write_marker(repo: Path, moves: dict[str, dict]) -> None:
+    path = _marker_file(repo)
+    if not moves:
+        path.unlink(missing_ok=True)
+        return
+    temporary = path.with_name(f".{path.name}.{os.getpid()}")
+    temporary.write_text(json.dumps({"tool": "flagtree-cpu", "moves": moves,
+                                     "written": datetime.now(timezone.utc).isoformat(timespec="seconds")},
+                                    indent=2) + "\n")
+    os.replace(temporary, path)  # a marker is either whole or absent
+
+
+@contextmanager
+def marked(repo: Path, targets: dict[str, tuple[str, Iterable[str | None]]]) -> Iterator[None]:
+    """Record moves before starting them, ``{key: (target, other commits its files may come from)}``;
+    forget them when the block completes. An interruption or a failure leaves them recorded."""
+    moves = _read_marker(repo)
+    for key, (target, others) in targets.items():
+        earlier = moves.get(key, {}).get("commits", [])
+        commits = [c for c in dict.fromkeys([*earlier, *others, target]) if c]
+        moves[key] = {"target": target, "commits": commits}
+    _write_marker(repo, moves)
+    yield
+    forget(repo, targets)
+
+
+def forget(repo: Path, keys: Iterable[str]) -> None:
+    """Moves that completed, or that git refused before touching a file."""
+    moves = _read_marker(repo)
+    remaining = {key: move for key, move in moves.items() if key not in set(keys)}
+    if remaining != moves:
+        _write_marker(repo, remaining)
+
+
+def interrupted_move(repo: Path) -> list[str] | None:
+    """The commits of a move of ``repo`` this tool started and did not finish, or None."""
+    moves = _read_marker(repo)
+    entry = moves.get(SELF)
+    if entry is None:
+        return None
+    if entry["target"] == head(repo):  # HEAD is written last: that move completed
+        del moves[SELF]
+        _write_marker(repo, moves)
+        return None
+    return entry["commits"]
+
+
+def interrupted_submodule_moves(repo: Path) -> dict[str, list[str]]:
+    """Submodule path -> commits, for the ``submodule update`` of ``repo`` that did not finish."""
+    return {key: m["commits"] for key, m in _read_marker(repo).items() if key != SELF}
+
+
+# --- moving ------------------------------------------------------------------------------------------
+
+
+def move_to(repo: Path, commit: str, *, force: bool = False) -> None:
+    """``git checkout --detach`` under a marker; ``force`` only once ``finish_move`` has proven that
+    every change is the tool's own."""
+    unfinished_before = SELF in _read_marker(repo)
+    with marked(repo, {SELF: (commit, [head(repo)])}):
+        status, _out, err = git_result(["checkout", "--detach", "--quiet", *(["--force"] if force else []),
+                                        commit], cwd=repo)
+        if status != 0:
+            if "\nAborting" in f"\n{err}" and not unfinished_before:
+                forget(repo, [SELF])  # git refused before writing anything: no debris of ours exists
+            raise SourceError(f"git refused to move {repo} to {commit[:12]}; nothing was discarded",
+                              details=tuple(err.strip().splitlines()[-8:]),
+                              fix="commit or stash the changes git names above, then sync again")
+
+
+def finish_move(repo: Path, target: str, commits: Sequence[str]) -> None:
+    """Finish a move this tool left half done, unless a file holds changes of the user's."""
+    current = head(repo)
+    yours = user_changes(repo, [*commits, *([current] if current else [])], target)
+    if yours:
+        shown = yours[:20] + ([f"... and {len(yours) - 20} more"] if len(yours) > 20 else [])
+        raise SourceError(
+            f"{repo} was left half checked out by a flagtree-cpu run that was interrupted (or failed), and "
+            f"{len(yours)} file{'s' if len(yours) > 1 else ''} there hold{'' if len(yours) > 1 else 's'} changes "
+            "that did not come from it; flagtree-cpu finishes its own checkout only when nothing of yours would "
+            "be overwritten", details=tuple(shown),
+            fix=f"keep a copy of your changes (cp {repo / yours[0]} ~/), then finish the checkout yourself "
+            f"(git -C {repo} checkout -f --detach {target[:12]}) and sync again")
+    move_to(repo, target, force=True)
+
+
+def user_changes(repo: Path, commits: Sequence[str], target: str) -> list[str]:
+    """Paths a forced checkout of ``target`` would overwrite whose content — in the working tree or
+    staged in the index — is in none of ``commits``."""
+    trees = {c: _tree(repo, c) for c in dict.fromkeys([*commits, target])}
+    index = _index(repo)
+    candidates = set(changed_paths(repo, submodules=False))
+    # files the interrupted checkout wrote before it could record them in the index
+    candidates |= {p for p in trees[target] if p not in index and os.path.lexists(repo / p)}
+    known: dict[str, set[str]] = {}
+    for tree in trees.values():
+        for path, (kind, sha) in tree.items():
+            known.setdefault(path, set()).add(sha if kind == "blob" else f"{kind}:{sha}")
+    submodules = {p for p, shas in known.items() if any(s.startswith("commit:") for s in shas)}
+    paths = sorted(candidates - submodules)  # a forced checkout does not touch submodule contents
+    actual = _content_ids(repo, paths)
+    return [p for p in paths if (p in index and index[p] not in known.get(p, set()))
+            or (actual[p] is not None and actual[p] not in known.get(p, set()))]
+
+
+def _index(repo: Path) -> dict[str, str]:
+    """Path -> staged blob id (empty when git has not written an index yet)."""
+    entries = {}
+    for entry in run_git(["ls-files", "--stage", "-z"], cwd=repo).split("\0"):
+        meta, _, path = entry.partition("\t")
+        if path:
+            entries[path] = meta.split()[1]
+    return entries
+
+
+def _tree(repo: Path, commit: str) -> dict[str, tuple[str, str]]:
+    """Path -> (object type, id) of every entry of ``commit``; empty when the commit is not here
+    (a recorded commit whose fetch was interrupted: no file can have come from it)."""
+    status, out, _err = git_result(["ls-tree", "-r", "-z", "--full-tree", commit], cwd=repo)
+    if status != 0:
+        return {}
+    entries = {}
+    for entry in out.split("\0"):
+        meta, _, path = entry.partition("\t")
+        if path:
+            _mode, kind, sha = meta.split()
+            entries[path] = (kind, sha)
+    return entries
+
+
+def _content_ids(repo: Path, paths: Sequence[str]) -> dict[str, str | None]:
+    """The blob id each working-tree path would have (None: missing; "" for a folder, which no blob is)."""
+    ids: dict[str, str | None] = {}
+    files = []
+    for path in paths:
+        full = repo / path
+        if not os.path.lexists(full):
+            ids[path] = None  # missing: bringing it back loses nothing
+        elif full.is_symlink():  # hash-object would follow the link; git stores its text
+            ids[path] = _hash_link(repo, full)
+        elif full.is_file():
+            files.append(path)
+        else:
+            ids[path] = ""
+    for start in range(0, len(files), 500):  # stay far below the argument-length limit
+        batch = files[start:start + 500]
+        # with the path, git applies the same filters (eol, clean) it applied when committing
+        out = run_git(["hash-object", "--", *batch], cwd=repo)
+        ids.update(zip(batch, out.split(), strict=True))
+    return ids
+
+
+def _hash_link(repo: Path, link: Path) -> str:
+    data = os.fsencode(os.readlink(link))
+    algorithm = run_git(["rev-parse", "--show-object-format"], cwd=repo) or "sha1"
+    return hashlib.new(algorithm, b"blob %d\0" % len(data) + data).hexdigest()

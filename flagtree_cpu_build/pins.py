@@ -1,0 +1,82 @@
+"""Which commit each recipe source must be at: the recipe's pin, else the lock file's, else the
+branch or tag resolved now on the server (``git ls-remote``)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from .errors import SourceError
+from .gitcmd import run_git
+from .lockfile import Lock
+from .recipe import Recipe
+
+if TYPE_CHECKING:
+    from .sources import SyncOptions
+
+_SHA = re.compile(r"[0-9a-f]{40}")
+
+
+@dataclass(frozen=True)
+class Pin:
+    name: str
+    url: str
+    ref: str | None
+    commit: str
+    resolved_from: Literal["recipe", "lock", "ref"]
+
+
+def resolve_pins(recipe: Recipe, lock: Lock | None, options: SyncOptions) -> dict[str, Pin]:
+    """The commit of every source: the recipe's pin, else the lock's, else the ref resolved now."""
+    pins: dict[str, Pin] = {}
+    frozen_problems = []
+    for name in recipe.sources_in_order():
+        source = recipe.sources[name]
+        entry = lock.sources.get(name) if lock else None
+        if source.commit:
+            if options.frozen and (entry is None or entry.commit != source.commit.lower()):
+                locked = entry.commit[:12] if entry else "nothing"
+                frozen_problems.append(f"{name}: the lock records {locked}, the recipe pins {source.commit[:12]}")
+            pins[name] = Pin(name, source.url, source.ref, source.commit.lower(), "recipe")
+        elif entry and same_repository(entry.url, source.url) and entry.ref == source.ref and not options.update:
+            pins[name] = Pin(name, source.url, source.ref, entry.commit, "lock")
+        elif options.frozen:
+            why = ("the lock has no entry" if entry is None else
+                   f"the lock records {entry.url} @ {entry.ref}, the recipe says {source.url} @ {source.ref}")
+            frozen_problems.append(f"{name}: follows {source.ref!r} and {why}")
+        elif options.offline:
+            raise SourceError(f"source {name} follows {source.ref!r}, which needs the network to resolve, "
+                              "and --offline forbids it", fix="pin the commit in the recipe, or run "
+                              "`flagtree-cpu lock` once with network")
+        else:
+            pins[name] = Pin(name, source.url, source.ref, ls_remote(source.url, source.ref or "HEAD", name), "ref")
+    if frozen_problems:
+        raise SourceError("--frozen: the lock file does not match the recipe", details=tuple(frozen_problems),
+                          fix="run `flagtree-cpu lock` (without --frozen) and commit the updated lock file")
+    return pins
+
+
+def ls_remote(url: str, ref: str, name: str) -> str:
+    if _SHA.fullmatch(ref):
+        return ref
+    out = run_git(["ls-remote", url, ref], url=url, source=name)
+    refs = {}
+    for line in out.splitlines():
+        sha, _, refname = line.partition("\t")
+        refs[refname] = sha
+    for candidate in (f"refs/heads/{ref}", f"refs/tags/{ref}^{{}}", f"refs/tags/{ref}", ref):
+        if candidate in refs:
+            return refs[candidate]
+    raise SourceError(f"{url} has no branch or tag {ref!r}",
+                      fix=f"check sources.{name}.ref; `git ls-remote {url}` lists what exists")
+
+
+def same_repository(a: str, b: str) -> bool:
+    """Whether two URLs name the same repository (case of the scheme, a trailing slash or .git aside)."""
+    def norm(url: str) -> str:
+        url = url.strip().rstrip("/").removesuffix(".git").rstrip("/")
+        scheme, sep, rest = url.partition("://")
+        return f"{scheme.lower()}{sep}{rest}" if sep else url
+
+    return norm(a) == norm(b)

@@ -1,0 +1,107 @@
+"""A checkout's submodules brought to the commits its tree records (the gitlinks), level by level.
+
+Level by level so that the git cache can mirror each level's URLs before git clones them. A
+submodule that must move is checked like any checkout (the user's changes and commits are
+never lost); a ``submodule update`` runs under the parent's checkout marker (see
+``checkouts``), so one that was interrupted half way is finished by the next sync instead of
+being mistaken for the user's work.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Callable
+from pathlib import Path
+
+from .checkouts import finish_move, forget, head, interrupted_submodule_moves, marked
+from .errors import SourceError
+from .gitcache import GitCache
+from .gitcmd import git_result, has_commit, run_git
+from .lockfile import SubmoduleLock
+from .ui import UI
+
+
+class SubmoduleSync:
+    def __init__(self, name: str, *, ui: UI, cache: GitCache | None, offline: bool, allow_dirty: bool,
+                 check_safe_to_move: Callable[[Path, str], None],
+                 config: Callable[[list[str]], list[tuple[str, str]]]):
+        self.name, self.ui, self.cache = name, ui, cache
+        self.offline, self.allow_dirty = offline, allow_dirty
+        self.check_safe_to_move, self.config = check_safe_to_move, config
+        self.finished: list[str] = []  # submodules whose interrupted checkout this run finished
+
+    def sync(self, checkout: Path) -> tuple[list[SubmoduleLock], bool]:
+        """Lock entries of every submodule (recursively), and whether any had to move."""
+        status = submodule_status(checkout)
+        moved = any(flag != " " for flag, _sha, _path in status) or bool(interrupted_submodule_moves(checkout))
+        if moved:
+            self._update(checkout)
+            status = submodule_status(checkout)
+            wrong = [f"{flag}{sha[:12]} {path}" for flag, sha, path in status if flag != " "]
+            if wrong:
+                raise SourceError(f"submodules of {self.name} are not at their recorded commits", details=tuple(wrong),
+                                  fix=f"inspect with git -C {checkout} submodule status --recursive")
+        entries = []
+        for _flag, sha, path in status:
+            url = git_result(["config", "--get", "remote.origin.url"], cwd=checkout / path)[1].strip()
+            entries.append(SubmoduleLock(path=path, url=url, commit=sha))
+        return entries, moved
+
+    def _update(self, repo: Path) -> None:
+        modules = gitmodules(repo)
+        origin = git_result(["config", "--get", "remote.origin.url"], cwd=repo)[1].strip()
+        urls = [absolute_submodule_url(url, origin) for _path, url in modules]
+        interrupted = interrupted_submodule_moves(repo)
+        moves: dict[str, tuple[str, list[str | None]]] = {}
+        for (path, _url), url in zip(modules, urls, strict=True):
+            sub = repo / path
+            gitlink = run_git(["rev-parse", f"HEAD:{path}"], cwd=repo)
+            current = head(sub) if (sub / ".git").exists() else None
+            if path in interrupted and current is not None and has_commit(sub, gitlink) and not self.allow_dirty:
+                finish_move(sub, gitlink, interrupted[path])  # our own half-done checkout
+                self.finished.append(path)
+                current = gitlink
+            elif current not in (None, gitlink):
+                self.check_safe_to_move(sub, gitlink)
+            moves[path] = (gitlink, [current])
+            if self.cache:
+                self.cache.ensure(url, gitlink, offline=self.offline)
+        config = self.config(urls)
+        with marked(repo, moves), self.ui.progress(f"updating submodules of {self.name}") as task:
+            run_git(["submodule", "update", "--init", "--progress"], cwd=repo, config=config,
+                    url=", ".join(urls), progress=task)
+        forget(repo, interrupted)  # entries of submodules this commit no longer has
+        for path, _url in modules:
+            if (repo / path / ".gitmodules").is_file():
+                self._update(repo / path)
+
+
+def submodule_status(repo: Path) -> list[tuple[str, str, str]]:
+    out = run_git(["submodule", "status", "--recursive"], cwd=repo)
+    entries = []
+    for line in out.splitlines():
+        if not line.strip():
+            continue
+        flag, rest = line[0], line[1:].split()
+        entries.append((flag, rest[0], rest[1]))
+    return entries
+
+
+def gitmodules(repo: Path) -> list[tuple[str, str]]:
+    out = run_git(["config", "--file", ".gitmodules", "--get-regexp", r"^submodule\..*\.(path|url)$"], cwd=repo)
+    paths, urls = {}, {}
+    for line in out.splitlines():
+        key, _, value = line.partition(" ")
+        name, kind = key[len("submodule."):].rsplit(".", 1)
+        (paths if kind == "path" else urls)[name] = value
+    return [(paths[n], urls[n]) for n in paths if n in urls]
+
+
+def absolute_submodule_url(url: str, parent: str) -> str:
+    """Relative submodule URLs (``../sleef.git``) are relative to the parent's remote."""
+    if not url.startswith(("./", "../")):
+        return url
+    scheme, sep, rest = parent.rstrip("/").partition("://")
+    base = rest if sep else scheme
+    joined = posixpath.normpath(posixpath.join(base, url))
+    return f"{scheme}{sep}{joined}" if sep else joined
