@@ -1132,16 +1132,20 @@ def lock(
 
 
 def _stop_on_sigterm() -> None:
-    """SIGTERM (CI cancelling a job, `timeout`, `kill`) stops the run the way Ctrl-C does: the same
-    cleanup, then exit 143. Raised once; a second SIGTERM during the cleanup is ignored so the
+    """SIGTERM (CI cancelling a job, `timeout`, `kill`) and SIGHUP (the terminal closed; git and the build
+    run in their own process groups, so it reaches only us) stop the run the way Ctrl-C does: the same
+    cleanup, then exit 143 / 129. Raised once; a second signal during the cleanup is ignored so the
     cleanup can finish (SIGKILL still works, and later runs sweep what it leaves)."""
     from .errors import Terminated
 
-    def on_sigterm(signum: int, frame: Any) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        raise Terminated()
+    def on_signal(signum: int, frame: Any) -> None:
+        for ignored in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(ignored, signal.SIG_IGN)
+        raise Terminated(signum)
 
-    signal.signal(signal.SIGTERM, on_sigterm)
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(signum) == signal.SIG_DFL:  # `nohup flagtree-cpu ...` keeps SIGHUP ignored
+            signal.signal(signum, on_signal)
 
 
 def _help_width() -> None:

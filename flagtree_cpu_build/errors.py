@@ -22,6 +22,7 @@ class ExitCode(IntEnum):
     DOCTOR = 7  # doctor (or setup's preflight) found a blocking problem
     BUSY = 8  # another flagtree-cpu run holds the workspace
     NOT_CURRENT = 9  # status --check: the workspace is not what the recipe says
+    HANGUP = 129  # SIGHUP (the terminal was closed): 128 + 1
     INTERRUPTED = 130  # Ctrl-C (SIGINT): 128 + 2, as shells report it
     TERMINATED = 143  # SIGTERM (a CI runner cancelling the job, `timeout`): 128 + 15
 
@@ -162,11 +163,19 @@ class WorkspaceBusy(FlagtreeCpuError):
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised in the main thread by the CLI's signal handler.
+    """SIGTERM (or SIGHUP), raised in the main thread by the CLI's signal handler.
 
     A KeyboardInterrupt on purpose: every cleanup path written for Ctrl-C (stopping child
     process groups, removing half-made folders, keeping a download's ``.part``) runs for it too.
     """
+
+    def __init__(self, signum: int = 15):
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def name(self) -> str:
+        return {1: "SIGHUP", 15: "SIGTERM"}.get(self.signum, f"signal {self.signum}")
 
 
 class Interrupted(FlagtreeCpuError):
@@ -176,10 +185,9 @@ class Interrupted(FlagtreeCpuError):
     kind = "interrupted"
 
     def __init__(self, what: str = "the run", *, cause: BaseException | None = None):
-        terminated = isinstance(cause, Terminated)
         super().__init__(
-            f"{'stopped by SIGTERM' if terminated else 'interrupted'} during {what}",
+            f"{f'stopped by {cause.name}' if isinstance(cause, Terminated) else 'interrupted'} during {what}",
             fix="re-run the same command; finished steps are not repeated",
         )
-        if terminated:
-            self.exit_code = ExitCode.TERMINATED
+        if isinstance(cause, Terminated):  # 128 + the signal, as a shell reports a process it ended
+            self.exit_code = ExitCode(128 + cause.signum)

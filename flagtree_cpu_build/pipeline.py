@@ -137,7 +137,7 @@ def run_setup(ctx: StageContext, options: SetupOptions) -> SetupReport:
                     _finish(report.record(current), result, time.monotonic() - began, ctx)
     except KeyboardInterrupt as exc:
         ctx.ui.cancel.set()
-        _mark_unfinished(report, current, "interrupted", "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C")
+        _mark_unfinished(report, current, "interrupted", exc.name if isinstance(exc, Terminated) else "Ctrl-C")
         # name what was running: with sources ∥ artifacts, only the one that had not finished
         running = [r.stage for r in report.records if r.status == "interrupted"] or [current]
         report.error = Interrupted(f"setup ({' and '.join(running)})", cause=exc)

@@ -304,3 +304,39 @@ def test_the_next_steps_name_the_workdir_so_they_work_from_any_folder(world: Git
     assert result.exit_code == 0, result.output
     assert f'eval "$(flagtree-cpu -w {tmp_path / "ws"} env)"' in result.stderr
     assert "flagtree-cpu -w ws " not in result.stderr
+
+
+# --- signals to the tool alone ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("signum", "code", "name"), [(15, 143, "SIGTERM"), (1, 129, "SIGHUP")])
+def test_sigterm_and_sighup_stop_a_run_like_ctrl_c(world: GitWorld, tmp_path: Path, signum: int, code: int,
+                                                    name: str) -> None:
+    """A CI runner's SIGTERM or a closed terminal's SIGHUP: the same cleanup as Ctrl-C, exit 128 + signal."""
+    import time
+
+    ws = new_workspace(world, tmp_path / "ws")
+    (ws.root / ".flagtree-cpu").mkdir(parents=True)
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'w'); "
+                               "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+                               str(ws.root / ".flagtree-cpu" / "workspace.lock")], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    try:  # the run waits for the workspace (--wait): a quiet moment to deliver the signal in
+        process = subprocess.Popen([*TOOL, *ws.argv("--wait", "sync")], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)
+        time.sleep(1.5)
+        process.send_signal(signum)
+        _out, err = process.communicate(timeout=30)
+    finally:
+        holder.kill()
+    assert process.returncode == code, err
+    assert f"stopped by {name} during the run" in err and "Traceback" not in err
+
+
+def test_nohup_keeps_sighup_ignored(tmp_path: Path) -> None:
+    """`nohup flagtree-cpu setup &` must survive the terminal closing: an ignored SIGHUP stays ignored."""
+    code = ("import signal, os, sys; signal.signal(signal.SIGHUP, signal.SIG_IGN); "
+            "from flagtree_cpu_build import cli; cli._stop_on_sigterm(); os.kill(os.getpid(), signal.SIGHUP); "
+            "print('still here')")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and "still here" in result.stdout, result.stderr

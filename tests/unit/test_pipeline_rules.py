@@ -60,3 +60,13 @@ def test_the_summary_line_counts_many_changes_and_names_few() -> None:
     assert _summary(sources) == "flagtree updated, sleef skipped (not used), 1 already current"
     assert _summary(StageResult("sync", (Action("a", "ok"), Action("b", "ok")))) == "all 2 current"
     assert _summary(StageResult("build", (Action("build", "ok", "up to date"),))) == "up to date"
+
+
+def test_compatibility_checks_are_reported_not_counted_as_items() -> None:
+    """A fresh clone said 'flagtree created, flagtree-cpu created, 1 already current': the checks were an item."""
+    fresh = StageResult("sync", (Action("flagtree", "created"), Action("flagtree-cpu", "created"),
+                                 Action("compatibility checks", "ok", "5 passed", {"check": True})))
+    assert _summary(fresh) == "flagtree created, flagtree-cpu created, compatibility checks: 5 passed"
+    current = StageResult("sync", (Action("flagtree", "ok"), Action("flagtree-cpu", "ok"),
+                                   Action("compatibility checks", "ok", "5 passed", {"check": True})))
+    assert _summary(current) == "all 2 current, compatibility checks: 5 passed"
