@@ -621,7 +621,8 @@ def _render_plan(opts: Options, stage_ctx: Any, options: Any) -> int | None:
     """The plan of `setup --dry-run`; returns the exit code the real run would stop with, if it would."""
     from rich.text import Text
 
-    from .pipeline import PLAN_SCHEMA, blocking, run_preflight_checks, would_stop
+    from .pipeline import PLAN_SCHEMA
+    from .preflight import blocking, run_preflight_checks, would_stop
     from .status import Scope, human_bytes, inspect_workspace
 
     preflight = run_preflight_checks(stage_ctx, options)

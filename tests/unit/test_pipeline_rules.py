@@ -6,10 +6,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from flagtree_cpu_build.doctor import Finding
-from flagtree_cpu_build.pipeline import (
+from flagtree_cpu_build.pipeline import SetupOptions, _summary
+from flagtree_cpu_build.preflight import (
     PREFLIGHT_FOR_BUILD,
-    SetupOptions,
-    _summary,
     blocking,
     missing_system_packages,
     preflight_checks,

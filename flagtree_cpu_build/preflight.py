@@ -1,0 +1,140 @@
+"""setup's preflight: the fast, blocking subset of doctor, run before anything is changed.
+
+Each check here would make a later stage fail after minutes (no git, an x86_64 host for an Armv9
+build, a full disk), so all of them are listed at once, each with its fix, and setup stops with
+exit 7. ``--ignore-host`` turns failures into warnings (except a missing git); the recipe's
+missing apt packages are a warning with the one command that installs them, run only with
+``--install-system-packages``. ``would_stop`` tells `setup --dry-run` where the real run would stop.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .errors import DoctorFailed, ExitCode
+from .stages import Action, StageContext, StageResult
+
+if TYPE_CHECKING:
+    from .pipeline import SetupOptions
+
+# The blocking subset of doctor: fast, and each one would make a later stage fail after minutes.
+PREFLIGHT_ALWAYS = ("toolchain.git", "resources.disk", "system.packages")
+PREFLIGHT_FOR_BUILD = ("host.arch", "cpu.features", "toolchain.compiler", "toolchain.cmake", "toolchain.ninja",
+                       "resources.memory")
+# Without git nothing can be cloned, whatever --ignore-host says.
+NEVER_IGNORED = ("toolchain.git",)
+
+
+def preflight_checks(options: SetupOptions) -> tuple[str, ...]:
+    return PREFLIGHT_ALWAYS if options.skip_build else PREFLIGHT_ALWAYS + PREFLIGHT_FOR_BUILD
+
+
+def run_preflight_checks(ctx: StageContext, options: SetupOptions) -> Any:
+    from .cpuinfo import read_cpu
+    from .doctor import DoctorContext, run_doctor
+
+    doctor_ctx = DoctorContext(ctx.recipe, ctx.workspace, ctx.host, read_cpu(Path("/")), Path("/"), options.python,
+                               dict(os.environ), offline=options.offline)
+    return run_doctor(doctor_ctx, preflight_checks(options))
+
+
+# The exit code a stage stops with, for `setup --dry-run` exiting as the real run would.
+_STOP_CODES = {"sources": ExitCode.SOURCE, "links": ExitCode.SOURCE, "artifacts": ExitCode.ARTIFACT,
+               "python": ExitCode.BUILD, "build": ExitCode.BUILD, "validation": ExitCode.VALIDATION}
+
+
+def would_stop(preflight_stops: list[Any], items: Any) -> dict[str, Any] | None:
+    """Where the real setup would stop, seen from a dry run: preflight, or the first item to stop at."""
+    if preflight_stops:
+        return {"stage": "preflight", "exit_code": int(ExitCode.DOCTOR),
+                "reason": "; ".join(f"{f.id}: {f.detail}" for f in preflight_stops)}
+    for item in items:
+        if item.action.startswith("stop:"):
+            return {"stage": item.area, "exit_code": int(_STOP_CODES.get(item.area, ExitCode.UNEXPECTED)),
+                    "reason": item.action.removeprefix("stop:").strip()}
+    return None
+
+
+def blocking(findings: Any, options: SetupOptions) -> list[Any]:
+    return [f for f in findings if f.status == "fail" and (not options.ignore_host or f.id in NEVER_IGNORED)]
+
+
+def run_preflight(ctx: StageContext, options: SetupOptions) -> StageResult:
+    """setup's first stage: every blocking host problem listed at once (exit 7), before anything changes."""
+    report = run_preflight_checks(ctx, options)
+    stops = blocking(report.findings, options)
+    if stops:
+        details = []
+        for f in stops:
+            details += [f"{f.id}: {f.detail}"] + ([f"   fix: {f.fix}"] if f.fix else [])
+        fix = ("fix them and run setup again (`flagtree-cpu doctor` shows every check); --ignore-host proceeds "
+               "anyway, for testing")
+        if all(f.id in PREFLIGHT_FOR_BUILD for f in stops):  # e.g. an x86_64 laptop preparing for an Arm board
+            fix = ("on this machine `flagtree-cpu setup --skip-build` is what works: it prepares the sources, the "
+                   "LLVM tree and the links (no build); build on a machine the recipe targets. Otherwise " + fix)
+        raise DoctorFailed(f"{len(stops)} problem{'s' if len(stops) > 1 else ''} on this machine would make setup "
+                           "fail later; nothing was changed", details=tuple(details), fix=fix)
+    warnings, ignored = [], 0
+    for f in report.findings:
+        if f.status == "fail":
+            ignored += 1
+            warnings.append(f"{f.id}: {f.detail} (ignored: --ignore-host)")
+        elif f.status == "warn" and f.id != "system.packages":  # that one is handled below
+            warnings.append(f"{f.id}: {f.detail}" + (f" — fix: {f.fix}" if f.fix else ""))
+    detail = f"{report.summary()['ok']} of {len(report.findings)} checks ok"
+    if ignored:
+        detail += f", {ignored} failed (ignored: --ignore-host)"
+    status = "ok"
+    packages = _system_packages(ctx, options)
+    if packages is not None:
+        missing = packages.data.get("missing") or packages.data.get("installed")
+        if packages.status == "created":
+            status, detail = "created", f"{detail}; installed {len(missing)} system packages"
+        else:
+            detail += f"; {len(missing)} system packages missing"
+            warnings.append(packages.detail)
+    data = {"checks": [f.to_json() for f in report.findings], **(packages.data if packages else {})}
+    return StageResult("preflight", (Action("host", status, detail, data),), tuple(warnings))
+
+
+def missing_system_packages(ctx: StageContext, root: Path = Path("/")) -> list[str] | None:
+    """The recipe's apt packages dpkg does not have; None when this is not a dpkg system."""
+    from .doctor_machine import installed_packages
+
+    status = root / "var/lib/dpkg/status"
+    wanted = list(ctx.recipe.system_packages.apt)
+    if not wanted or not status.is_file():
+        return None
+    installed = installed_packages(status.read_text(encoding="utf-8", errors="replace"))
+    return [p for p in wanted if p not in installed]
+
+
+def system_install_argv(missing: list[str], euid: int) -> list[str]:
+    argv = ["apt-get", "install", "-y", *missing]
+    return argv if euid == 0 else ["sudo", *argv]
+
+
+def _system_packages(ctx: StageContext, options: SetupOptions) -> Action | None:
+    """Missing apt packages: a warning with the command by default; installed with --install-system-packages."""
+    missing = missing_system_packages(ctx)
+    if not missing:
+        return None
+    argv = system_install_argv(missing, os.geteuid())
+    if not options.install_system_packages:
+        return Action("system packages", "skipped", f"{len(missing)} of the recipe's system packages are missing: "
+                      f"{' '.join(missing)} — install them with `{shlex.join(argv)}` (or pass "
+                      "--install-system-packages)", {"missing": missing})
+    if options.offline:
+        raise DoctorFailed("--install-system-packages needs the network, and --offline forbids it",
+                           details=(f"missing: {' '.join(missing)}",), fix=f"run `{shlex.join(argv)}` when online")
+    from .proc import run_attached
+
+    ctx.ui.info(f"installing {len(missing)} system packages: + {shlex.join(argv)}")
+    status = run_attached(argv, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    if status != 0:
+        raise DoctorFailed(f"`{shlex.join(argv)}` failed (exit status {status}); nothing else was changed",
+                           fix="run it yourself to see why (apt-get update first on a fresh machine), then setup again")
+    return Action("system packages", "created", f"installed {' '.join(missing)}", {"installed": missing})
