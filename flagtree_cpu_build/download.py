@@ -5,25 +5,34 @@ the network bytes). After a dropped connection, a timeout or an interrupted run 
 continues with ``Range: bytes=<part size>-``; the answer must be ``206`` with a
 matching ``Content-Range``, and a server that ignores Range (``200``) is read from the
 start again. Connection errors, timeouts and 5xx are retried with exponential backoff;
-4xx never are. Candidate URLs (mirrors, then the original) are tried in order.
+4xx never are. Candidate URLs (mirrors, then the original) are tried in order, each into a
+``.part`` of its own: bytes from two URLs are never spliced, and a mirror that failed keeps
+what it delivered for the next run. A ``.part`` is only ever deleted when its bytes are known
+to be wrong (a sha256 mismatch, a tarball that does not unpack) or the server sends the file
+again from the start; giving up, a full disk and Ctrl-C keep it, and the next run says
+"resuming llvm at 59 MB of 812 MB".
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import re
-import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from .diskspace import disk_full, is_disk_full
 from .errors import ArtifactError
+from .growing import GrowingFile
+from .limits import stall_timeout_s
 from .ui import UI, ProgressTask
 
-CHUNK = 1 << 20
+CHUNK = 1 << 20  # the same as growing.CHUNK
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 
 
@@ -85,127 +94,55 @@ class _Part:
                 task.update(self.size, total)
 
 
-class StreamStale(Exception):
-    """The .part file was started again after the reader had read from it: what it read is void."""
-
-
-class StreamAborted(Exception):
-    """The download failed or was stopped; the reader's consumer must give up."""
-
-
-class GrowingFile:
-    """A reader of the ``.part`` file while the download writes it, so the tarball can be unpacked as it
-    arrives (``curl | tar -xz``, with resume): at the end of the bytes written so far it waits for more,
-    until the download says it is complete (then end of file) or failed. If the download has to start the
-    file again after bytes were read, reading raises StreamStale and the caller unpacks the finished file
-    instead. Nothing read this way is trusted until the whole file's sha256 is verified."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.consumed = 0
-        self._file: Any = None
-        self._cond = threading.Condition()
-        self._complete = self._aborted = self._stale = False
-
-    # the download's side
-    def grew(self) -> None:
-        with self._cond:
-            self._cond.notify_all()
-
-    def restarted(self) -> None:
-        with self._cond:
-            if self.consumed:
-                self._stale = True
-            elif self._file is not None:  # nothing read yet: follow the new file instead
-                self._file.close()
-                self._file = None
-            self._cond.notify_all()
-
-    def complete(self) -> None:
-        with self._cond:
-            self._complete = True
-            self._cond.notify_all()
-
-    def abort(self) -> None:
-        with self._cond:
-            self._aborted = True
-            self._cond.notify_all()
-
-    # the unpacker's side
-    def read(self, size: int = -1) -> bytes:
-        with self._cond:
-            while True:
-                if self._stale:
-                    raise StreamStale(f"{self.path} was started again")
-                if self._aborted:
-                    raise StreamAborted(f"the download into {self.path} stopped")
-                if self._file is None and self.path.exists():
-                    self._file = open(self.path, "rb")  # noqa: SIM115 - closed by close()
-                if self._file is not None:
-                    data = self._file.read(size if size and size > 0 else CHUNK)
-                    if data:
-                        self.consumed += len(data)
-                        return data
-                if self._complete:
-                    return b""
-                self._cond.wait(0.5)
-
-    def close(self) -> None:
-        with self._cond:
-            if self._file is not None:
-                self._file.close()
-                self._file = None
-
-
 @dataclass
 class Downloader:
     ui: UI
     attempts: int = 5
     backoff_s: float = 0.5  # 0.5, 1, 2, 4 ... seconds between attempts
     connect_timeout_s: float = 15.0
-    read_timeout_s: float = 60.0
+    read_timeout_s: float = field(default_factory=stall_timeout_s)  # FLAGTREE_CPU_STALL_TIMEOUT
     watcher: GrowingFile | None = None  # told as the .part file grows or starts again
+    # told (url, total, bytes already here) before a body is written: the free-space check
+    on_size: Callable[[str, int | None, int], None] | None = None
 
-    def fetch(self, urls: Sequence[str], part: Path, *, label: str, expected_sha: str | None = None) -> Downloaded:
-        """Download the first candidate that works into ``part``; verify ``expected_sha`` if given."""
+    def fetch(self, urls: Sequence[str], part_for: Callable[[str], Path], *, label: str,
+              expected_sha: str | None = None) -> Downloaded:
+        """Download the first candidate that works into its own part file; verify ``expected_sha`` if given."""
         failures: list[str] = []
         for url in urls:
+            part = part_for(url)
             try:
                 result = self._fetch_one(url, part, label)
             except _Failure as failure:
-                failures.append(f"{url}: {failure.reason}")
+                failures.append(f"{url}: {failure.reason}{_kept(part)}")
                 continue
+            except OSError as exc:
+                if is_disk_full(exc):
+                    raise disk_full(part, None, f"downloading {label}", None,
+                                    keep_note=_kept(part).lstrip("; ")) from None
+                raise
             if expected_sha and result.sha256 != expected_sha.lower():
-                part.unlink(missing_ok=True)
-                _source_note(part).unlink(missing_ok=True)
+                discard_part(part)
                 failures.append(f"{url}: sha256 mismatch — expected {expected_sha.lower()}, got {result.sha256} "
                                 f"({result.size} bytes); the partial file was removed")
                 continue
+            for other in urls:  # the file is here: what other candidates left is of no further use
+                if other != url:
+                    with contextlib.suppress(ArtifactError):  # a folder in its place is named another time
+                        discard_part(part_for(other))
             return result
-        mismatch = any("sha256 mismatch" in f for f in failures)
-        raise ArtifactError(
-            f"could not download {label}" + (": the bytes did not match the expected sha256" if mismatch else ""),
-            details=tuple(failures),
-            fix=("the file changed upstream or a mirror serves another file: check the recipe's sha256 and the "
-                 "mirror" if mismatch else
-                 "check the URL, or use a mirror (--mirror PREFIX=REPLACEMENT or FLAGTREE_CPU_MIRRORS), or download "
-                 "it by any means and import it: flagtree-cpu fetch --from FILE"),
-        )
+        raise _all_failed(label, failures)
 
     # -- one candidate ------------------------------------------------------------------------
 
     def _fetch_one(self, url: str, path: Path, label: str) -> Downloaded:
         path.parent.mkdir(parents=True, exist_ok=True)
         part = _Part(path, self.watcher)
+        if self.watcher is not None:
+            self.watcher.follow(path)
         local = _local_path(url)
         if local is not None:
-            if not local.is_file():
-                raise _Failure("no such file")
-            total = local.stat().st_size
-            with self.ui.progress(f"copying {label}", total=total, unit="bytes") as task, open(local, "rb") as src:
-                part.restart()
-                part.copy_from(iter(lambda: src.read(CHUNK), b""), "wb", task, total)
-            return Downloaded(path, part.digest.hexdigest(), part.size, url)
+            return self._copy_local(url, local, part, label)
 
         import requests
         import urllib3
@@ -213,27 +150,57 @@ class Downloader:
         session = requests.Session()
         # identity: the sha256 is over the file's bytes, never a transfer-compressed form of them
         session.headers.update({"User-Agent": "flagtree-cpu", "Accept-Encoding": "identity"})
-        note = _source_note(path)
-        if path.exists() and (not note.exists() or note.read_text() != url):
-            part.restart()  # bytes from another URL cannot be continued from this one
-        note.write_text(url)
+        note = self._resume_point(url, part, label)
         last = "server errors"
-        with self.ui.progress(f"downloading {label}", unit="bytes") as task:
+        with self.ui.progress(f"downloading {label}", total=note.get("total"), unit="bytes") as task:
             for attempt in range(self.attempts):
                 if attempt:
-                    time.sleep(min(30.0, self.backoff_s * 2 ** (attempt - 1)))
+                    delay = min(30.0, self.backoff_s * 2 ** (attempt - 1))
+                    self.ui.info(f"{label}: {last}; trying again in {delay:g} s" + _from(part.size))
+                    time.sleep(delay)
                 try:
-                    if self._attempt(session, url, part, task):
+                    if self._attempt(session, url, part, task, note):
                         break
                 except (requests.ConnectionError, requests.Timeout, urllib3.exceptions.HTTPError) as exc:
                     # refused, reset, timed out, or cut in the middle of the body: the .part is kept
-                    last = f"{type(exc).__name__}: {exc}"
+                    last = _short(exc)
             else:
                 raise _Failure(f"gave up after {self.attempts} attempts ({last})")
-        note.unlink(missing_ok=True)
+        # the note stays with the part until the part becomes a blob: a complete file that cannot be unpacked
+        # yet (a limit, a full disk) is resumed as complete by the next run, not downloaded again
         return Downloaded(path, part.digest.hexdigest(), part.size, url)
 
-    def _attempt(self, session: Any, url: str, part: _Part, task: ProgressTask) -> bool:
+    def _copy_local(self, url: str, local: Path, part: _Part, label: str) -> Downloaded:
+        if not local.is_file():
+            raise _Failure("no such file")
+        total = local.stat().st_size
+        if self.on_size is not None:
+            self.on_size(url, total, 0)
+        with self.ui.progress(f"copying {label}", total=total, unit="bytes") as task, open(local, "rb") as src:
+            part.restart()
+            part.copy_from(iter(lambda: src.read(CHUNK), b""), "wb", task, total)
+        return Downloaded(part.path, part.digest.hexdigest(), part.size, url)
+
+    def _resume_point(self, url: str, part: _Part, label: str) -> dict[str, Any]:
+        """The .part's note, after checking the bytes are this URL's; says so when a download resumes."""
+        from .status import human_bytes
+
+        make_way(part.path, self.ui.warn)
+        note = read_source_note(part.path, self.ui)
+        if part.path.exists() and note.get("url") != url:
+            part.restart()  # bytes from another URL (or of unknown origin) cannot be continued from this one
+            note = {}
+        note = {"url": url, "total": note.get("total")}
+        write_source_note(part.path, note)
+        have = part.path.stat().st_size if part.path.exists() else 0
+        total = note["total"]
+        if have and total and have >= total:
+            self.ui.info(f"{label}: the download an earlier run kept is complete ({human_bytes(have)}); checking it")
+        elif have:
+            self.ui.info(f"resuming {label} at {human_bytes(have)}" + (f" of {human_bytes(total)}" if total else ""))
+        return note
+
+    def _attempt(self, session: Any, url: str, part: _Part, task: ProgressTask, note: dict[str, Any]) -> bool:
         """One request; True when the file is complete, False to retry (5xx). Raises _Failure on 4xx."""
         offset = part.sync_with_disk()
         headers = {"Range": f"bytes={offset}-"} if offset else {}
@@ -243,6 +210,7 @@ class Downloader:
             status = response.status_code
             if status == 416 and offset:
                 if _total_from(response.headers.get("Content-Range", "")) == offset:
+                    self._learned(url, part, note, offset)
                     return True  # the previous run had already received everything
                 part.restart()
                 return False
@@ -253,16 +221,28 @@ class Downloader:
                 return False
             if status == 206:
                 match = _CONTENT_RANGE.match(response.headers.get("Content-Range", ""))
-                if not match or int(match.group(1)) != offset:
-                    part.restart()  # not the bytes we asked for: start over with a plain request
+                total = None if not match or match.group(3) == "*" else int(match.group(3))
+                if not match or int(match.group(1)) != offset or (note["total"] and total != note["total"]):
+                    part.restart()  # not the bytes we asked for, or the file changed: start over
                     return False
-                mode, total = "ab", None if match.group(3) == "*" else int(match.group(3))
+                mode = "ab"
             else:  # 200: a fresh download, or a server that ignores Range: take it from the start
                 part.restart()
                 length = response.headers.get("Content-Length")
                 mode, total = "wb", int(length) if length and length.isdigit() else None
+            self._learned(url, part, note, total)
             part.copy_from(_received(response.raw), mode, task, total)
             return total is None or part.size >= total  # a body that ended early is resumed
+
+    def _learned(self, url: str, part: _Part, note: dict[str, Any], total: int | None) -> None:
+        """The server said the size: remember it with the part, tell the unpacker, check the free space."""
+        if total and note.get("total") != total:
+            note["total"] = total
+            write_source_note(part.path, note)
+        if self.watcher is not None:
+            self.watcher.sized(total)
+        if self.on_size is not None:
+            self.on_size(url, total, part.size)
 
 
 def _received(raw: Any) -> Iterator[bytes]:
@@ -271,9 +251,97 @@ def _received(raw: Any) -> Iterator[bytes]:
         yield data
 
 
-def _source_note(part: Path) -> Path:
-    """Which URL a .part file came from; resuming from another URL could splice two files."""
+def _all_failed(label: str, failures: list[str]) -> ArtifactError:
+    mismatch = any("sha256 mismatch" in f for f in failures)
+    kept = any("is kept" in f for f in failures)
+    return ArtifactError(
+        f"could not download {label}" + (": the bytes did not match the expected sha256" if mismatch else ""),
+        details=tuple(failures),
+        fix=("the file changed upstream or a mirror serves another file: check the recipe's sha256 and the mirror"
+             if mismatch else
+             ("run the same command again to resume; " if kept else "") +
+             "check the URL, or use a mirror (--mirror PREFIX=REPLACEMENT or FLAGTREE_CPU_MIRRORS), or download it "
+             "by any means and import it: flagtree-cpu fetch --from FILE"),
+    )
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text[:160]}{'...' if len(text) > 160 else ''}"
+
+
+def _from(size: int) -> str:
+    from .status import human_bytes
+
+    return f", resuming at {human_bytes(size)}" if size else ""
+
+
+def _kept(part: Path) -> str:
+    from .status import human_bytes
+
+    size = part.stat().st_size if part.is_file() else 0
+    return f"; the partial download ({human_bytes(size)}, {part}) is kept" if size else ""
+
+
+def source_note(part: Path) -> Path:
+    """Which URL a .part file came from, and the file's size; resuming from another URL could splice two files."""
     return part.with_name(part.name + ".source")
+
+
+def parse_source_note(part: Path) -> dict[str, Any] | None:
+    """The .part's note, read only: {} when there is none, None when it is damaged (a folder, not JSON)."""
+    note = source_note(part)
+    if not note.exists() and not note.is_symlink():
+        return {}
+    try:
+        text = note.read_text()
+        data = json.loads(text) if text.lstrip().startswith("{") else {"url": text.strip()}  # an older note: the URL
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    valid = isinstance(data, dict) and isinstance(data.get("url"), str) and \
+        isinstance(data.get("total", 0), (int, type(None)))
+    return data if valid else None
+
+
+def read_source_note(part: Path, ui: UI | None) -> dict[str, Any]:
+    """The .part's note; a damaged one costs the part, which is then of unknown origin."""
+    data = parse_source_note(part)
+    if data is not None:
+        return data
+    if ui is not None and part.exists():
+        ui.warn(f"{source_note(part)}, which records where {part.name} came from, is damaged; the partial "
+                "download is discarded and starts again")
+    discard_part(part)
+    return {}
+
+
+def write_source_note(part: Path, note: dict[str, Any]) -> None:
+    path = source_note(part)
+    make_way(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(note))
+    tmp.replace(path)
+
+
+def discard_part(part: Path) -> None:
+    """Forget a partial download and its note (their bytes are wrong, or of unknown origin)."""
+    for path in (part, source_note(part)):
+        make_way(path)
+        path.unlink(missing_ok=True)
+
+
+def make_way(path: Path, warn: Callable[[str], None] | None = None) -> None:
+    """Where the cache keeps a file, an empty folder is removed (with a warning); a folder with contents is
+    not provably ours, so it is named and left alone."""
+    if not path.is_dir() or path.is_symlink():
+        return
+    try:
+        path.rmdir()
+    except OSError:
+        raise ArtifactError(f"{path} should be a file of flagtree-cpu's download cache but is a folder with "
+                            "contents; it is left alone", fix=f"look inside, then remove it: rm -r {path}") from None
+    if warn is not None:
+        warn(f"removed the empty folder {path}, which stood where the download cache keeps a file")
 
 
 def _local_path(url: str) -> Path | None:

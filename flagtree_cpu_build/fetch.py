@@ -4,32 +4,41 @@ where the build — and FlagTree's own setup.py — will look for it.
 For each artifact: if our stamp in the published tree says it is the expected file,
 there is nothing to do (no network, no reading the tree). Otherwise the tarball comes
 from ``--from``, the download cache, a tarball lying next to the destination (the guide's
-``wget`` leaves one), or a download (mirrors first); it is verified against the recipe's
-sha256, the lock's, or — trust on first use — recorded in the lock with a warning. A
-tree at the destination that we did not publish is verified against the tarball by
+``wget`` leaves one), or a download (mirrors first; ``stream``); it is verified against the
+recipe's sha256, the lock's, or — trust on first use — recorded in the lock with a warning.
+
+Bytes become the artifact's remembered identity (a cache blob, its notes, the lock entry)
+only once their tarball has unpacked: a damaged, truncated or hostile file is dropped
+entirely — the cache is as if it had never been downloaded — and the message says to run
+again. A tarball that hits an unpack limit or a full disk is kept for the next run.
+
+A tree at the destination that we did not publish is verified against the tarball by
 listing and adopted, or left alone with a message: never clobbered. Nothing else under
-``~/.triton/llvm`` is touched.
+``~/.triton/llvm`` is touched, except our own half-made folders whose process is gone
+(``partials``).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .archive import TarballProblem, limits_for
 from .artifact_cache import ArtifactCache, url_key
-from .errors import ArtifactError
-from .extract import differences_from, publish, read_stamp, unpack, write_markers
+from .diskspace import require_free, tree_hint
+from .errors import ArtifactError, UsageError
+from .extract import differences_from, read_stamp, stamp_problem, unpack, write_markers
 from .lockfile import ArtifactLock, Lock, locked_artifact, read_lock, update_lock
-from .mirrors import MirrorRule, candidate_urls
+from .mirrors import MirrorRule
+from .partials import PartialFolder, sweep
 from .probes import artifact_pin_failures
 from .recipe import Artifact
 from .stages import Action, StageContext, StageResult
+from .stream import Tarball, download_and_unpack, retry_fix
 from .workspace import user_cache_dir
 
 
@@ -53,6 +62,7 @@ class _Outcome:
 def run_fetch(ctx: StageContext, options: FetchOptions) -> StageResult:
     start = time.monotonic()
     ws, recipe = ctx.workspace, ctx.recipe
+    _check_named_files(options)
     pin_failures = [f for f in artifact_pin_failures(recipe, ws) if "has no" not in f]
     if pin_failures:  # the source is here and disagrees: stop before downloading the wrong LLVM
         raise ArtifactError("the recipe's artifacts do not match its sources", details=tuple(pin_failures),
@@ -60,9 +70,12 @@ def run_fetch(ctx: StageContext, options: FetchOptions) -> StageResult:
     lock = read_lock(ws.lock_file)
     expected = {name: _expected_sha(name, artifact, lock, options) for name, artifact in recipe.artifacts.items()}
     cache = ArtifactCache((options.cache_dir or user_cache_dir(os.environ)) / "downloads", ctx.ui)
+    cache.sweep()
     missing_offline: list[str] = []
     outcomes: dict[str, _Outcome] = {}
+    published = {Path(a.path).name for a in recipe.artifacts.values()}
     for name, artifact in recipe.artifacts.items():
+        sweep(Path(artifact.path).parent, ctx.ui.info, ctx.ui.warn, published=published)
         outcome = _fetch_one(name, artifact, expected[name], cache, ctx, options, missing_offline)
         if outcome is not None:
             outcomes[name] = outcome
@@ -78,6 +91,17 @@ def run_fetch(ctx: StageContext, options: FetchOptions) -> StageResult:
                     lambda base: replace(base, artifacts={**base.artifacts, **new_entries}))
     warnings = tuple(o.warning for o in outcomes.values() if o.warning)
     return StageResult("fetch", tuple(o.action for o in outcomes.values()), warnings, time.monotonic() - start)
+
+
+def _check_named_files(options: FetchOptions) -> None:
+    """A file named on the command line must exist, whatever is published: a typo is not success.
+    A usage error (exit 2), like any other wrong argument, found before anything is done."""
+    for name, path in options.from_files.items():
+        source = path.expanduser()
+        if not source.is_file():
+            what = "is a folder, not a file" if source.is_dir() else "does not exist"
+            raise UsageError(f"--from {name}={source}: {what}",
+                             fix="give the path of the tarball you downloaded (e.g. ~/Downloads/llvm-....tar.gz)")
 
 
 def _expected_sha(name: str, artifact: Artifact, lock: Lock | None, options: FetchOptions) -> str | None:
@@ -109,114 +133,121 @@ def _fetch_one(name: str, artifact: Artifact, expected: str | None, cache: Artif
         lock = ArtifactLock(url=artifact.url, sha256=stamp["sha256"], size=stamp.get("size"))
         return _Outcome(Action(name, "ok", f"published at {dest}", {"sha256": stamp["sha256"], "path": str(dest)}),
                         lock)
-    streamed: Path | None = None  # the tree, unpacked while it downloaded (not yet published)
     with cache.locked(url_key(artifact.url)):
-        found = _local_tarball(name, artifact, expected, cache, options, dest)
-        if found is None:
+        got = _local_tarball(name, artifact, expected, cache, options, dest)
+        if got is None:
             if _is_foreign(dest):
                 raise _foreign_tree_error(name, dest, artifact)
             if options.offline:
                 sha = expected or "unknown (trusted on first use)"
                 missing_offline.append(f"{name}: {artifact.url} (sha256 {sha})")
                 return None
-            found, streamed = _download(name, artifact, expected, cache, ctx, options)
-    try:
-        return _publish(name, artifact, dest, found, expected, streamed, cache, ctx)
-    finally:
-        if streamed is not None and streamed.exists():  # another process published first, or publishing failed
-            shutil.rmtree(streamed, ignore_errors=True)
+            got = download_and_unpack(name, artifact, expected, cache, ctx, options.mirrors)
+        try:
+            return _install(name, artifact, dest, got, expected, cache, ctx)
+        finally:
+            got.release()
 
 
-def _publish(name: str, artifact: Artifact, dest: Path, found: tuple[str, Path, str], expected: str | None,
-             streamed: Path | None, cache: ArtifactCache, ctx: StageContext) -> _Outcome:
-    sha, blob, served_from = found
+def _install(name: str, artifact: Artifact, dest: Path, got: Tarball, expected: str | None,
+             cache: ArtifactCache, ctx: StageContext) -> _Outcome:
     warning = None if expected else (f"artifact {name}: no sha256 in the recipe; trusting it on first use and "
-                                     f"recording sha256 {sha} in the lock file")
-    lock = ArtifactLock(url=artifact.url, sha256=sha, size=blob.stat().st_size, served_from=served_from)
+                                     f"recording sha256 {got.sha} in the lock file")
+    size = got.path.stat().st_size
+    lock = ArtifactLock(url=artifact.url, sha256=got.sha, size=size, served_from=got.origin)
+    data: dict[str, Any] = {"sha256": got.sha, "path": str(dest), "served_from": got.origin}
     with cache.locked(f"publish-{url_key(str(dest))}"):
         stamp = read_stamp(dest)
-        if stamp and stamp.get("sha256") == sha:  # another process published it meanwhile
-            return _Outcome(Action(name, "ok", f"published at {dest}", {"sha256": sha, "path": str(dest)}), lock,
-                            warning)
-        if _is_foreign(dest):
-            return _adopt(name, dest, blob, artifact, sha, lock, warning)
-        partial = streamed or unpack(blob, dest, strip=artifact.strip_components, ui=ctx.ui, label=name)
-        write_markers(partial, url=artifact.url, sha256=sha, size=blob.stat().st_size,
-                      version_file=artifact.version_file)
-        status = "updated" if dest.exists() else "created"
-        publish(partial, dest)
-    data = {"sha256": sha, "path": str(dest), "served_from": served_from}
-    return _Outcome(Action(name, status, f"{sha[:12]} published at {dest}", data), lock, warning)
+        if stamp and stamp.get("sha256") == got.sha:  # another process published these very bytes meanwhile
+            _keep(got, cache, artifact)
+            return _Outcome(Action(name, "ok", f"published at {dest}", data), lock, warning)
+        try:
+            if _is_foreign(dest):
+                _adopt(name, dest, got, artifact)
+                _keep(got, cache, artifact)
+                return _Outcome(Action(name, "updated", f"existing tree at {dest} matches the tarball; adopted",
+                                       data), lock, warning)
+            folder = got.tree or _unpack_file(name, artifact, dest, got, ctx)
+        except TarballProblem as problem:
+            raise _forget(problem, got, cache, artifact, name) from None
+        got.tree = folder  # released (removed) if anything below fails
+        _keep(got, cache, artifact)
+        write_markers(folder.tree, url=artifact.url, sha256=got.sha, size=size, version_file=artifact.version_file)
+        status = "updated" if os.path.lexists(dest) else "created"
+        folder.publish(dest)
+    return _Outcome(Action(name, status, f"{got.sha[:12]} published at {dest}", data), lock, warning)
+
+
+def _unpack_file(name: str, artifact: Artifact, dest: Path, got: Tarball, ctx: StageContext) -> PartialFolder:
+    """Unpack a tarball already on disk (the cache, an import, a download that had to start over)."""
+    from .status import human_bytes
+
+    needed = artifact.unpacked_size or got.path.stat().st_size  # at least the archive's own size
+    require_free(dest.parent, needed, f"unpacking {name} ({human_bytes(needed)}"
+                 + (")" if artifact.unpacked_size else " at least)"), hint=tree_hint(dest.parent))
+    folder = PartialFolder.create(dest)
+    try:
+        with folder.writing():
+            unpack(got.path, folder.tree, strip=artifact.strip_components, ui=ctx.ui, label=name,
+                   limits=limits_for(name, artifact.unpacked_size, artifact.unpacked_entries), stop=folder.stop)
+    except BaseException:
+        folder.remove()
+        raise
+    return folder
+
+
+def _keep(got: Tarball, cache: ArtifactCache, artifact: Artifact) -> None:
+    """The tarball unpacked: now, and only now, it becomes the cache's blob for this URL."""
+    if got.kind != "cache":
+        got.path = cache.add(got.path, got.sha, artifact.url, served_from=got.origin)
+        got.kind = "cache"
+    else:
+        cache.mend_notes(got.sha, artifact.url, served_from=got.origin)
+
+
+def _forget(problem: TarballProblem, got: Tarball, cache: ArtifactCache, artifact: Artifact,
+            name: str) -> TarballProblem:
+    """Bytes that do not unpack are dropped wherever they were kept; the message says how to get good ones."""
+    if got.kind == "cache":
+        cache.forget(got.sha, artifact.url)
+        problem.fix = (f"it was removed from the download cache: run the same command again to download "
+                       f"{artifact.url} again; if that fails the same way, the server serves a broken file: try a "
+                       f"mirror (--mirror), or download it yourself and import it (--from {name}=FILE)")
+    elif got.kind == "download":
+        cache.drop_part(got.url)
+        problem.fix = retry_fix(name, artifact)
+    else:
+        problem.fix = f"{got.origin} is not a usable copy of {artifact.url}: download it again, then import it"
+    return problem
 
 
 def _local_tarball(name: str, artifact: Artifact, expected: str | None, cache: ArtifactCache,
-                   options: FetchOptions, dest: Path) -> tuple[str, Path, str] | None:
+                   options: FetchOptions, dest: Path) -> Tarball | None:
     """The tarball without the network: --from, the cache, or one left next to the destination."""
     if name in options.from_files:
         source = options.from_files[name].expanduser()
-        if not source.is_file():
-            raise ArtifactError(f"--from {name}={source}: no such file", fix="give the path of the downloaded tarball")
         return _imported(cache, source, artifact, expected, f"--from {source}")
     if expected and (blob := cache.blob(expected)):
-        return expected, blob, "download cache"
+        return Tarball(expected, blob, "download cache", "cache")
     if not expected and (seen := cache.sha_seen_at(artifact.url)) and (blob := cache.blob(seen)):
-        return seen, blob, "download cache"
+        return Tarball(seen, blob, "download cache", "cache")
     beside = dest.parent / artifact.url.rstrip("/").rsplit("/", 1)[-1]
     if beside.is_file():  # the install guide's `wget` into ~/.triton/llvm leaves the tarball there
         return _imported(cache, beside, artifact, expected, f"tarball found at {beside}")
     return None
 
 
-def _imported(cache: ArtifactCache, source: Path, artifact: Artifact, expected: str | None,
-              origin: str) -> tuple[str, Path, str]:
-    sha, blob = cache.import_file(source, artifact.url)
+def _imported(cache: ArtifactCache, source: Path, artifact: Artifact, expected: str | None, origin: str) -> Tarball:
+    sha, holder, copy = cache.import_file(source)
     if expected and sha != expected:
+        holder.remove()
         raise ArtifactError(f"{source} is not the expected file: sha256 {sha}, expected {expected} "
                             f"({source.stat().st_size} bytes)",
                             fix=f"download it again from {artifact.url}, or check the recipe's sha256")
-    return sha, blob, origin
-
-
-def _download(name: str, artifact: Artifact, expected: str | None, cache: ArtifactCache, ctx: StageContext,
-              options: FetchOptions) -> tuple[tuple[str, Path, str], Path | None]:
-    """Download into the cache while another thread unpacks the bytes as they arrive (the unpacking of
-    ~800 MB no longer waits for the last byte). The unpacked tree is published only after the sha256 of
-    the whole file is verified; if the download had to start over, the finished file is unpacked instead."""
-    from .download import Downloader, GrowingFile, StreamStale
-
-    part = cache.part_path(artifact.url)
-    urls = candidate_urls(artifact.url, options.mirrors)
-    dest = Path(artifact.path)
-    growing = GrowingFile(part)
-    into = dest.with_name(f".{dest.name}.flagtree-cpu-partial-{os.getpid()}")
-    unpacked: dict[str, Any] = {}
-
-    def unpack_as_it_arrives() -> None:
-        try:
-            unpacked["tree"] = unpack(part, dest, strip=artifact.strip_components, ui=ctx.ui, label=name,
-                                      reader=growing, partial=into)
-        except BaseException as exc:  # noqa: BLE001 - judged by the downloading thread below
-            unpacked["error"] = exc
-
-    unpacker = threading.Thread(target=unpack_as_it_arrives, name=f"unpack {name}", daemon=True)
-    with ctx.ui.concurrent():
-        unpacker.start()
-        try:
-            result = Downloader(ctx.ui, watcher=growing).fetch(urls, part, label=name, expected_sha=expected)
-        except BaseException:
-            growing.abort()
-            unpacker.join(timeout=30)
-            growing.close()
-            shutil.rmtree(into, ignore_errors=True)
-            raise
-        growing.complete()
-        unpacker.join()
-    growing.close()
-    blob = cache.add(result.part, result.sha256, artifact.url, served_from=result.url)
-    error = unpacked.get("error")
-    if error is not None and not isinstance(error, StreamStale):
-        raise error  # a hostile or broken tarball: as when unpacking the cached file
-    return (result.sha256, blob, result.url), unpacked.get("tree")
+    if blob := cache.blob(sha):  # known already: the copy is not needed
+        holder.remove()
+        return Tarball(sha, blob, origin, "cache")
+    return Tarball(sha, copy, origin, "import", holder=holder)
 
 
 def _is_foreign(dest: Path) -> bool:
@@ -224,17 +255,20 @@ def _is_foreign(dest: Path) -> bool:
 
 
 def _foreign_tree_error(name: str, dest: Path, artifact: Artifact) -> ArtifactError:
+    damaged = stamp_problem(dest)
     return ArtifactError(
-        f"{dest} already exists and was not published by flagtree-cpu; without the tarball it cannot be verified, "
-        "so it is left alone",
+        f"{dest} already exists and " + (f"its flagtree-cpu stamp cannot be read ({damaged})" if damaged else
+                                         "was not published by flagtree-cpu")
+        + "; without the tarball it cannot be verified, so it is left alone",
         fix=f"verify it against the tarball by listing (no re-extraction): flagtree-cpu fetch --from {name}=FILE; "
         f"or move it away (mv {dest} {dest}.manual) to let flagtree-cpu download {artifact.url} and publish it")
 
 
-def _adopt(name: str, dest: Path, blob: Path, artifact: Artifact, sha: str, lock: ArtifactLock,
-           warning: str | None) -> _Outcome:
-    """A tree someone else unpacked: keep it if it matches the tarball, else leave it alone and say so."""
-    differences = differences_from(blob, dest, strip=artifact.strip_components)
+def _adopt(name: str, dest: Path, got: Tarball, artifact: Artifact) -> None:
+    """A tree someone else unpacked (or whose stamp was damaged): keep it if it matches the tarball, else
+    leave it alone and say so."""
+    limits = limits_for(name, artifact.unpacked_size, artifact.unpacked_entries)
+    differences = differences_from(got.path, dest, strip=artifact.strip_components, limits=limits, label=name)
     version = dest / artifact.version_file if artifact.version_file else None
     if version is not None and version.is_file() and version.read_text() != artifact.url:
         differences.append(f"{artifact.version_file} names {version.read_text()!r}, not {artifact.url}")
@@ -243,15 +277,16 @@ def _adopt(name: str, dest: Path, blob: Path, artifact: Artifact, sha: str, lock
             f"{dest} was not published by flagtree-cpu and differs from the verified tarball; it is left alone",
             details=tuple(differences),
             fix=f"move it away (mv {dest} {dest}.manual) so flagtree-cpu can publish the verified tree there")
-    write_markers(dest, url=artifact.url, sha256=sha, size=blob.stat().st_size, version_file=artifact.version_file)
-    data: dict[str, Any] = {"sha256": sha, "path": str(dest)}
-    return _Outcome(Action(name, "updated", f"existing tree at {dest} matches the tarball; adopted", data),
-                    lock, warning)
+    write_markers(dest, url=artifact.url, sha256=got.sha, size=got.path.stat().st_size,
+                  version_file=artifact.version_file)
 
 
 def _repair_version_file(dest: Path, artifact: Artifact) -> None:
     """Our tree lost its version.txt (someone cleaned up): without it setup.py would wipe ~/.triton/llvm."""
     if artifact.version_file:
         version = dest / artifact.version_file
+        if version.is_dir() and not version.is_symlink():
+            raise ArtifactError(f"{version} should hold the URL FlagTree's setup.py checks, but is a folder",
+                                fix=f"remove it (rm -r {version}) and run the same command again")
         if not version.is_file() or version.read_text() != artifact.url:
             version.write_text(artifact.url)

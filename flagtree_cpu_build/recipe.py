@@ -23,6 +23,7 @@ from .recipe_checks import (
     INTERPOLATED,
     PLACEHOLDERS,
     check_arches,
+    check_artifact_sizes,
     check_commit,
     check_download_url,
     check_env_names,
@@ -138,7 +139,14 @@ class ArtifactVariant:
     sha256: str | None = spec("expected sha256 on those hosts", default=None, checks=check_sha256)
     path: str | None = spec("publish path on those hosts", default=None, interpolate=True,
                             checks=(check_no_artifact_placeholders, check_placeholders))
-    size: int | None = spec("approximate download size in bytes", default=None)
+    size: int | None = spec("approximate download size in bytes", default=None, json={"minimum": 1})
+    unpacked_size: int | None = spec("approximate unpacked size in bytes on those hosts", default=None,
+                                     json={"minimum": 1})
+    unpacked_entries: int | None = spec("approximate number of files, folders and links on those hosts",
+                                        default=None, json={"minimum": 1})
+
+    def check(self, ctx: Context, path: Path_) -> None:
+        check_artifact_sizes(self, ctx, path)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -172,13 +180,22 @@ class Artifact:
                                  json={"minimum": 0})
     version_file: str | None = spec("file written inside the tree holding the URL exactly", default=None,
                                     checks=check_file_in_source)
-    size: int | None = spec("approximate download size in bytes (for plans)", default=None)
+    size: int | None = spec("approximate download size in bytes (for plans and the free-space check)",
+                            default=None, json={"minimum": 1})
+    unpacked_size: int | None = spec(
+        "approximate size of the unpacked tree in bytes (`du -sb`); checked against free space before "
+        "unpacking, and unpacking stops beyond twice this (an archive bomb). Absent: the limit is 20 times "
+        "the download", default=None, json={"minimum": 1})
+    unpacked_entries: int | None = spec(
+        "approximate number of files, folders and links in the tarball (`tar -tf FILE | wc -l`); unpacking "
+        "stops beyond twice this. Absent: the limit is 200,000", default=None, json={"minimum": 1})
     matches: SourcePin | None = spec("consistency rule against a source file", default=None)
     variants: tuple[ArtifactVariant, ...] = spec("per-host replacements", default=())
 
     def check(self, ctx: Context, path: Path_) -> None:
         if self.strip_components < 0:
             ctx.report(path + ("strip_components",), "strip_components cannot be negative")
+        check_artifact_sizes(self, ctx, path)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -492,6 +509,11 @@ def select_variants(recipe: Recipe, os_id: str, arch: str) -> Recipe:
                     sha256=variant.sha256 if variant.url or variant.sha256 else artifact.sha256,
                     path=variant.path or artifact.path,
                     size=variant.size if variant.size is not None else artifact.size,
+                    # another URL is another tarball: the default's expectations cannot apply to it
+                    unpacked_size=variant.unpacked_size if variant.url or variant.unpacked_size
+                    else artifact.unpacked_size,
+                    unpacked_entries=variant.unpacked_entries if variant.url or variant.unpacked_entries
+                    else artifact.unpacked_entries,
                 )
                 break
         artifacts[name] = artifact

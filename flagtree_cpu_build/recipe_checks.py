@@ -102,6 +102,16 @@ def check_sha256(value: str, ctx: Context, path: Path_) -> None:
                    "digest on first download")
 
 
+def check_artifact_sizes(artifact: object, ctx: Context, path: Path_) -> None:
+    """size, unpacked_size and unpacked_entries are counts: a zero or negative one is a typo."""
+    for key in ("size", "unpacked_size", "unpacked_entries"):
+        value = getattr(artifact, key, None)
+        if value is not None and value < 1:
+            ctx.report(path + (key,), f"{key} must be a positive number, got {value}",
+                       "give the approximate value, or remove the key" + (
+                           " (the limits then derive from the download's size)" if key != "size" else ""))
+
+
 def _relative_path_check(what: str, escape_msg: str) -> rs.Check:
     def check(value: str, ctx: Context, path: Path_) -> None:
         if not value or value.strip() != value:

@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from .artifact_cache import ArtifactCache
+from .download import parse_source_note
 from .extract import read_stamp
-from .lockfile import Lock, expected_sha256, locked_artifact, read_lock
-from .recipe import Recipe
+from .lockfile import ArtifactLock, Lock, expected_sha256, locked_artifact, read_lock
+from .recipe import Artifact, Recipe
 from .stages import StageContext
 from .state import read_state
 from .workspace import user_cache_dir
@@ -59,7 +60,7 @@ class WorkspaceStatus:
     @property
     def download_bytes(self) -> int | None:
         """What setup would download; None when a size is unknown."""
-        sizes = [i.data.get("download_bytes") for i in self.items if i.action.startswith("download")]
+        sizes = [i.data["download_bytes"] for i in self.items if "download_bytes" in i.data]  # fresh or resumed
         return None if any(s is None for s in sizes) else sum(sizes)  # type: ignore[arg-type]
 
     def to_json(self) -> dict[str, Any]:
@@ -152,10 +153,9 @@ def _submodules_off(checkout: Path) -> list[str]:
 
 
 def _artifacts(recipe: Recipe, lock: Lock | None, scope: Scope) -> list[Item]:
-    cache = ArtifactCache((scope.cache_dir or user_cache_dir(os.environ)) / "downloads", ui=None)  # type: ignore[arg-type]
+    cache = ArtifactCache((scope.cache_dir or user_cache_dir(os.environ)) / "downloads", ui=None)
     items = []
     for name, artifact in recipe.artifacts.items():
-        locked = locked_artifact(lock, name, artifact.url)
         expected = expected_sha256(lock, name, artifact)
         dest = Path(artifact.path)
         stamp = read_stamp(dest)
@@ -170,9 +170,10 @@ def _artifacts(recipe: Recipe, lock: Lock | None, scope: Scope) -> list[Item]:
             items.append(Item("artifacts", name, "missing", now, f"unpack {name} from the download cache",
                               "downloaded before", data))
             continue
-        size = locked.size if locked and locked.size else (_remote_size(artifact.url) if scope.ask_sizes else None)
         part = cache.part_path(artifact.url)
-        have = part.stat().st_size if part.is_file() else 0
+        note = parse_source_note(part) or {}
+        have = part.stat().st_size if part.is_file() and note.get("url") == artifact.url else 0
+        size = _download_size(artifact, locked_artifact(lock, name, artifact.url), note, scope)
         data["download_bytes"] = None if size is None else max(size - have, 0)
         what = f"download {name} {human_bytes(size) if size else '(size unknown)'}"
         if have:
@@ -181,15 +182,36 @@ def _artifacts(recipe: Recipe, lock: Lock | None, scope: Scope) -> list[Item]:
     return items
 
 
+def _download_size(artifact: Artifact, locked: ArtifactLock | None, note: dict[str, Any], scope: Scope) -> int | None:
+    """The size of the download, from what is known here before asking the server: the lock, a partial
+    download's record of what the server said, the recipe, a local file; then (dry-run, online) the server."""
+    for known in (locked.size if locked else None, note.get("total"), artifact.size):
+        if known:
+            return int(known)
+    local = artifact.url[len("file://"):] if artifact.url.startswith("file://") else None
+    if local is not None or "://" not in artifact.url:
+        path = Path(local or artifact.url).expanduser()
+        return path.stat().st_size if path.is_file() else None
+    return _remote_size(artifact.url) if scope.ask_sizes else None
+
+
 def _remote_size(url: str) -> int | None:
+    """Content-Length of a HEAD request (redirects followed, a short timeout); a server that leaves it out
+    is asked for one byte, whose Content-Range names the whole size."""
     if not url.startswith(("http://", "https://")):
         return None
     import requests
 
+    headers = {"User-Agent": "flagtree-cpu", "Accept-Encoding": "identity"}  # the file's size, not a gzip of it
     try:
-        response = requests.head(url, allow_redirects=True, timeout=5)
-        return int(response.headers["Content-Length"]) if response.ok else None
-    except (requests.RequestException, KeyError, ValueError):
+        response = requests.head(url, allow_redirects=True, timeout=(3, 5), headers=headers)
+        length = response.headers.get("Content-Length", "")
+        if response.ok and length.isdigit() and int(length) > 0:
+            return int(length)
+        with requests.get(url, headers={**headers, "Range": "bytes=0-0"}, stream=True, timeout=(3, 5)) as probe:
+            total = probe.headers.get("Content-Range", "").rpartition("/")[2]
+            return int(total) if probe.status_code == 206 and total.isdigit() else None
+    except requests.RequestException:
         return None
 
 

@@ -5,54 +5,33 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import tarfile
 import time
 from pathlib import Path
 
 import pytest
-import yaml
-from typer.testing import CliRunner, Result
+from typer.testing import CliRunner
 
 from flagtree_cpu_build.cli import app
+from tests.support.fetching import (
+    URL_PATH,
+    cache_root,
+    dest,
+    fetch,
+    fetch_process,
+    leftovers,
+    lock_of,
+    partial_folders,
+    triton_llvm,
+    unpacked_files,
+)
 from tests.support.httpserver import Faults, LoopbackHTTPServer
 from tests.support.tarballs import TOP, Tarball, hostile_tarball, llvm_tarball
-
-URL_PATH = f"/public/llvm-builds/{TOP}.tar.gz"
 
 
 @pytest.fixture
 def tarball() -> Tarball:
     return llvm_tarball()
-
-
-def triton_llvm() -> Path:
-    return Path(os.environ["HOME"]) / ".triton" / "llvm"
-
-
-def dest() -> Path:
-    return triton_llvm() / TOP
-
-
-def cache_root() -> Path:
-    return Path(os.environ["XDG_CACHE_HOME"]) / "flagtree-cpu" / "downloads"
-
-
-def fetch(tmp_path: Path, url: str, *args: str, sets: tuple[str, ...] = ()) -> Result:
-    argv = ["-w", str(tmp_path / "ws"), "--set", f"artifacts.llvm.url={url}"]
-    for assignment in sets:
-        argv += ["--set", assignment]
-    return CliRunner().invoke(app, [*argv, "fetch", *args])
-
-
-def lock_of(tmp_path: Path) -> dict:
-    return yaml.safe_load((tmp_path / "ws/.flagtree-cpu/lock.yaml").read_text())
-
-
-def leftovers() -> list[Path]:
-    """Partial downloads and unpackings left behind."""
-    return [*cache_root().glob("partial/*.part"), *triton_llvm().glob(".*partial*")]
 
 
 # --- the happy path ----------------------------------------------------------------------------
@@ -146,7 +125,7 @@ def test_wrong_bytes_are_rejected_and_nothing_is_kept(tmp_path: Path, http_serve
     assert f"expected {expected}, got {tarball.sha256} ({len(tarball.data)} bytes)" in result.stderr
     assert url in result.stderr
     assert leftovers() == [] and not list(cache_root().glob("blobs/*"))
-    assert not dest().exists() and unpacking_folders() == []  # what was unpacked while it came is gone too
+    assert not dest().exists() and partial_folders() == []  # what was unpacked while it came is gone too
 
 
 def test_a_server_that_ignores_range_is_read_from_the_start(tmp_path: Path, http_server: LoopbackHTTPServer,
@@ -166,7 +145,7 @@ def test_a_wrong_content_range_restarts_from_zero(tmp_path: Path, http_server: L
     assert result.exit_code == 0, result.stderr
     assert [g.range for g in http_server.requests_for(URL_PATH)] == [None, "bytes=150000-", None]
     # the bytes unpacked before the restart were void: the tree comes from the verified file
-    assert (dest() / "bin" / "clang").read_bytes() == tarball.member("bin/clang") and unpacking_folders() == []
+    assert (dest() / "bin" / "clang").read_bytes() == tarball.member("bin/clang") and partial_folders() == []
 
 
 def test_require_hashes_refuses_before_any_request(tmp_path: Path, http_server: LoopbackHTTPServer,
@@ -194,17 +173,11 @@ def test_the_lock_verifies_later_downloads(tmp_path: Path, http_server: Loopback
 # --- interrupts and concurrency (real processes) ---------------------------------------------------
 
 
-def cli_process(tmp_path: Path, url: str, *args: str, workspace: str = "ws") -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "flagtree_cpu_build", "-w", str(tmp_path / workspace), "--set",
-                             f"artifacts.llvm.url={url}", "fetch", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
 def test_ctrl_c_exits_130_and_the_next_run_resumes(tmp_path: Path, http_server: LoopbackHTTPServer,
                                                    tarball: Tarball) -> None:
     faults = Faults(rate=256 * 1024)  # ~3 s for the whole file
     url = http_server.serve(URL_PATH, tarball.data, faults)
-    process = cli_process(tmp_path, url)
+    process = fetch_process(tmp_path, url)
     part = next(iter([]), None)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
@@ -219,28 +192,25 @@ def test_ctrl_c_exits_130_and_the_next_run_resumes(tmp_path: Path, http_server: 
     assert process.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err
     kept = part.stat().st_size
-    assert kept > 100_000 and not dest().exists()
+    assert kept > 100_000 and not dest().exists() and partial_folders() == []
     faults.rate = None
     result = fetch(tmp_path, url, sets=(f"artifacts.llvm.sha256={tarball.sha256}",))
     assert result.exit_code == 0, result.stderr
     resumed = http_server.requests_for(URL_PATH)[-1]
     assert resumed.range == f"bytes={kept}-" and resumed.status == 206
-
-
-def unpacking_folders() -> list[Path]:
-    return list(triton_llvm().glob(f".{TOP}.flagtree-cpu-partial*")) if triton_llvm().exists() else []
+    assert f"resuming llvm at {kept / 1000:.0f} KB of {len(tarball.data) / 1000:.0f} KB" in result.stderr
 
 
 def test_the_tarball_is_unpacked_while_it_downloads(tmp_path: Path, http_server: LoopbackHTTPServer,
                                                    tarball: Tarball) -> None:
     url = http_server.serve(URL_PATH, tarball.data, Faults(rate=128 * 1024))  # ~6 s for the whole file
-    process = cli_process(tmp_path, url, "--require-hashes", "--set", f"artifacts.llvm.sha256={tarball.sha256}")
+    process = fetch_process(tmp_path, url, "--require-hashes", "--set", f"artifacts.llvm.sha256={tarball.sha256}")
     seen = None
     deadline = time.monotonic() + 30
     while seen is None and time.monotonic() < deadline and process.poll() is None:
         parts = list(cache_root().glob("partial/*.part")) if cache_root().exists() else []
         try:
-            files = [f for folder in unpacking_folders() for f in folder.rglob("*") if f.is_file()]
+            files = unpacked_files()
             size = parts[0].stat().st_size if parts else None
         except FileNotFoundError:
             continue
@@ -251,7 +221,7 @@ def test_the_tarball_is_unpacked_while_it_downloads(tmp_path: Path, http_server:
     assert process.returncode == 0, err
     assert seen is not None, "nothing was unpacked before the last byte arrived"
     assert (dest() / "bin" / "clang").read_bytes() == tarball.member("bin/clang")
-    assert unpacking_folders() == []
+    assert partial_folders() == []
 
 
 def test_two_workspaces_download_once_and_both_succeed(tmp_path: Path, http_server: LoopbackHTTPServer,
@@ -259,7 +229,7 @@ def test_two_workspaces_download_once_and_both_succeed(tmp_path: Path, http_serv
     # two workspaces of one user share the download cache and ~/.triton/llvm (one workspace is
     # held by one run at a time: a second run there exits 8, see test_setup)
     url = http_server.serve(URL_PATH, tarball.data, Faults(rate=1024 * 1024))
-    first, second = cli_process(tmp_path, url, workspace="ws1"), cli_process(tmp_path, url, workspace="ws2")
+    first, second = fetch_process(tmp_path, url, workspace="ws1"), fetch_process(tmp_path, url, workspace="ws2")
     results = [p.communicate(timeout=60) for p in (first, second)]
     assert first.returncode == 0 and second.returncode == 0, results
     assert len([r for r in http_server.requests_for(URL_PATH) if r.method == "GET"]) == 1
@@ -277,6 +247,7 @@ def test_two_workspaces_download_once_and_both_succeed(tmp_path: Path, http_serv
     ("symlink-chain", f"{TOP}/here/up"),
     ("hardlink-escape", f"{TOP}/passwd"),
     ("device", f"{TOP}/dev-null"),
+    ("symlink-compose", f"{TOP}/a"),  # links each inside when made; their composition leads out
 ])
 def test_hostile_tarballs_are_refused_and_nothing_is_created_outside(
         tmp_path: Path, http_server: LoopbackHTTPServer, kind: str, member: str) -> None:

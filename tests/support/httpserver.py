@@ -26,6 +26,12 @@ class Faults:
     rate: int | None = None  # bytes per second (throttled body)
     ignore_range: bool = False  # answer Range requests with 200 and the whole body
     wrong_content_range: bool = False  # answer 206 with a Content-Range for other bytes
+    # wrong content, consistent headers (Content-Length, Range math): as if the file *were* these bytes
+    truncate_to: int | None = None  # only the first N bytes of the file ...
+    replace_with: bytes | None = None  # ... or other bytes altogether ...
+    bad_times: int | None = None  # ... this many times (counted per GET), then the real file (None: always)
+    no_length: bool = False  # no Content-Length: the body ends when the connection closes
+    head_without_length: bool = False  # HEAD answers 200 without a Content-Length
 
 
 @dataclass
@@ -70,6 +76,7 @@ class _Handler(BaseHTTPRequestHandler):
         with owner.lock:
             status = self._status_for(served)
             drop = self._drop_for(served) if body and status in (200, 206) else None
+            data = self._content_for(served, body) if status in (200, 206) else b""
         if status not in (200, 206):
             self._record(status)
             self.send_response(status)
@@ -77,7 +84,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             return
         assert served is not None
-        data, start, end = served.data, 0, len(served.data) - 1
+        start, end = 0, len(data) - 1
         match = _RANGE.match(self.headers.get("Range", ""))
         if match and not served.faults.ignore_range:
             start = int(match.group(1))
@@ -93,7 +100,12 @@ class _Handler(BaseHTTPRequestHandler):
         chunk = data[start:end + 1]
         self._record(status)
         self.send_response(status)
-        self.send_header("Content-Length", str(len(chunk)))
+        faults = served.faults
+        if faults.no_length and body:
+            self.close_connection = True  # HTTP/1.1 without a length: the end of the body is the close
+            self.send_header("Connection", "close")
+        elif not (faults.head_without_length and not body):
+            self.send_header("Content-Length", str(len(chunk)))
         self.send_header("Accept-Ranges", "bytes")
         if status == 206:
             shown = (start + 1, end + 1) if served.faults.wrong_content_range else (start, end)
@@ -113,6 +125,18 @@ class _Handler(BaseHTTPRequestHandler):
         if faults.status_times is not None:
             faults.status_times -= 1
         return faults.status
+
+    def _content_for(self, served: Served | None, body: bool) -> bytes:
+        assert served is not None
+        faults = served.faults
+        bad = faults.truncate_to is not None or faults.replace_with is not None
+        if not bad or faults.bad_times == 0:
+            return served.data
+        if body and faults.bad_times is not None:
+            faults.bad_times -= 1
+        if faults.replace_with is not None:
+            return faults.replace_with
+        return served.data[:faults.truncate_to]
 
     def _drop_for(self, served: Served | None) -> int | None:
         faults = served.faults if served else None

@@ -6,6 +6,7 @@ small enough to keep tests fast but large enough to cut a download in the middle
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import io
 import random
@@ -82,6 +83,76 @@ def hostile_tarball(kind: str) -> Tarball:
             _add(tar, f"{TOP}/passwd", kind=tarfile.LNKTYPE, linkname="/etc/passwd")
         elif kind == "device":
             _add(tar, f"{TOP}/dev-null", kind=tarfile.CHRTYPE)
+        elif kind == "symlink-compose":
+            _symlink_composition(tar)
         else:
             raise ValueError(kind)
+    return Tarball(buffer.getvalue())
+
+
+def _symlink_composition(tar: tarfile.TarFile) -> None:
+    """Links that each resolve inside the tree when made, but whose composition leads out of it once every
+    member is in place: ``a -> d1/.../d12/s/../../..`` (made first, while d1... do not exist, it reads as
+    d1/.../d10), then the folders, then ``d1/.../d12/s -> ../..`` (twelve times: the tree's root)."""
+    deep = "/".join(f"d{i}" for i in range(1, 13))
+    _add(tar, f"{TOP}/a", kind=tarfile.SYMTYPE, linkname=f"{deep}/s/../../..")
+    for i in range(1, 13):
+        _add(tar, f"{TOP}/" + "/".join(f"d{j}" for j in range(1, i + 1)) + "/", kind=tarfile.DIRTYPE, mode=0o755)
+    _add(tar, f"{TOP}/{deep}/s", kind=tarfile.SYMTYPE, linkname="/".join([".."] * 12))
+
+
+def rich_tarball() -> Tarball:
+    """Everything a real prebuilt holds that an unpacker can get wrong: exec bits, a symlinked folder and a
+    file reached through it, relative links up and across, a hard link, an empty file, a name longer than
+    the 100 bytes of a plain tar header, nested folders made implicitly."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz", format=tarfile.GNU_FORMAT) as tar:
+        _add(tar, f"{TOP}/", kind=tarfile.DIRTYPE, mode=0o755)
+        _add(tar, f"{TOP}/bin/clang-20", data=b"\x7fELF clang\n", mode=0o755)
+        _add(tar, f"{TOP}/bin/clang", kind=tarfile.SYMTYPE, linkname="clang-20")
+        _add(tar, f"{TOP}/bin/clang++", kind=tarfile.SYMTYPE, linkname="clang")
+        _add(tar, f"{TOP}/bin/mlir-tblgen", data=b"\x7fELF tblgen\n", mode=0o750)
+        _add(tar, f"{TOP}/lib/libLLVM.so.20", data=b"\x7fELF lib\n" * 100, mode=0o644)
+        _add(tar, f"{TOP}/lib/libLLVM.so", kind=tarfile.SYMTYPE, linkname="libLLVM.so.20")
+        _add(tar, f"{TOP}/lib64", kind=tarfile.SYMTYPE, linkname="lib")
+        _add(tar, f"{TOP}/lib64/cmake/llvm/LLVMConfig.cmake", data=b"set(LLVM_VERSION 20)\n")
+        _add(tar, f"{TOP}/lib/libLLVM-hard.so", kind=tarfile.LNKTYPE, linkname=f"{TOP}/lib/libLLVM.so.20")
+        _add(tar, f"{TOP}/include/llvm/empty.h", data=b"")
+        _add(tar, f"{TOP}/include/mlir/" + "Dialect/" * 14 + "Ops.h.inc", data=b"// long name\n")
+        _add(tar, f"{TOP}/include/llvm-c/up", kind=tarfile.SYMTYPE, linkname="../llvm")
+        _add(tar, f"{TOP}/share/readme", data=b"read me\n", mode=0o444)
+    return Tarball(buffer.getvalue())
+
+
+def zeros_tarball(unpacked_mb: int) -> Tarball:
+    """One file of zeros: a few hundred bytes per MB once gzipped (an archive bomb)."""
+    size = unpacked_mb << 20
+    buffer = io.BytesIO()
+    with gzip.GzipFile(fileobj=buffer, mode="wb", compresslevel=9, mtime=0) as gz:
+        for name, kind, length in ((f"{TOP}/", tarfile.DIRTYPE, 0), (f"{TOP}/zeros.bin", tarfile.REGTYPE, size)):
+            info = tarfile.TarInfo(name)
+            info.type, info.size, info.mode, info.mtime = kind, length, 0o644, 1_700_000_000
+            gz.write(info.tobuf(format=tarfile.GNU_FORMAT))
+        block = bytes(1 << 20)
+        for _ in range(unpacked_mb):
+            gz.write(block)
+        gz.write(bytes(1024))  # the end-of-archive marker
+    return Tarball(buffer.getvalue())
+
+
+def many_files_tarball(count: int) -> Tarball:
+    """``count`` empty files in folders of 1,000: tiny once gzipped, a flood of entries once unpacked."""
+    buffer = io.BytesIO()
+    with gzip.GzipFile(fileobj=buffer, mode="wb", compresslevel=6, mtime=0) as gz:
+        def add(name: str, kind: bytes) -> None:
+            info = tarfile.TarInfo(name)
+            info.type, info.mode, info.mtime = kind, 0o755 if kind == tarfile.DIRTYPE else 0o644, 1_700_000_000
+            gz.write(info.tobuf(format=tarfile.GNU_FORMAT))
+
+        add(f"{TOP}/", tarfile.DIRTYPE)
+        for i in range(count):
+            if i % 1000 == 0:
+                add(f"{TOP}/d{i // 1000:04d}/", tarfile.DIRTYPE)
+            add(f"{TOP}/d{i // 1000:04d}/f{i:07d}", tarfile.REGTYPE)
+        gz.write(bytes(1024))
     return Tarball(buffer.getvalue())

@@ -1,0 +1,87 @@
+"""Where `flagtree-cpu fetch` puts things in the hermetic home, and ways to run it (in-process and as a
+real process), shared by the fetch test files."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+from typer.testing import CliRunner, Result
+
+from flagtree_cpu_build.cli import app
+from tests.support.tarballs import TOP
+
+URL_PATH = f"/public/llvm-builds/{TOP}.tar.gz"
+
+
+def triton_llvm() -> Path:
+    return Path(os.environ["HOME"]) / ".triton" / "llvm"
+
+
+def dest() -> Path:
+    return triton_llvm() / TOP
+
+
+def cache_root() -> Path:
+    return Path(os.environ["XDG_CACHE_HOME"]) / "flagtree-cpu" / "downloads"
+
+
+def fetch(tmp_path: Path, url: str, *args: str, sets: tuple[str, ...] = ()) -> Result:
+    argv = ["-w", str(tmp_path / "ws"), "--set", f"artifacts.llvm.url={url}"]
+    for assignment in sets:
+        argv += ["--set", assignment]
+    return CliRunner().invoke(app, [*argv, "fetch", *args])
+
+
+def fetch_process(tmp_path: Path, url: str, *args: str, workspace: str = "ws",
+                  env: dict[str, str] | None = None) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "flagtree_cpu_build", "-w", str(tmp_path / workspace), "--set",
+                             f"artifacts.llvm.url={url}", "fetch", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **(env or {})})
+
+
+def lock_of(tmp_path: Path) -> dict:
+    return yaml.safe_load((tmp_path / "ws/.flagtree-cpu/lock.yaml").read_text())
+
+
+def partial_folders(where: Path | None = None) -> list[Path]:
+    """Half-made folders (unpacking, replaced trees) beside the published trees."""
+    where = where or triton_llvm()
+    return sorted(where.glob(".*flagtree-cpu-*")) if where.exists() else []
+
+
+def leftovers() -> list[Path]:
+    """Partial downloads, half-made imports and unpackings left behind."""
+    root = cache_root()
+    return [*root.glob("partial/*.part"), *root.glob("partial/.*"), *partial_folders()]
+
+
+def cache_is_empty() -> bool:
+    """No blob, no URL note, no partial download: as if nothing had been downloaded."""
+    root = cache_root()
+    return not [p for sub in ("blobs", "urls", "partial") for p in (root / sub).glob("*")] if root.exists() else True
+
+
+def wait_for(condition: Callable[[], object], timeout: float, what: str) -> object:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            found = condition()
+        except FileNotFoundError:  # a folder removed while we looked
+            found = None
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def unpacked_files() -> list[Path]:
+    """Files already unpacked into a partial folder (not the folder's owner record)."""
+    return [f for folder in partial_folders() for f in folder.rglob("*")
+            if f.is_file() and f.parent != folder]
