@@ -630,7 +630,7 @@ def _render_plan(opts: Options, stage_ctx: Any, options: Any) -> int | None:
     status = inspect_workspace(stage_ctx, Scope(python=options.python, cache_dir=options.cache_dir,
                                                 skip_build=options.skip_build,
                                                 skip_validate=not options.validating, model=options.model,
-                                                ask_sizes=not options.offline))
+                                                ask_sizes=not options.offline, mirrors=options.mirrors))
     stop = would_stop(stops, status.items)
     ui = opts.ui
     if ui.json_mode:
@@ -1110,6 +1110,53 @@ def doctor(
                      + (f" (sysroot {board.describe()})" if board else ""))
     if report.failed:
         raise typer.Exit(int(ExitCode.DOCTOR))
+
+
+@app.command(cls=FlagtreeCommand, epilog=_examples(
+    "flagtree-cpu clean --dry-run --all       # what would be freed, and how much",
+    "flagtree-cpu clean                       # half-made folders a killed run left",
+    "flagtree-cpu clean --downloads           # the download cache (the published trees stay)",
+    "flagtree-cpu clean --trees               # LLVM trees flagtree-cpu published that this recipe no longer uses",
+))
+def clean(
+    ctx: typer.Context,
+    downloads: Annotated[bool, typer.Option("--downloads", help="Also remove the download cache: tarballs and "
+                                            "partial downloads (the published trees stay).")] = False,
+    trees: Annotated[bool, typer.Option("--trees", help="Also remove toolchain trees flagtree-cpu published that "
+                                        "the recipe does not use (never a tree it did not publish).")] = False,
+    all_: Annotated[bool, typer.Option("--all", help="Both --downloads and --trees.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be removed, with sizes; remove "
+                                          "nothing.")] = False,
+    cache_dir: _CacheDirOption = None,
+) -> None:
+    """Free the disk flagtree-cpu's own caches take; never anything it did not make, never the workspace.
+
+    Without options: half-made folders a killed run left (removed by later runs anyway). --downloads: the
+    download cache. --trees: older toolchain trees (e.g. the LLVM of a previous pin) that carry flagtree-cpu's
+    stamp; the recipe's own tree, and trees unpacked by hand or by FlagTree's setup.py, are left alone. Anything
+    another run is using is left alone too.
+    """
+    from .clean import CleanOptions, run_clean
+    from .status import human_bytes
+
+    opts = _options(ctx)
+    stage_ctx = _stage_context(opts)
+    report = run_clean(stage_ctx, CleanOptions(downloads=downloads or all_, trees=trees or all_, dry_run=dry_run,
+                                               cache_dir=cache_dir.expanduser() if cache_dir else None))
+    ui = opts.ui
+    if ui.json_mode:
+        ui.emit_json(report.to_json())
+        return
+    verb = "would remove" if dry_run else "removed"
+    if report.items:
+        ui.table(["", "what", "path", "size", "why"],
+                 [[ui.styled(verb if i.removed else "kept"), i.kind, str(i.path), human_bytes(i.size) if i.size else "",
+                   i.reason] for i in report.items])
+    removed = [i for i in report.items if i.removed]
+    summary = f"{verb} {_count(len(removed), 'item')}, {human_bytes(report.freed)}"
+    if not removed:
+        summary = "nothing to clean" + ("" if downloads or trees or all_ else " (see --downloads, --trees, --all)")
+    ui.info(summary + (" (--dry-run: nothing was removed)" if dry_run and removed else ""))
 
 
 @app.command(cls=FlagtreeCommand, epilog=_examples(

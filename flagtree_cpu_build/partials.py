@@ -215,7 +215,24 @@ def sweep(parent: Path, say: Callable[[str], None], warn: Callable[[str], None],
     return removed
 
 
-def _remove_if_gone(path: Path) -> int | None:
+def abandoned(parent: Path) -> list[tuple[Path, int]]:
+    """Our partial folders in ``parent`` whose owner is provably gone, with its pid — nothing removed
+    (what `clean --dry-run` shows; ``sweep`` removes them)."""
+    try:
+        entries = sorted(os.scandir(parent), key=lambda e: e.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    found = []
+    for entry in entries:
+        path = Path(entry.path)
+        if _NAME.match(entry.name) and entry.is_dir(follow_symlinks=False) and (path / OWNER).exists():
+            pid = _remove_if_gone(path, remove=False)
+            if pid is not None:
+                found.append((path, pid))
+    return found
+
+
+def _remove_if_gone(path: Path, *, remove: bool = True) -> int | None:
     """Remove ``path`` when its owner is provably gone; the pid it had, or None when it stays."""
     try:
         fd = os.open(path / OWNER, os.O_RDONLY | os.O_NOFOLLOW)
@@ -234,7 +251,8 @@ def _remove_if_gone(path: Path) -> int | None:
             return None
         if not owner_gone(record):
             return None
-        shutil.rmtree(path, ignore_errors=True)
+        if remove:
+            shutil.rmtree(path, ignore_errors=True)
         return int(record["pid"])
     finally:
         os.close(fd)

@@ -300,7 +300,8 @@ _STATUS_STYLE = {"ok": "green", "created": "cyan", "updated": "yellow", "skipped
                  "interrupted": "bold red", "not run": "dim", "missing": "yellow", "differs": "yellow",
                  "dirty": "bold red", "stale": "yellow",
                  "create": "cyan", "update": "yellow", "conflict": "bold red", "dangling": "bold red",
-                 "pass": "green", "FAIL": "bold red", "fail (optional)": "yellow", "skip": "dim"}
+                 "pass": "green", "FAIL": "bold red", "fail (optional)": "yellow", "skip": "dim",
+                 "removed": "cyan", "would remove": "cyan", "kept": "dim"}
 
 
 class ProgressTask:

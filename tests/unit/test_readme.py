@@ -34,7 +34,7 @@ def test_ci_runs_the_readme_test_command() -> None:
 def test_every_command_in_the_reference_exists() -> None:
     headings = re.findall(r"^### `([\w ]+?)(?: \[|`)", README, re.M)
     assert {"setup", "status", "recipe list", "sync", "link", "fetch", "build", "validate", "env", "doctor",
-            "lock"} <= set(headings)
+            "lock", "clean"} <= set(headings)
     for command in headings:
         assert CliRunner().invoke(app, [*command.split(), "--help"]).exit_code == 0, command
 
