@@ -52,7 +52,8 @@ def machine(tmp_path: Path, http_server: LoopbackHTTPServer) -> dict[str, object
     wait_for(lambda: [p for p in cache_root().glob("partial/*.part") if p.stat().st_size > 50_000], 20, "a part")
     process.send_signal(signal.SIGINT)
     process.communicate(timeout=30)
-    # last, as every fetch sweeps them: a run killed while unpacking: its half-made folder, with the owner record of a process now gone
+    # last, as every fetch sweeps them: a run killed while unpacking left its half-made folder, with the
+    # owner record of a process now gone
     killed = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
                                "from flagtree_cpu_build.partials import PartialFolder; "
                                "f = PartialFolder.create(Path(sys.argv[1])); f.tree.mkdir(); "
@@ -86,7 +87,8 @@ def test_plain_clean_removes_only_what_dead_runs_left(tmp_path: Path, machine: d
     result = clean(tmp_path, machine["url"])
     assert result.exit_code == 0, result.stderr
     assert not list(triton_llvm().glob(f".{TOP}.flagtree-cpu-partial-*"))
-    assert (triton_llvm() / OLD).is_dir() and list(cache_root().glob("blobs/*")) and list(cache_root().glob("partial/*.part"))
+    assert (triton_llvm() / OLD).is_dir()
+    assert list(cache_root().glob("blobs/*")) and list(cache_root().glob("partial/*.part"))
     assert "removed 1 item" in result.stderr
 
 
