@@ -31,10 +31,11 @@ from .extract import read_stamp
 from .links import plan_links
 from .lockfile import expected_sha256, read_lock
 from .proc import capture, log_path, run_logged
+from .progress import ProgressTask
 from .recipe import Recipe
 from .stages import Action, StageContext, StageResult
 from .state import make_state_dir, read_state, write_state
-from .ui import UI, ProgressTask
+from .ui import UI
 
 STAMP_KEYS = ("digest", "components")  # what a build stamp must hold to be compared at all
 _NINJA = re.compile(r"^\[(\d+)/(\d+)\]\s*(.*)")

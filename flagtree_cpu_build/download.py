@@ -30,7 +30,8 @@ from .diskspace import disk_full, is_disk_full
 from .errors import ArtifactError
 from .growing import GrowingFile
 from .limits import stall_timeout_s
-from .ui import UI, ProgressTask
+from .progress import ProgressTask
+from .ui import UI
 
 CHUNK = 1 << 20  # the same as growing.CHUNK
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")

@@ -36,7 +36,7 @@ from git.exc import GitCommandNotFound
 
 from .errors import SourceError
 from .limits import STALL_TIMEOUT_ENV, stall_timeout_s
-from .ui import ProgressTask
+from .progress import ProgressTask
 
 # GitPython itself sets LC_ALL=C, so messages are English. No optional locks: `git status` would
 # otherwise refresh the index, and read-only callers (doctor, build's stamp) must not write.

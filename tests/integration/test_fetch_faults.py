@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from flagtree_cpu_build.artifact_cache import url_key
-from flagtree_cpu_build.ui import ProgressTask
+from flagtree_cpu_build.progress import ProgressTask
 from tests.support.fetching import (
     URL_PATH,
     cache_is_empty,

@@ -11,7 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from flagtree_cpu_build.cli import app, reflow
-from flagtree_cpu_build.ui import UI, ProgressTask
+from flagtree_cpu_build.progress import ProgressTask
+from flagtree_cpu_build.ui import UI
 
 COMMANDS = [["recipe", "list"], ["recipe", "show"], ["recipe", "validate"], ["recipe", "schema"], ["setup"],
             ["status"], ["sync"], ["link"], ["fetch"], ["build"], ["env"], ["validate"], ["doctor"], ["lock"],
