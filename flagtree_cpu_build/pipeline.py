@@ -22,19 +22,17 @@ import os
 import shlex
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from . import __version__, pythonenv
+from . import pythonenv
 from .errors import BuildError, FlagtreeCpuError, Interrupted, Terminated, ValidationFailed
-from .lockfile import read_lock
 from .preflight import run_preflight
+from .setup_report import SetupReport, StageRecord, collect_pins, failed_stage, is_fresh, junit_without_kernels, save
 from .stages import Action, StageContext, StageResult
-from .state import make_state_dir, write_state
 
-SETUP_SCHEMA = "flagtree-cpu/setup/v1"
 PLAN_SCHEMA = "flagtree-cpu/setup-plan/v1"
 STAGES = ("preflight", "sources", "artifacts", "links", "python", "build", "validate")
 
@@ -64,52 +62,9 @@ class SetupOptions:
         return not (self.skip_build or self.skip_validate)
 
 
-@dataclass
-class StageRecord:
-    stage: str
-    status: str  # ok, created, updated, skipped, failed, interrupted, not run
-    detail: str = ""
-    seconds: float = 0.0
-    result: StageResult | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"stage": self.stage, "status": self.status, "detail": self.detail, "seconds": round(self.seconds, 3),
-                "actions": [a.to_json() for a in self.result.actions] if self.result else [],
-                "warnings": list(self.result.warnings) if self.result else []}
-
-
-@dataclass
-class SetupReport:
-    recipe: str
-    workspace: Path
-    python: Path
-    started: str
-    records: list[StageRecord] = field(default_factory=list)
-    seconds: float = 0.0
-    error: FlagtreeCpuError | None = None
-    validation: dict[str, Any] | None = None
-    commits: dict[str, str] = field(default_factory=dict)
-    artifacts: dict[str, dict[str, Any]] = field(default_factory=dict)
-    junit_written: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-    def record(self, stage: str) -> StageRecord:
-        return next(r for r in self.records if r.stage == stage)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"schema": SETUP_SCHEMA, "tool_version": __version__, "ok": self.ok, "recipe": self.recipe,
-                "workspace": str(self.workspace), "python": str(self.python), "started": self.started,
-                "seconds": round(self.seconds, 3), "stages": [r.to_json() for r in self.records],
-                "commits": self.commits, "artifacts": self.artifacts, "validation": self.validation,
-                "logs": str(self.workspace / "logs"), "error": self.error.to_json() if self.error else None}
-
-
 def run_setup(ctx: StageContext, options: SetupOptions) -> SetupReport:
     start = time.monotonic()
-    fresh = _is_fresh(ctx.workspace)
+    fresh = is_fresh(ctx.workspace)
     report = SetupReport(ctx.recipe.name, ctx.workspace.root, options.python,
                          datetime.now(timezone.utc).isoformat(timespec="seconds"),
                          [StageRecord(stage, "not run") for stage in STAGES])
@@ -138,29 +93,14 @@ def run_setup(ctx: StageContext, options: SetupOptions) -> SetupReport:
     except FlagtreeCpuError as exc:
         _mark_unfinished(report, current, "failed", exc.message)
         report.error = exc
-        ctx.ui.annotate_error(f"flagtree-cpu setup: {_failed_stage(report)} failed", exc)
+        ctx.ui.annotate_error(f"flagtree-cpu setup: {failed_stage(report)} failed", exc)
     report.seconds = time.monotonic() - start
-    _collect_pins(ctx, report)
+    collect_pins(ctx, report)
     if not (fresh and report.record("preflight").status != "ok" and report.record("sources").status == "not run"):
-        _save(ctx, report)  # a new workspace that stopped at preflight is left as it was found: not there
+        save(ctx, report)  # a new workspace that stopped at preflight is left as it was found: not there
     if options.junit is not None and not report.junit_written:
-        _junit_without_kernels(ctx, options.junit, report)
+        junit_without_kernels(ctx, options.junit, report)
     return report
-
-
-def _junit_without_kernels(ctx: StageContext, path: Path, report: SetupReport) -> None:
-    """CI uploads the --junit file whatever happened: when the kernels did not run, the file says why
-    (a skipped case for --skip-build/--skip-validate, an error case when setup stopped before them)."""
-    from .validate import write_junit_verdict
-
-    record = report.record("validate")
-    if report.error is None:
-        write_junit_verdict(path, ctx.recipe.name, "skipped", f"validation did not run: {record.detail}")
-    else:
-        error = report.error
-        text = "\n".join([*error.details, f"fix: {error.fix}" if error.fix else ""])
-        write_junit_verdict(path, ctx.recipe.name, "error",
-                            f"setup stopped at {_failed_stage(report)} before validation: {error.message}", text)
 
 
 def _finish(record: StageRecord, result: StageResult, seconds: float, ctx: StageContext) -> None:
@@ -204,10 +144,6 @@ def _mark_unfinished(report: SetupReport, current: str, status: str, detail: str
                 record.status, record.detail = status, detail
 
 
-def _failed_stage(report: SetupReport) -> str:
-    return next((r.stage for r in report.records if r.status in ("failed", "interrupted")), "setup")
-
-
 def _skipped(stage: str, why: str) -> StageResult:
     return StageResult(stage, (Action(stage, "skipped", why),))
 
@@ -229,6 +165,9 @@ def _sources_and_artifacts(ctx: StageContext, options: SetupOptions, report: Set
     fetch_options = FetchOptions(offline=options.offline, require_hashes=options.require_hashes,
                                  frozen=options.frozen, cache_dir=options.cache_dir, mirrors=options.mirrors)
     fetched: dict[str, Any] = {}
+    # Waited on instead of Thread.join: a join interrupted by Ctrl-C marks the thread as stopped in
+    # CPython 3.11, so a second join returns at once while the worker is still cleaning up.
+    done = threading.Event()
 
     def fetch_worker() -> None:
         began = time.monotonic()
@@ -236,10 +175,13 @@ def _sources_and_artifacts(ctx: StageContext, options: SetupOptions, report: Set
             fetched["result"] = run_fetch(ctx, fetch_options)
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which decides
             fetched["error"] = exc
-        fetched["seconds"] = time.monotonic() - began
+        finally:
+            fetched["seconds"] = time.monotonic() - began
+            done.set()
 
     if not ctx.recipe.artifacts:
         fetched.update(result=_skipped("fetch", "the recipe has no artifacts"), seconds=0.0)
+        done.set()
     worker = threading.Thread(target=fetch_worker, name="flagtree-cpu fetch", daemon=True)
     sync_error: FlagtreeCpuError | None = None
     with ctx.ui.concurrent():
@@ -254,11 +196,10 @@ def _sources_and_artifacts(ctx: StageContext, options: SetupOptions, report: Set
                 sync_error = exc
                 record = report.record("sources")
                 record.status, record.detail, record.seconds = "failed", exc.message, time.monotonic() - began
-            if worker.is_alive():
-                worker.join()
+            done.wait()
         except KeyboardInterrupt:
             ctx.ui.cancel.set()
-            worker.join(timeout=15)
+            done.wait(timeout=15)  # its next progress update stops it; let it leave its files in order
             raise
     error = fetched.get("error")
     record = report.record("artifacts")
@@ -365,36 +306,3 @@ def _validate(ctx: StageContext, options: SetupOptions, report: SetupReport) -> 
         detail += f", {len(skipped)} skipped ({'; '.join(skipped)})"
     return StageResult("validate", (Action("kernels", "created", detail, {"report": validation.to_json()}),),
                        validation.warnings)
-
-
-# --- the report ----------------------------------------------------------------------------------
-
-
-def _collect_pins(ctx: StageContext, report: SetupReport) -> None:
-    """The commits and artifact digests the workspace holds now, from the lock file."""
-    try:
-        lock = read_lock(ctx.workspace.lock_file) if ctx.workspace.lock_file.is_file() else None
-    except FlagtreeCpuError:
-        return
-    if lock is None:
-        return
-    report.commits = {name: entry.commit for name, entry in lock.sources.items()}
-    report.artifacts = {name: {"sha256": entry.sha256, "url": entry.url, "size": entry.size}
-                        for name, entry in lock.artifacts.items()}
-
-
-def _is_fresh(ws: Any) -> bool:
-    """Nothing in the workspace yet but the lock this run holds."""
-    held = [p.name for p in ws.state_dir.iterdir()] if ws.state_dir.is_dir() else []
-    return held in ([], [ws.busy_lock.name]) and not ws.logs_dir.exists()
-
-
-def _save(ctx: StageContext, report: SetupReport) -> None:
-    """The report next to the logs (one per run) and as .flagtree-cpu/last-setup.json."""
-    if not ctx.workspace.state_dir.is_dir():
-        return
-    document = report.to_json()
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    make_state_dir(ctx.workspace.logs_dir)
-    write_state(ctx.workspace.logs_dir / f"setup-{stamp}.json", document)
-    write_state(ctx.workspace.state_dir / "last-setup.json", document)
