@@ -18,6 +18,7 @@ from .artifact_cache import ArtifactCache
 from .download import parse_source_note
 from .extract import read_stamp
 from .lockfile import ArtifactLock, Lock, expected_sha256, locked_artifact, read_lock
+from .mirrors import MirrorRule, candidate_urls
 from .recipe import Artifact, Recipe
 from .stages import StageContext
 from .state import read_state
@@ -79,6 +80,7 @@ class Scope:
     skip_validate: bool = False
     model: Path | None = None
     ask_sizes: bool = False  # HEAD requests for unknown download sizes (dry-run, online)
+    mirrors: tuple[MirrorRule, ...] = ()  # asked before the original URL, as the download would be
 
 
 def inspect_workspace(ctx: StageContext, scope: Scope) -> WorkspaceStatus:
@@ -188,11 +190,16 @@ def _download_size(artifact: Artifact, locked: ArtifactLock | None, note: dict[s
     for known in (locked.size if locked else None, note.get("total"), artifact.size):
         if known:
             return int(known)
-    local = artifact.url[len("file://"):] if artifact.url.startswith("file://") else None
-    if local is not None or "://" not in artifact.url:
-        path = Path(local or artifact.url).expanduser()
-        return path.stat().st_size if path.is_file() else None
-    return _remote_size(artifact.url) if scope.ask_sizes else None
+    for url in candidate_urls(artifact.url, scope.mirrors):  # where the download would come from, in order
+        local = url[len("file://"):] if url.startswith("file://") else None
+        if local is not None or "://" not in url:
+            path = Path(local or url).expanduser()
+            size = path.stat().st_size if path.is_file() else None
+        else:
+            size = _remote_size(url) if scope.ask_sizes else None
+        if size:
+            return size
+    return None
 
 
 def _remote_size(url: str) -> int | None:

@@ -57,3 +57,14 @@ def test_a_dry_run_after_an_interrupted_download_says_what_is_left(tmp_path: Pat
     total = len(tarball.data)
     assert f"resume downloading llvm at {have / 1000:.0f} KB of {total / 1000:.0f} KB" in result.stderr
     assert f"download: {(total - have) / 1000:.0f} KB" in result.stderr
+
+
+def test_a_dry_run_asks_the_mirror_for_the_size_when_the_original_is_unreachable(
+        tmp_path: Path, http_server: LoopbackHTTPServer) -> None:
+    """On a network that reaches only a mirror, the plan's size comes from where the download would."""
+    tarball = llvm_tarball()
+    mirror = http_server.serve(f"/mirror{URL_PATH}", tarball.data)
+    original = "http://127.0.0.1:9" + URL_PATH  # the discard port: nothing answers
+    result = dry_run(tmp_path, original, "--mirror", f"http://127.0.0.1:9/={mirror.removesuffix(URL_PATH)}/")
+    assert result.exit_code == 0, result.stderr
+    assert f"download llvm {len(tarball.data) / 1000:.0f} KB" in result.stderr
