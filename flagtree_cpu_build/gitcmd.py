@@ -24,7 +24,6 @@ import math
 import os
 import re
 import selectors
-import signal
 import subprocess
 import time
 from collections.abc import Sequence
@@ -36,6 +35,7 @@ from git.exc import GitCommandNotFound
 
 from .errors import SourceError
 from .limits import STALL_TIMEOUT_ENV, stall_timeout_s
+from .proc import group_cpu_seconds, stop_process_group
 from .progress import ProgressTask
 
 # GitPython itself sets LC_ALL=C, so messages are English. No optional locks: `git status` would
@@ -122,7 +122,7 @@ def _execute(args: Sequence[str], cwd: Path | None, config: Sequence[tuple[str, 
     try:
         finished = _collect(process, progress, stall_s)
     except BaseException:  # Ctrl-C, SIGTERM (errors.Terminated), a cancelled progress bar
-        stop_process_group(process)
+        stop_process_group(process, _STOP_GRACE_S)
         raise
     if finished.stalled:
         raise _stalled(args, finished.err, url, cwd, stall_s)
@@ -155,7 +155,7 @@ def _collect(process: subprocess.Popen, progress: ProgressTask | None, stall_s: 
                 if watchdog:
                     watchdog.saw_output()
             if watchdog and watchdog.stalled():
-                stop_process_group(process)
+                stop_process_group(process, _STOP_GRACE_S)
                 return _Finished(process.returncode or -1, "", errors.text(), stalled=True)
     status = process.wait()
     return _Finished(status, b"".join(out_chunks).decode("utf-8", "replace"), errors.text())
@@ -219,58 +219,6 @@ class _Watchdog:
                     self.last_activity = now  # silent, but working
                 self.cpu_mark = (now, cpu)
         return now - self.last_activity >= self.stall_s
-
-
-def group_cpu_seconds(pgid: int) -> float | None:
-    """CPU time used so far by the processes of a process group (and their reaped children)."""
-    stats = _group_stats(pgid)
-    if stats is None:
-        return None
-    # after the pid's "(comm)": state ppid pgrp ... utime(11) stime cutime cstime
-    return sum(int(f) for fields in stats for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
-
-
-def _group_stats(pgid: int) -> list[list[bytes]] | None:
-    """The /proc stat fields of every live process in a process group; None without /proc."""
-    if not os.path.isdir("/proc/self"):
-        return None
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as stat:
-                fields = stat.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # gone meanwhile
-        if int(fields[2]) == pgid and fields[0] != b"Z":
-            found.append(fields)
-    return found
-
-
-def stop_process_group(process: subprocess.Popen) -> None:
-    """Stop git and everything it started: SIGTERM first (git then removes ``index.lock`` and its
-    temporary packs), SIGKILL for whatever is still there after a grace period. A second Ctrl-C
-    only shortens the wait."""
-    pgid = process.pid  # the group id stays reserved while any member lives
-    deadline = time.monotonic() + _STOP_GRACE_S
-    try:
-        os.killpg(pgid, signal.SIGTERM)
-    except ProcessLookupError:
-        process.wait()
-        return
-    try:
-        process.wait(timeout=_STOP_GRACE_S)
-        # git has gone; give its helpers (index-pack, a smudge filter) the rest of the grace period
-        while time.monotonic() < deadline and _group_stats(pgid):
-            time.sleep(0.05)
-    except (subprocess.TimeoutExpired, KeyboardInterrupt):
-        pass
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    process.wait()
 
 
 # --- failures -------------------------------------------------------------------------------------

@@ -118,18 +118,60 @@ def _pump(process: subprocess.Popen, lines: queue.Queue) -> None:
 
 def _stop(process: subprocess.Popen) -> None:
     """Stop the command and everything it started (compilers, ninja)."""
-    if process.poll() is not None:
+    if process.poll() is None:
+        stop_process_group(process, grace_s=10.0)
+
+
+def stop_process_group(process: subprocess.Popen, grace_s: float = 5.0) -> None:
+    """Stop a command started in its own session and everything it started (git's helpers, ninja's
+    compilers): SIGTERM first (git then removes ``index.lock`` and its temporary packs), SIGKILL for
+    whatever is still there after ``grace_s``. A second Ctrl-C only shortens the wait."""
+    pgid = process.pid  # the group id stays reserved while any member lives
+    deadline = time.monotonic() + grace_s
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        process.wait()
         return
-    for sig, wait_s in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
+    try:
+        process.wait(timeout=grace_s)
+        # the leader has gone; give what it started (index-pack, a compiler) the rest of the grace period
+        while time.monotonic() < deadline and _group_stats(pgid):
+            time.sleep(0.05)
+    except (subprocess.TimeoutExpired, KeyboardInterrupt):
+        pass
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+
+def group_cpu_seconds(pgid: int) -> float | None:
+    """CPU time used so far by the processes of a process group (and their reaped children)."""
+    stats = _group_stats(pgid)
+    if stats is None:
+        return None
+    # after the pid's "(comm)": state ppid pgrp ... utime(11) stime cutime cstime
+    return sum(int(f) for fields in stats for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def _group_stats(pgid: int) -> list[list[bytes]] | None:
+    """The /proc stat fields of every live process in a process group; None without /proc."""
+    if not os.path.isdir("/proc/self"):
+        return None
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
             continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if int(fields[2]) == pgid and fields[0] != b"Z":
+            found.append(fields)
+    return found
 
 
 def capture(argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: Path | None = None,
