@@ -139,10 +139,10 @@ class Downloader:
     def _fetch_one(self, url: str, path: Path, label: str) -> Downloaded:
         path.parent.mkdir(parents=True, exist_ok=True)
         part = _Part(path, self.watcher)
-        if self.watcher is not None:
-            self.watcher.follow(path)
         local = _local_path(url)
         if local is not None:
+            if self.watcher is not None:
+                self.watcher.follow(path)
             return self._copy_local(url, local, part, label)
 
         import requests
@@ -152,6 +152,8 @@ class Downloader:
         # identity: the sha256 is over the file's bytes, never a transfer-compressed form of them
         session.headers.update({"User-Agent": "flagtree-cpu", "Accept-Encoding": "identity"})
         note = self._resume_point(url, part, label)
+        if self.watcher is not None:  # only now: the unpacker must never open bytes about to be discarded
+            self.watcher.follow(path)
         last = "server errors"
         with self.ui.progress(f"downloading {label}", total=note.get("total"), unit="bytes") as task:
             for attempt in range(self.attempts):

@@ -103,8 +103,11 @@ class GrowingFile:
                     raise StreamStale(f"{self.path} was started again")
                 if self._aborted:
                     raise StreamAborted(f"the download into {self.path} stopped")
-                if self._file is None and self.path is not None and self.path.exists():
-                    self._file = open(self.path, "rb")  # noqa: SIM115 - closed by close()
+                if self._file is None and self.path is not None:
+                    try:
+                        self._file = open(self.path, "rb")  # noqa: SIM115 - closed by close()
+                    except FileNotFoundError:
+                        pass  # not written yet, or started again this moment: wait for the download to say
                 if self._file is not None:
                     data = self._file.read(size if size and size > 0 else CHUNK)
                     if data:
