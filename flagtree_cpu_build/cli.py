@@ -948,14 +948,13 @@ def validate(
     timeout; its output goes to <workdir>/logs/validate-<kernel>-<time>.log and a failure comes with its cause and
     fix. Never installs anything unless --install-prereqs. Exit code 6 when a required kernel fails.
     """
+    from .junit import write_junit, write_junit_verdict
     from .validate import (
         CATALOG,
         KERNELS_DIR,
         ValidateOptions,
         configured,
         run_validate,
-        write_junit,
-        write_junit_verdict,
     )
 
     opts = _options(ctx)

@@ -272,7 +272,8 @@ def _build(ctx: StageContext, options: SetupOptions) -> StageResult:
 
 
 def _validate(ctx: StageContext, options: SetupOptions, report: SetupReport) -> StageResult:
-    from .validate import ValidateOptions, configured, current_validation, run_validate, write_junit
+    from .junit import write_junit
+    from .validate import ValidateOptions, configured, current_validation, run_validate
 
     if not options.validating:
         return _skipped("validate", "--skip-build" if options.skip_build else "--skip-validate")

@@ -68,7 +68,7 @@ def failed_stage(report: SetupReport) -> str:
 def junit_without_kernels(ctx: StageContext, path: Path, report: SetupReport) -> None:
     """CI uploads the --junit file whatever happened: when the kernels did not run, the file says why
     (a skipped case for --skip-build/--skip-validate, an error case when setup stopped before them)."""
-    from .validate import write_junit_verdict
+    from .junit import write_junit_verdict
 
     record = report.record("validate")
     if report.error is None:

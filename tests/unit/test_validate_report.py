@@ -11,6 +11,7 @@ import pytest
 
 from flagtree_cpu_build.diagnose import RUNTIME_SIGNATURES, diagnose
 from flagtree_cpu_build.errors import UsageError
+from flagtree_cpu_build.junit import write_junit
 from flagtree_cpu_build.recipe_files import load_recipe
 from flagtree_cpu_build.validate import (
     CATALOG,
@@ -20,7 +21,6 @@ from flagtree_cpu_build.validate import (
     _judge_version,
     configured,
     kernel_info,
-    write_junit,
 )
 
 # What users meet, as FlagTree's guide and FAQ quote it.
