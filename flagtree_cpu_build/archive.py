@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ArtifactError
+from .progress import human_bytes
 
 RAW_CHUNK = 1 << 20  # compressed bytes read at a time
 OUT_CHUNK = 256 * 1024  # decompressed bytes made at a time, whatever the compression ratio
@@ -58,8 +59,6 @@ class UnpackLimits:
         return None if compressed_total is None else max(self.ratio * compressed_total, RATIO_FLOOR_BYTES)
 
     def too_big(self, unpacked: int, compressed_total: int | None, label: str) -> LimitExceeded:
-        from .status import human_bytes
-
         limit = self.byte_limit(compressed_total)
         key = f"artifacts.{self.artifact}.{self.bytes_key}"
         why = (f"{MARGIN}x the recipe's {self.bytes_key}" if self.max_bytes is not None else

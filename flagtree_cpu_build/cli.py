@@ -623,7 +623,8 @@ def _render_plan(opts: Options, stage_ctx: Any, options: Any) -> int | None:
 
     from .pipeline import PLAN_SCHEMA
     from .preflight import blocking, run_preflight_checks, would_stop
-    from .status import Scope, human_bytes, inspect_workspace
+    from .progress import human_bytes
+    from .status import Scope, inspect_workspace
 
     preflight = run_preflight_checks(stage_ctx, options)
     stops = blocking(preflight.findings, options)
@@ -1136,7 +1137,7 @@ def clean(
     another run is using is left alone too.
     """
     from .clean import CleanOptions, run_clean
-    from .status import human_bytes
+    from .progress import human_bytes
 
     opts = _options(ctx)
     stage_ctx = _stage_context(opts)

@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 
 from .errors import ArtifactError
+from .progress import human_bytes
 
 _FULL = (errno.ENOSPC, errno.EDQUOT)
 
@@ -61,8 +62,6 @@ def disk_full(path: Path, needed: int | None, what: str, size: int | None, *, fr
               keep_note: str = "", hint: str = "") -> DiskFull:
     """The error for a file system that is (or would be) full. ``needed`` is what the step needs in all;
     ``size`` a known size to quote when ``needed`` is not known."""
-    from .status import human_bytes
-
     mount = mount_point(path)
     free = free_bytes(path) if free is None else free
     if needed is not None:

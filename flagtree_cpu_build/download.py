@@ -30,7 +30,7 @@ from .diskspace import disk_full, is_disk_full
 from .errors import ArtifactError
 from .growing import GrowingFile
 from .limits import stall_timeout_s
-from .progress import ProgressTask
+from .progress import ProgressTask, human_bytes
 from .ui import UI
 
 CHUNK = 1 << 20  # the same as growing.CHUNK
@@ -186,8 +186,6 @@ class Downloader:
 
     def _resume_point(self, url: str, part: _Part, label: str) -> dict[str, Any]:
         """The .part's note, after checking the bytes are this URL's; says so when a download resumes."""
-        from .status import human_bytes
-
         make_way(part.path, self.ui.warn)
         note = read_source_note(part.path, self.ui)
         if part.path.exists() and note.get("url") != url:
@@ -274,14 +272,10 @@ def _short(exc: BaseException) -> str:
 
 
 def _from(size: int) -> str:
-    from .status import human_bytes
-
     return f", resuming at {human_bytes(size)}" if size else ""
 
 
 def _kept(part: Path) -> str:
-    from .status import human_bytes
-
     size = part.stat().st_size if part.is_file() else 0
     return f"; the partial download ({human_bytes(size)}, {part}) is kept" if size else ""
 

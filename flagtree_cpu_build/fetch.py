@@ -36,6 +36,7 @@ from .lockfile import ArtifactLock, Lock, locked_artifact, read_lock, update_loc
 from .mirrors import MirrorRule
 from .partials import PartialFolder, sweep
 from .probes import artifact_pin_failures
+from .progress import human_bytes
 from .recipe import Artifact
 from .stages import Action, StageContext, StageResult
 from .stream import Tarball, download_and_unpack, retry_fix
@@ -180,8 +181,6 @@ def _install(name: str, artifact: Artifact, dest: Path, got: Tarball, expected: 
 
 def _unpack_file(name: str, artifact: Artifact, dest: Path, got: Tarball, ctx: StageContext) -> PartialFolder:
     """Unpack a tarball already on disk (the cache, an import, a download that had to start over)."""
-    from .status import human_bytes
-
     needed = artifact.unpacked_size or got.path.stat().st_size  # at least the archive's own size
     require_free(dest.parent, needed, f"unpacking {name} ({human_bytes(needed)}"
                  + (")" if artifact.unpacked_size else " at least)"), hint=tree_hint(dest.parent))

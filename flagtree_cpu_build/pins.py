@@ -5,15 +5,20 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 from .errors import SourceError
 from .gitcmd import run_git
 from .lockfile import Lock
 from .recipe import Recipe
 
-if TYPE_CHECKING:
-    from .sources import SyncOptions
+
+class PinRules(Protocol):
+    """What decides where pins come from (sync's and lock's options have these)."""
+
+    update: bool  # re-resolve refs instead of using the lock
+    frozen: bool  # the lock must already say everything
+    offline: bool  # nothing may be resolved on a server
 
 _SHA = re.compile(r"[0-9a-f]{40}")
 
@@ -27,7 +32,7 @@ class Pin:
     resolved_from: Literal["recipe", "lock", "ref"]
 
 
-def resolve_pins(recipe: Recipe, lock: Lock | None, options: SyncOptions) -> dict[str, Pin]:
+def resolve_pins(recipe: Recipe, lock: Lock | None, options: PinRules) -> dict[str, Pin]:
     """The commit of every source: the recipe's pin, else the lock's, else the ref resolved now."""
     pins: dict[str, Pin] = {}
     frozen_problems = []

@@ -12,13 +12,21 @@ from __future__ import annotations
 import os
 import shlex
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .errors import DoctorFailed, ExitCode
 from .stages import Action, StageContext, StageResult
 
-if TYPE_CHECKING:
-    from .pipeline import SetupOptions
+
+class PreflightOptions(Protocol):
+    """What the preflight reads of setup's options (pipeline.SetupOptions has them)."""
+
+    python: Path
+    offline: bool
+    skip_build: bool
+    ignore_host: bool
+    install_system_packages: bool
+
 
 # The blocking subset of doctor: fast, and each one would make a later stage fail after minutes.
 PREFLIGHT_ALWAYS = ("toolchain.git", "resources.disk", "system.packages")
@@ -28,11 +36,11 @@ PREFLIGHT_FOR_BUILD = ("host.arch", "cpu.features", "toolchain.compiler", "toolc
 NEVER_IGNORED = ("toolchain.git",)
 
 
-def preflight_checks(options: SetupOptions) -> tuple[str, ...]:
+def preflight_checks(options: PreflightOptions) -> tuple[str, ...]:
     return PREFLIGHT_ALWAYS if options.skip_build else PREFLIGHT_ALWAYS + PREFLIGHT_FOR_BUILD
 
 
-def run_preflight_checks(ctx: StageContext, options: SetupOptions) -> Any:
+def run_preflight_checks(ctx: StageContext, options: PreflightOptions) -> Any:
     from .cpuinfo import read_cpu
     from .doctor import DoctorContext, run_doctor
 
@@ -58,11 +66,11 @@ def would_stop(preflight_stops: list[Any], items: Any) -> dict[str, Any] | None:
     return None
 
 
-def blocking(findings: Any, options: SetupOptions) -> list[Any]:
+def blocking(findings: Any, options: PreflightOptions) -> list[Any]:
     return [f for f in findings if f.status == "fail" and (not options.ignore_host or f.id in NEVER_IGNORED)]
 
 
-def run_preflight(ctx: StageContext, options: SetupOptions) -> StageResult:
+def run_preflight(ctx: StageContext, options: PreflightOptions) -> StageResult:
     """setup's first stage: every blocking host problem listed at once (exit 7), before anything changes."""
     report = run_preflight_checks(ctx, options)
     stops = blocking(report.findings, options)
@@ -117,7 +125,7 @@ def system_install_argv(missing: list[str], euid: int) -> list[str]:
     return argv if euid == 0 else ["sudo", *argv]
 
 
-def _system_packages(ctx: StageContext, options: SetupOptions) -> Action | None:
+def _system_packages(ctx: StageContext, options: PreflightOptions) -> Action | None:
     """Missing apt packages: a warning with the command by default; installed with --install-system-packages."""
     missing = missing_system_packages(ctx)
     if not missing:

@@ -81,14 +81,17 @@ class ProgressTask:
             self._plain.info(f"{self.description}: done{amount}")
 
 
+def human_bytes(size: float) -> str:
+    """``812 MB``, ``1.5 GB``, ``640 KB``: sizes for people (decimal units, as download tools print them)."""
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1000 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit in ("B", "KB") else f"{size:.1f} {unit}".replace(".0 ", " ")
+        size /= 1000
+    return f"{size:.1f} GB"  # pragma: no cover - the loop always returns
+
+
 def _size(count: float | None) -> str:
-    if count is None:
-        return "?"
-    for unit in ("B", "KB", "MB"):
-        if count < 1000:
-            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
-        count /= 1000
-    return f"{count:.1f} GB"
+    return "?" if count is None else human_bytes(count)
 
 
 def bar_columns(unit: str, total: float | None) -> list[Any]:

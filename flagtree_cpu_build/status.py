@@ -19,6 +19,7 @@ from .download import parse_source_note
 from .extract import read_stamp
 from .lockfile import ArtifactLock, Lock, expected_sha256, locked_artifact, read_lock
 from .mirrors import MirrorRule, candidate_urls
+from .progress import human_bytes
 from .recipe import Artifact, Recipe
 from .stages import StageContext
 from .state import read_state
@@ -220,14 +221,6 @@ def _remote_size(url: str) -> int | None:
             return int(total) if probe.status_code == 206 and total.isdigit() else None
     except requests.RequestException:
         return None
-
-
-def human_bytes(size: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1000 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit in ("B", "KB") else f"{size:.1f} {unit}".replace(".0 ", " ")
-        size /= 1000
-    return f"{size:.1f} GB"  # pragma: no cover - the loop always returns
 
 
 # --- links ---------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from .extract import unpack
 from .growing import ConsumerFailed, GrowingFile, StreamAborted, StreamStale
 from .mirrors import MirrorRule, candidate_urls
 from .partials import PartialFolder
+from .progress import human_bytes
 from .recipe import Artifact
 from .stages import StageContext
 
@@ -120,8 +121,6 @@ def download_and_unpack(name: str, artifact: Artifact, expected: str | None, cac
 def _unpack_failed(error: BaseException, name: str, artifact: Artifact, cache: ArtifactCache,
                    part: Path | None) -> BaseException:
     """What the unpacker's failure means for the download: bad bytes are dropped, the rest kept."""
-    from .status import human_bytes
-
     if isinstance(error, TarballProblem):
         if part is not None:
             discard_part(part)
@@ -139,8 +138,6 @@ def _space_check(name: str, artifact: Artifact, cache: ArtifactCache, dest: Path
     checked: list[bool] = []
 
     def check(url: str, total: int | None, have: int) -> None:
-        from .status import human_bytes
-
         if total is None or checked:
             return
         checked.append(True)
