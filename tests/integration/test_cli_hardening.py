@@ -195,6 +195,7 @@ def test_dry_run_exits_as_the_real_run_would(world: GitWorld, tmp_path: Path) ->
     real = ws.run("setup")  # this x86_64 machine is not the recipe's aarch64: preflight stops
     dry = ws.run("setup", "--dry-run", "--json")
     assert real.exit_code == dry.exit_code == 7
+    assert "`flagtree-cpu setup --skip-build` is what works" in real.stderr  # the one useful command here
     plan = json.loads(dry.stdout)
     assert plan["would_stop"]["stage"] == "preflight" and plan["would_stop"]["exit_code"] == 7
     assert "host.arch" in plan["would_stop"]["reason"]

@@ -85,6 +85,9 @@ def test_setup_runs_every_stage_then_a_rerun_is_a_quick_no_op(sw: SetupWorld) ->
         assert stage in result.stderr
     assert "setup finished" in result.stderr
     assert f'eval "$(flagtree-cpu -w {sw.ws.root} env)"' in result.stderr  # the next step, for this workdir
+    # a terse line per stage as it finishes; what each did is said once, in the summary table
+    assert "\nsources: created (" in result.stderr and "\nbuild: created (" in result.stderr
+    assert result.stderr.count("flagtree created") == 1, result.stderr
     assert sw.ws.head(sw.ws.flagtree) == sw.ws.flagtree_commit
     assert (sw.ws.flagtree_cpu / "third_party" / "sleef" / ".git").exists()
     assert (sw.llvm / "bin" / "clang").is_file()
