@@ -8,41 +8,24 @@ from pathlib import Path
 import pytest
 import yaml
 
-from flagtree_cpu_build.recipe_files import bundled_dir
 from tests.support.cli import Workspace, new_workspace
 from tests.support.gitworld import GitWorld, git
-
-CMAKE = "include/triton/Dialect/CMakeLists.txt"  # unchanged between the fixture's FlagTree commits
+from tests.support.patched import CMAKE, patched_workspace, recipe_folder, write_patch
 
 
 @pytest.fixture
 def recipe_dir(tmp_path: Path) -> Path:
     """A user recipe folder: a copy of the bundled recipe with a patches/ folder beside it."""
-    folder = tmp_path / "recipes"
-    (folder / "patches").mkdir(parents=True)
-    shutil.copy(bundled_dir("recipes") / "flagtree-cpu-arm64.yaml", folder / "patched.yaml")
-    return folder
+    return recipe_folder(tmp_path / "recipes")
 
 
 def make_patch(world: GitWorld, tmp_path: Path, folder: Path, name: str, new_text: str) -> Path:
     work = tmp_path / f"patch-work-{len(list(tmp_path.glob('patch-work-*')))}"
-    world.clone("flagtree", work, commit=world["flagtree"].commits["cpu-backend"])
-    (work / CMAKE).write_text(new_text)
-    patch = folder / "patches" / name
-    patch.write_text(git("diff", cwd=work, env=world.env) + "\n")
-    return patch
+    return write_patch(world, work, folder, name, new_text)
 
 
 def patched_ws(world: GitWorld, tmp_path: Path, recipe_dir: Path, patch_name: str) -> Workspace:
-    ws = new_workspace(world, tmp_path / "ws")
-    original_run = ws.run
-
-    def run(*args: str, sets: tuple[str, ...] = ()) -> object:
-        return original_run("--recipe", str(recipe_dir / "patched.yaml"), *args,
-                            sets=(f"sources.flagtree.patches=[{patch_name}]", *sets))
-
-    ws.run = run  # type: ignore[method-assign]
-    return ws
+    return patched_workspace(world, tmp_path / "ws", recipe_dir, patch_name)
 
 
 def test_patch_is_applied_once_and_recorded(world: GitWorld, tmp_path: Path, recipe_dir: Path) -> None:
