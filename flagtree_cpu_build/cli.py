@@ -129,6 +129,9 @@ class FlagtreeGroup(TyperGroup):
         except ClickException as exc:
             _report_usage_error(exc, json_requested(argv))
             code = exc.exit_code
+        except typer.Abort:  # end of input where click asked for it; the tool itself never prompts
+            UI().error(Interrupted("reading input"))
+            code = int(ExitCode.INTERRUPTED)
         if not standalone_mode:
             return code
         sys.exit(code if isinstance(code, int) else 0)
