@@ -42,11 +42,6 @@ class Workspace:
         return self.lock_path or self.state_dir / "lock.yaml"
 
     @property
-    def exists(self) -> bool:
-        """A workspace flagtree-cpu has worked in: its state folder is there."""
-        return self.state_dir.is_dir()
-
-    @property
     def empty_dir(self) -> Path:
         return self.state_dir / "empty"
 
@@ -128,7 +123,6 @@ def _refuse_nested_default(default: Path) -> None:
             f"nested in it ({default})",
             fix=f"use that workspace: flagtree-cpu -w {inside} ... (or cd {inside.parent}); pass -w explicitly "
             "if you really want a workspace here")
-
 
 
 def home_dir(environ: Mapping[str, str]) -> Path:
