@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from flagtree_cpu_build.cli import app
-from tests.support.cli import Workspace, new_workspace
+from tests.support.cli import Workspace, new_workspace, synced_workspace
 from tests.support.gitworld import GitWorld
 
 TOOL = [sys.executable, "-m", "flagtree_cpu_build"]
@@ -24,10 +24,7 @@ TOOL = [sys.executable, "-m", "flagtree_cpu_build"]
 
 @pytest.fixture
 def synced(world: GitWorld, tmp_path: Path) -> Workspace:
-    ws = new_workspace(world, tmp_path / "ws")
-    result = ws.run("sync")
-    assert result.exit_code == 0, result.stderr
-    return ws
+    return synced_workspace(world, tmp_path / "ws")
 
 
 def tree(folder: Path) -> list[str]:

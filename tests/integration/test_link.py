@@ -8,17 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import Workspace, new_workspace
+from tests.support.cli import Workspace, new_workspace, synced_workspace
 from tests.support.facts import FACTS_LINKS
 from tests.support.gitworld import GitWorld
 
 
 @pytest.fixture
 def ws(world: GitWorld, tmp_path: Path) -> Workspace:
-    ws = new_workspace(world, tmp_path / "ws")
-    result = ws.run("sync")
-    assert result.exit_code == 0, result.stderr
-    return ws
+    return synced_workspace(world, tmp_path / "ws")
 
 
 def links_now(ws: Workspace) -> dict[str, str | None]:

@@ -56,3 +56,11 @@ class Workspace:
 def new_workspace(world: GitWorld, root: Path, commit_label: str = "cpu-backend",
                   always_set: tuple[str, ...] = ()) -> Workspace:
     return Workspace(world, root, world["flagtree"].commits[commit_label], always_set)
+
+
+def synced_workspace(world: GitWorld, root: Path) -> Workspace:
+    """A workspace whose sources are cloned at their pins (a `sync` that must succeed)."""
+    ws = new_workspace(world, root)
+    result = ws.run("sync")
+    assert result.exit_code == 0, result.stderr
+    return ws
