@@ -19,7 +19,6 @@ with contents where a file belongs is left alone and named.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -28,6 +27,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from .atomic import write_atomic
+from .digest import Hasher, hash_text
 from .download import CHUNK, discard_part, make_way, source_note
 from .locking import exclusive
 from .partials import PartialFolder, sweep
@@ -40,7 +41,7 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def url_key(url: str) -> str:
-    return hashlib.sha256(url.encode()).hexdigest()[:32]
+    return hash_text(url)[:32]
 
 
 class ArtifactCache:
@@ -137,7 +138,7 @@ class ArtifactCache:
         self._ensure()
         folder = PartialFolder.create(self.root / "partial" / "import")
         copy = folder.path / "tarball"
-        digest = hashlib.sha256()
+        digest = Hasher("sha256")
         try:
             with open(source, "rb") as src, open(copy, "wb") as dst:
                 while chunk := src.read(CHUNK):
@@ -158,10 +159,5 @@ class ArtifactCache:
 
 
 def _write_atomic(path: Path, text: str, warn: Callable[[str], None]) -> None:
-    make_way(path, warn)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    make_way(path, warn)  # an empty folder where the note belongs goes; one with contents is named and kept
+    write_atomic(path, text)

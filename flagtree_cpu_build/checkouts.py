@@ -16,7 +16,6 @@ finished with ``git checkout -f``, which then discards nothing that is not in a 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Iterable, Iterator, Sequence
@@ -24,29 +23,16 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
+from .atomic import write_atomic
+from .digest import hash_bytes
 from .errors import SourceError
-from .gitcmd import git_result, run_git
+from .gitcmd import git_result, head, modified_files, object_format, run_git
 
 MARKER_NAME = "flagtree-cpu-checkout.json"
 SELF = "."  # the marker key of a move of the repository itself; other keys are submodule paths
 
 
 # --- queries -----------------------------------------------------------------------------------------
-
-
-def head(repo: Path) -> str | None:
-    status, out, _ = git_result(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], cwd=repo)
-    return out.strip() if status == 0 else None
-
-
-def changed_paths(repo: Path, *, submodules: bool = True) -> list[str]:
-    """Tracked files with changes (staged or not), submodules too unless ``submodules=False``.
-    Untracked files do not count: the nested flagtree-cpu checkout and the links live untracked
-    inside FlagTree."""
-    out = run_git(["status", "--porcelain=v1", "-z", "--untracked-files=no", "--no-renames",
-                   *([] if submodules else ["--ignore-submodules=all"])], cwd=repo)
-    return [entry[3:] for entry in out.split("\0") if len(entry) > 3]
-
 
 def git_dir(repo: Path) -> Path:
     dot_git = repo / ".git"
@@ -85,11 +71,9 @@ def _write_marker(repo: Path, moves: dict[str, dict]) -> None:
     if not moves:
         path.unlink(missing_ok=True)
         return
-    temporary = path.with_name(f".{path.name}.{os.getpid()}")
-    temporary.write_text(json.dumps({"tool": "flagtree-cpu", "moves": moves,
-                                     "written": datetime.now(timezone.utc).isoformat(timespec="seconds")},
-                                    indent=2) + "\n")
-    os.replace(temporary, path)  # a marker is either whole or absent
+    write_atomic(path, json.dumps({"tool": "flagtree-cpu", "moves": moves,  # a marker is either whole or absent
+                                   "written": datetime.now(timezone.utc).isoformat(timespec="seconds")},
+                                  indent=2) + "\n")
 
 
 @contextmanager
@@ -171,7 +155,7 @@ def user_changes(repo: Path, commits: Sequence[str], target: str) -> list[str]:
     staged in the index — is in none of ``commits``."""
     trees = {c: _tree(repo, c) for c in dict.fromkeys([*commits, target])}
     index = _index(repo)
-    candidates = set(changed_paths(repo, submodules=False))
+    candidates = set(modified_files(repo, submodules=False))
     # files the interrupted checkout wrote before it could record them in the index
     candidates |= {p for p in trees[target] if p not in index and os.path.lexists(repo / p)}
     known: dict[str, set[str]] = {}
@@ -234,5 +218,4 @@ def _content_ids(repo: Path, paths: Sequence[str]) -> dict[str, str | None]:
 
 def _hash_link(repo: Path, link: Path) -> str:
     data = os.fsencode(os.readlink(link))
-    algorithm = run_git(["rev-parse", "--show-object-format"], cwd=repo) or "sha1"
-    return hashlib.new(algorithm, b"blob %d\0" % len(data) + data).hexdigest()
+    return hash_bytes(b"blob %d\0" % len(data) + data, object_format(repo))

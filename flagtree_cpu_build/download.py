@@ -10,13 +10,13 @@ start again. Connection errors, timeouts and 5xx are retried with exponential ba
 what it delivered for the next run. A ``.part`` is only ever deleted when its bytes are known
 to be wrong (a sha256 mismatch, a tarball that does not unpack) or the server sends the file
 again from the start; giving up, a full disk and Ctrl-C keep it, and the next run says
-"resuming llvm at 59 MB of 812 MB".
+"resuming llvm at 59 MB of 812 MB". ``remote_size`` asks a server how large a file is, for a
+dry run's estimate, without downloading it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import re
 import time
@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from .atomic import write_atomic
+from .digest import Hasher
 from .diskspace import disk_full, is_disk_full
 from .errors import ArtifactError
 from .growing import GrowingFile
@@ -34,6 +36,11 @@ from .progress import ProgressTask, human_bytes
 from .ui import UI
 
 CHUNK = 1 << 20  # the same as growing.CHUNK
+ALGORITHM = "sha256"  # what downloads are hashed with as they stream (recipes and lock files give sha256)
+_HEADERS = {"User-Agent": "flagtree-cpu",
+            # identity: the digest and the size are of the file's bytes, never a transfer-compressed form
+            "Accept-Encoding": "identity"}
+_PROBE_TIMEOUT_S = (3, 5)  # connect, read: a dry run's size question must not hold the dry run up
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 
 
@@ -62,14 +69,14 @@ class _Part:
 
     def __init__(self, path: Path, watcher: GrowingFile | None = None):
         self.path = path
-        self.digest = hashlib.sha256()
+        self.digest = Hasher(ALGORITHM)
         self.size = 0
         self.watcher = watcher
 
     def sync_with_disk(self) -> int:
         on_disk = self.path.stat().st_size if self.path.exists() else 0
         if on_disk != self.size:
-            self.digest, self.size = hashlib.sha256(), 0
+            self.digest, self.size = Hasher(ALGORITHM), 0
             if on_disk:
                 with open(self.path, "rb") as f:
                     while chunk := f.read(CHUNK):
@@ -79,7 +86,7 @@ class _Part:
 
     def restart(self) -> None:
         self.path.unlink(missing_ok=True)
-        self.digest, self.size = hashlib.sha256(), 0
+        self.digest, self.size = Hasher(ALGORITHM), 0
         if self.watcher is not None:
             self.watcher.restarted()
 
@@ -149,8 +156,7 @@ class Downloader:
         import urllib3
 
         session = requests.Session()
-        # identity: the sha256 is over the file's bytes, never a transfer-compressed form of them
-        session.headers.update({"User-Agent": "flagtree-cpu", "Accept-Encoding": "identity"})
+        session.headers.update(_HEADERS)
         note = self._resume_point(url, part, label)
         if self.watcher is not None:  # only now: the unpacker must never open bytes about to be discarded
             self.watcher.follow(path)
@@ -315,9 +321,7 @@ def read_source_note(part: Path, ui: UI | None) -> dict[str, Any]:
 def write_source_note(part: Path, note: dict[str, Any]) -> None:
     path = source_note(part)
     make_way(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(note))
-    tmp.replace(path)
+    write_atomic(path, json.dumps(note))
 
 
 def discard_part(part: Path) -> None:
@@ -359,3 +363,25 @@ def hash_file(path: Path) -> tuple[str, int]:
     part = _Part(path)
     part.sync_with_disk()
     return part.digest.hexdigest(), part.size
+
+
+def remote_size(url: str) -> int | None:
+    """The size of the file at an http(s) URL, asked without downloading it: the Content-Length of a
+    HEAD request (redirects followed, short timeouts); a server that leaves it out is asked for one
+    byte, whose Content-Range names the whole size. None when the server does not say, cannot be
+    reached, or the URL is not http(s)."""
+    if not url.startswith(("http://", "https://")):
+        return None
+    import requests
+
+    try:
+        response = requests.head(url, allow_redirects=True, timeout=_PROBE_TIMEOUT_S, headers=_HEADERS)
+        length = response.headers.get("Content-Length", "")
+        if response.ok and length.isdigit() and int(length) > 0:
+            return int(length)
+        with requests.get(url, headers={**_HEADERS, "Range": "bytes=0-0"}, stream=True,
+                          timeout=_PROBE_TIMEOUT_S) as probe:
+            total = probe.headers.get("Content-Range", "").rpartition("/")[2]
+            return int(total) if probe.status_code == 206 and total.isdigit() else None
+    except requests.RequestException:
+        return None

@@ -32,6 +32,7 @@ from typing import Any
 
 from . import __version__
 from .archive import TarballProblem, TarStream, UnpackLimits, members
+from .atomic import write_atomic
 from .diskspace import disk_full, is_disk_full, tree_hint
 from .errors import ArtifactError
 from .ui import UI
@@ -68,9 +69,7 @@ def write_markers(tree: Path, *, url: str, sha256: str, size: int, version_file:
     stamp = {"url": url, "sha256": sha256, "size": size, "published_at": time.time(),
              "tool": f"flagtree-cpu {__version__}"}
     _make_way_for_file(tree / STAMP_NAME)
-    tmp = tree / f".{STAMP_NAME}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(stamp, indent=2) + "\n")
-    os.replace(tmp, tree / STAMP_NAME)  # a reader sees the old stamp or the new one
+    write_atomic(tree / STAMP_NAME, json.dumps(stamp, indent=2) + "\n")  # a reader sees the old stamp or the new one
 
 
 def _make_way_for_file(path: Path) -> None:

@@ -10,12 +10,12 @@ way. Mirrors are updated only when a pinned commit is missing, under a file lock
 
 from __future__ import annotations
 
-import hashlib
 import re
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
+from .digest import hash_text
 from .gitcmd import has_commit, run_git
 from .locking import exclusive
 from .ui import UI
@@ -30,7 +30,7 @@ class GitCache:
 
     def mirror_path(self, url: str) -> Path:
         stem = re.sub(r"[^A-Za-z0-9._-]+", "-", url.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git"))
-        return self.root / f"{stem or 'repo'}-{hashlib.sha256(url.encode()).hexdigest()[:12]}.git"
+        return self.root / f"{stem or 'repo'}-{hash_text(url)[:12]}.git"
 
     def has(self, url: str) -> bool:
         return (self.mirror_path(url) / "HEAD").is_file()

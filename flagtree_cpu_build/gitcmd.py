@@ -1,9 +1,12 @@
-"""The one way this tool runs git: through GitPython, never prompting, never outliving the
-tool, never waiting on a frozen server, failures explained.
+"""The one way this tool runs git: never prompting, never outliving the tool, never waiting on a
+frozen server, failures explained.
 
 Every git command of sources, the git cache, patches and the lock goes through
-``run_git`` / ``git_result``. They respect the user's git configuration (``url.insteadOf``,
-proxies, credential helpers — we add, never replace, configuration), forbid password prompts
+``run_git`` / ``git_result``, or one of the typed queries below them (``head``,
+``modified_files``, ``submodule_status`` ...), which is how the rest of the tool asks a
+checkout what it holds instead of writing ``rev-parse`` argv lists of its own. They respect
+the user's git configuration (``url.insteadOf``, proxies, credential helpers — we add, never
+replace, configuration), forbid password prompts
 (``GIT_TERMINAL_PROMPT=0``, so CI never hangs), feed ``--progress`` output to a progress
 bar, and turn a failure into a ``SourceError`` that names the URL and the likely fix.
 
@@ -16,6 +19,10 @@ Commands that talk to a remote (clone, fetch, ls-remote, submodule update) are w
 git prints nothing and its processes use no CPU for ``FLAGTREE_CPU_STALL_TIMEOUT`` seconds
 the server has stalled, and the command is stopped with an error naming the URL. Over HTTP
 git's own ``http.lowSpeedLimit``/``lowSpeedTime`` say the same thing first.
+
+The process itself is started by ``proc`` (the only module that starts processes) with the
+environment GitPython, which started it before, gave it: the user's, plus ``LC_ALL=C`` and
+``LANGUAGE=C`` so that git's messages — which ``classify_failure`` reads — are English.
 """
 
 from __future__ import annotations
@@ -24,23 +31,20 @@ import math
 import os
 import re
 import selectors
-import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-from git.cmd import Git
-from git.exc import GitCommandNotFound
+from typing import NamedTuple
 
 from .errors import SourceError
 from .limits import STALL_TIMEOUT_ENV, stall_timeout_s
-from .proc import group_cpu_seconds, stop_process_group
+from .proc import Process, group_cpu_seconds, start_piped, stop_process_group
 from .progress import ProgressTask
 
-# GitPython itself sets LC_ALL=C, so messages are English. No optional locks: `git status` would
-# otherwise refresh the index, and read-only callers (doctor, build's stamp) must not write.
-GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"}
+# English messages (classify_failure reads them). No optional locks: `git status` would otherwise
+# refresh the index, and read-only callers (doctor, status, build's stamp) must not write.
+GIT_ENV = {"LANGUAGE": "C", "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"}
 
 _PROGRESS = re.compile(
     r"(Enumerating objects|Counting objects|Compressing objects|Receiving objects|Resolving deltas|"
@@ -91,6 +95,85 @@ def has_commit(repo: Path, commit: str) -> bool:
     return git_succeeds(["cat-file", "-e", f"{commit}^{{commit}}"], cwd=repo)
 
 
+# --- typed queries: what a checkout holds ----------------------------------------------------------
+# Read-only (GIT_OPTIONAL_LOCKS=0 above), so doctor and status may ask them of a checkout in use.
+
+
+class SubmoduleState(NamedTuple):
+    flag: str  # " " at its recorded commit, "+" at another one, "-" not initialized, "U" conflicted
+    commit: str
+    path: str  # inside the checkout, nested ones joined with "/"
+
+
+def head(repo: Path) -> str | None:
+    """The commit checked out at ``repo``; None when ``repo`` is not the top of a checkout (no ``.git``
+    there — a folder inside some other repository does not count) or has no commit yet."""
+    if not (repo / ".git").exists():
+        return None
+    status, out, _ = git_result(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], cwd=repo)
+    return out.strip() if status == 0 else None
+
+
+def modified_files(repo: Path, *, submodules: bool = True) -> list[str]:
+    """Tracked files with changes (staged or not), submodules too unless ``submodules=False``.
+    Untracked files do not count: the nested flagtree-cpu checkout and the links live untracked
+    inside FlagTree. Raises SourceError when git cannot read the checkout."""
+    out = run_git(["status", "--porcelain=v1", "-z", "--untracked-files=no", "--no-renames",
+                   *([] if submodules else ["--ignore-submodules=all"])], cwd=repo)
+    return [entry[3:] for entry in out.split("\0") if len(entry) > 3]
+
+
+def local_diff(repo: Path) -> str:
+    """The working tree's changes to tracked files against HEAD, binary-safe ("" when clean)."""
+    return git_result(["diff", "HEAD", "--binary", "--no-ext-diff"], cwd=repo)[1]
+
+
+def submodule_status(repo: Path) -> list[SubmoduleState]:
+    """Every submodule of the checkout, recursively, and whether it is at its recorded commit.
+    Raises SourceError when git cannot tell."""
+    entries = []
+    for line in run_git(["submodule", "status", "--recursive"], cwd=repo).splitlines():
+        if line.strip():
+            commit, path = line[1:].split()[:2]
+            entries.append(SubmoduleState(line[0], commit, path))
+    return entries
+
+
+def submodules_off(repo: Path) -> list[str]:
+    """Paths of the submodules (recursively) not at the commits the checkout records; [] without
+    ``.gitmodules``. When git cannot tell, that is the one entry, so the answer is never "all fine"."""
+    if not (repo / ".gitmodules").is_file():
+        return []
+    status, out, _ = git_result(["submodule", "status", "--recursive"], cwd=repo)
+    if status != 0:
+        return ["(git submodule status failed)"]
+    return [line[1:].split()[1] for line in out.splitlines() if line.strip() and line[0] != " "]
+
+
+def gitlink(repo: Path, path: str) -> str:
+    """The commit ``repo``'s HEAD records for the submodule at ``path``."""
+    return run_git(["rev-parse", f"HEAD:{path}"], cwd=repo)
+
+
+def object_format(repo: Path) -> str:
+    """``sha1`` or ``sha256``: how the repository names its objects (git before 2.25 knows only sha1)."""
+    out = run_git(["rev-parse", "--show-object-format"], cwd=repo)
+    return out if out in ("sha1", "sha256") else "sha1"
+
+
+def remote_url(repo: Path, remote: str = "origin") -> str | None:
+    """The URL of ``remote`` as configured in ``repo``; None when there is no such remote."""
+    status, out, _ = git_result(["config", "--get", f"remote.{remote}.url"], cwd=repo)
+    return out.strip() if status == 0 else None
+
+
+def effective_url(url: str, *, cwd: Path | None = None) -> str | None:
+    """Where git really goes for ``url`` after the user's ``url.<base>.insteadOf`` rules; None when git
+    cannot say."""
+    status, out, _ = git_result(["ls-remote", "--get-url", url], cwd=cwd)
+    return out.strip() if status == 0 else None
+
+
 def _config_args(config: Sequence[tuple[str, str]]) -> list[str]:
     return [arg for key, value in config for arg in ("-c", f"{key}={value}")]
 
@@ -108,17 +191,19 @@ def _talks_to_a_remote(args: Sequence[str]) -> bool:
 def _execute(args: Sequence[str], cwd: Path | None, config: Sequence[tuple[str, str]],
              progress: ProgressTask | None, url: str | None) -> tuple[int, str, str]:
     stall_s = stall_timeout_s() if _talks_to_a_remote(args) else None
-    env = dict(GIT_ENV)
+    env = {**os.environ, **GIT_ENV}  # we add to the user's configuration, never replace it
     if stall_s is not None:  # curl's own stall detection for http(s) remotes, same limit
         env.update(GIT_HTTP_LOW_SPEED_LIMIT="1", GIT_HTTP_LOW_SPEED_TIME=str(max(1, math.ceil(stall_s))))
     argv = ["git", *_config_args(config), *args]
     try:
         # a process group of its own: git and everything it starts can be stopped together
-        handle = Git(str(cwd) if cwd else None).execute(argv, as_process=True, env=env, start_new_session=True)
-    except GitCommandNotFound as exc:
+        process = start_piped(argv, cwd=cwd, env=env)
+    except FileNotFoundError as exc:
+        if cwd is not None and str(exc.filename) == str(cwd):
+            raise SourceError(f"cannot run git in {cwd}: the folder does not exist",
+                              fix="run `flagtree-cpu sync`, which creates the checkouts") from exc
         raise SourceError("git is not installed or not on PATH",
                           fix="install git (sudo apt-get install -y git)") from exc
-    process = handle.proc
     try:
         finished = _collect(process, progress, stall_s)
     except BaseException:  # Ctrl-C, SIGTERM (errors.Terminated), a cancelled progress bar
@@ -137,7 +222,7 @@ class _Finished:
     stalled: bool = False
 
 
-def _collect(process: subprocess.Popen, progress: ProgressTask | None, stall_s: float | None) -> _Finished:
+def _collect(process: Process, progress: ProgressTask | None, stall_s: float | None) -> _Finished:
     """Read stdout and stderr as they come; stop git when the watchdog says it stalled."""
     out_chunks: list[bytes] = []
     errors = _StderrReader(progress)

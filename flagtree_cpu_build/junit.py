@@ -11,6 +11,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .atomic import write_atomic
+
 if TYPE_CHECKING:
     from .validate import ValidationReport
 
@@ -62,9 +64,7 @@ def write_junit_verdict(path: Path, recipe: str, kind: str, message: str, text: 
 def _write_xml(suites: ET.Element, path: Path) -> None:
     ET.indent(suites)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    ET.ElementTree(suites).write(tmp, encoding="utf-8", xml_declaration=True)
-    tmp.replace(path)
+    write_atomic(path, ET.tostring(suites, encoding="utf-8", xml_declaration=True))
 
 
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from .atomic import replace_symlink
 from .errors import SourceError
 from .recipe import Recipe
 from .stages import Action, StageContext, StageResult
@@ -126,10 +127,7 @@ def apply_links(plan: LinkPlan) -> None:
     for link in plan.with_state("create", "update"):
         path = plan.root / link.path
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".{path.name}.flagtree-cpu-link")
-        temporary.unlink(missing_ok=True)
-        os.symlink(link.target, temporary)
-        os.replace(temporary, path)  # atomic, and replaces only a symlink (conflicts stopped above)
+        replace_symlink(path, link.target)  # atomic, and replaces only a symlink (conflicts stopped above)
 
 
 def run_link(ctx: StageContext, *, dry_run: bool = False) -> tuple[LinkPlan, StageResult]:

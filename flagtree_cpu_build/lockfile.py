@@ -11,8 +11,6 @@ The file is YAML, written atomically, and validated with the same engine as reci
 
 from __future__ import annotations
 
-import os
-import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -22,9 +20,10 @@ from typing import TYPE_CHECKING, Literal
 import yaml
 
 from . import __version__
-from . import recipe_schema as rs
+from .atomic import write_atomic
 from .errors import UsageError
-from .recipe_schema import spec
+from .recipe import schema as rs
+from .recipe.schema import spec
 
 if TYPE_CHECKING:
     from .recipe import Artifact
@@ -100,7 +99,7 @@ def read_lock(path: Path) -> Lock | None:
     """
     import shlex
 
-    from . import recipe_yaml  # the bounded reader recipes use: a lock on disk is as untrusted
+    from .recipe import loader as recipe_yaml  # the bounded reader recipes use: a lock on disk is as untrusted
 
     fix = (f"move it aside and resolve again: mv {shlex.quote(str(path))} {shlex.quote(f'{path}.damaged')}, "
            "then `flagtree-cpu lock` (with this run's --workdir and --recipe)")
@@ -156,18 +155,6 @@ def write_lock(path: Path, lock: Lock) -> None:
               "# Keep it next to the recipe to reproduce the workspace; `flagtree-cpu sync --update`\n"
               "# re-resolves, `--frozen` refuses to change it.\n")
     body = yaml.safe_dump(rs.to_data(lock), sort_keys=False, width=100)
-    fd, tmp = tempfile.mkstemp(prefix=".lock.", suffix=".tmp", dir=path.parent)
-    try:
-        # mkstemp makes 0600; a lock file is shared (committed next to a CI config), so it gets the
-        # permissions any file of this user would
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(header + body)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    # a lock file is shared (committed next to a CI config), so it gets the permissions any file of this
+    # user would, which is write_atomic's default
+    write_atomic(path, header + body)

@@ -15,12 +15,13 @@ take back from a checkout.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .atomic import write_atomic
+from .digest import hash_bytes
 from .errors import SourceError
 from .gitcmd import git_result, git_succeeds, run_git
 
@@ -62,9 +63,7 @@ class PatchState:
 
     def save(self, name: str, content: bytes) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        temporary = self.folder / f".{name}.{os.getpid()}"
-        temporary.write_bytes(content)
-        os.replace(temporary, self.folder / name)  # never a half-written copy
+        write_atomic(self.folder / name, content)  # never a half-written copy
 
     def forget(self, name: str) -> None:
         (self.folder / name).unlink(missing_ok=True)
@@ -102,7 +101,7 @@ def _read(path: Path) -> bytes | None:
 
 
 def _sha256(content: bytes) -> str:
-    return hashlib.sha256(content).hexdigest()
+    return hash_bytes(content, "sha256")
 
 
 def apply_patches(source: str, checkout: Path, patches: Sequence[Path], state: PatchState) -> list[PatchOutcome]:

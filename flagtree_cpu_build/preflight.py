@@ -4,18 +4,21 @@ Each check here would make a later stage fail after minutes (no git, an x86_64 h
 build, a full disk), so all of them are listed at once, each with its fix, and setup stops with
 exit 7. ``--ignore-host`` turns failures into warnings (except a missing git); the recipe's
 missing apt packages are a warning with the one command that installs them, run only with
-``--install-system-packages``. ``would_stop`` tells `setup --dry-run` where the real run would stop.
+``--install-system-packages`` (``system_packages`` does both). ``would_stop`` tells `setup --dry-run`
+where the real run would stop.
 """
 
 from __future__ import annotations
 
 import os
-import shlex
 from pathlib import Path
 from typing import Any, Protocol
 
 from .errors import DoctorFailed, ExitCode
 from .stages import Action, StageContext, StageResult
+from .system_packages import missing_system_packages as missing_system_packages  # importable here, as before
+from .system_packages import system_install_argv as system_install_argv
+from .system_packages import system_packages_action
 
 
 class PreflightOptions(Protocol):
@@ -60,9 +63,9 @@ def would_stop(preflight_stops: list[Any], items: Any) -> dict[str, Any] | None:
         return {"stage": "preflight", "exit_code": int(ExitCode.DOCTOR),
                 "reason": "; ".join(f"{f.id}: {f.detail}" for f in preflight_stops)}
     for item in items:
-        if item.action.startswith("stop:"):
-            return {"stage": item.area, "exit_code": int(_STOP_CODES.get(item.area, ExitCode.UNEXPECTED)),
-                    "reason": item.action.removeprefix("stop:").strip()}
+        if item.will == "stop":
+            code = item.exit_code or int(_STOP_CODES.get(item.area, ExitCode.UNEXPECTED))
+            return {"stage": item.area, "exit_code": code, "reason": item.action.removeprefix("stop:").strip()}
     return None
 
 
@@ -96,7 +99,7 @@ def run_preflight(ctx: StageContext, options: PreflightOptions) -> StageResult:
     if ignored:
         detail += f", {ignored} failed (ignored: --ignore-host)"
     status = "ok"
-    packages = _system_packages(ctx, options)
+    packages = system_packages_action(ctx, install=options.install_system_packages, offline=options.offline)
     if packages is not None:
         missing = packages.data.get("missing") or packages.data.get("installed")
         if packages.status == "created":
@@ -106,43 +109,3 @@ def run_preflight(ctx: StageContext, options: PreflightOptions) -> StageResult:
             warnings.append(packages.detail)
     data = {"checks": [f.to_json() for f in report.findings], **(packages.data if packages else {})}
     return StageResult("preflight", (Action("host", status, detail, data),), tuple(warnings))
-
-
-def missing_system_packages(ctx: StageContext, root: Path = Path("/")) -> list[str] | None:
-    """The recipe's apt packages dpkg does not have; None when this is not a dpkg system."""
-    from .doctor_machine import installed_packages
-
-    status = root / "var/lib/dpkg/status"
-    wanted = list(ctx.recipe.system_packages.apt)
-    if not wanted or not status.is_file():
-        return None
-    installed = installed_packages(status.read_text(encoding="utf-8", errors="replace"))
-    return [p for p in wanted if p not in installed]
-
-
-def system_install_argv(missing: list[str], euid: int) -> list[str]:
-    argv = ["apt-get", "install", "-y", *missing]
-    return argv if euid == 0 else ["sudo", *argv]
-
-
-def _system_packages(ctx: StageContext, options: PreflightOptions) -> Action | None:
-    """Missing apt packages: a warning with the command by default; installed with --install-system-packages."""
-    missing = missing_system_packages(ctx)
-    if not missing:
-        return None
-    argv = system_install_argv(missing, os.geteuid())
-    if not options.install_system_packages:
-        return Action("system packages", "skipped", f"{len(missing)} of the recipe's system packages are missing: "
-                      f"{' '.join(missing)} — install them with `{shlex.join(argv)}` (or pass "
-                      "--install-system-packages)", {"missing": missing})
-    if options.offline:
-        raise DoctorFailed("--install-system-packages needs the network, and --offline forbids it",
-                           details=(f"missing: {' '.join(missing)}",), fix=f"run `{shlex.join(argv)}` when online")
-    from .proc import run_attached
-
-    ctx.ui.info(f"installing {len(missing)} system packages: + {shlex.join(argv)}")
-    status = run_attached(argv, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
-    if status != 0:
-        raise DoctorFailed(f"`{shlex.join(argv)}` failed (exit status {status}); nothing else was changed",
-                           fix="run it yourself to see why (apt-get update first on a fresh machine), then setup again")
-    return Action("system packages", "created", f"installed {' '.join(missing)}", {"installed": missing})

@@ -7,7 +7,9 @@ so the display can show a heartbeat. On Ctrl-C the child's whole process group i
 stopped (SIGTERM, then SIGKILL) before the interrupt propagates — no orphaned compilers;
 the same happens when ``timeout_s`` passes (a hung validation kernel), and the result says so.
 ``capture`` is for short queries (a version, a JSON answer); ``run_attached`` for the rare
-command the user must see and may have to answer (``sudo apt-get install``).
+command the user must see and may have to answer (``sudo apt-get install``); ``start_piped``
+for a caller that reads a command's output as it comes (``gitcmd``'s watched git).
+No other module of the tool imports ``subprocess`` (tests/unit/test_layering.py holds it to that).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+
+Process = subprocess.Popen  # a started command, for the type hints of callers of ``start_piped``
 
 
 @dataclass(frozen=True)
@@ -179,6 +183,14 @@ def capture(argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: P
     """Run a short query; never raises for a non-zero exit (the caller decides what it means)."""
     return subprocess.run(list(argv), env=dict(env) if env is not None else None, cwd=cwd, capture_output=True,
                           text=True, timeout=timeout_s, check=False, stdin=subprocess.DEVNULL)
+
+
+def start_piped(argv: Sequence[str], *, cwd: Path | None, env: Mapping[str, str]) -> Process:
+    """Start a command in a session of its own (so ``stop_process_group`` stops it and everything it
+    starts), stdin closed, stdout and stderr as pipes of bytes for the caller to read; the caller waits
+    for it. A missing program or ``cwd`` raises FileNotFoundError (its ``filename`` says which)."""
+    return subprocess.Popen(list(argv), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
 
 
 def run_attached(argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> int:

@@ -33,12 +33,13 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from . import __version__
+from .atomic import write_atomic
 from .errors import UsageError
 
 SCHEMA_ID = "flagtree-cpu/snapshot/v1"
 MANIFEST_NAME = "flagtree-cpu-snapshot.json"
 
-# Every file host.py, cpuinfo.py and doctor_machine.py read under a sysroot; keep in step with them.
+# Every file host.py, cpuinfo.py, system_packages.py and doctor/machine.py read under a sysroot; keep in step.
 # /proc/self/auxv is the snapshotting process's own auxiliary vector: its HWCAP bits are the machine's.
 FIXED_FILES = (
     "etc/os-release",
@@ -135,15 +136,14 @@ def write_snapshot(dest: Path, root: Path = Path("/")) -> SnapshotWritten:
         "euid": os.geteuid() if live else None,  # so fixes for the board drop sudo when it was made as root
         "files": list(contents), "absent": absent,
     }
-    part = dest.with_name(f".{dest.name}.{os.getpid()}.part")
+    packed = io.BytesIO()  # small: every file was read bounded
+    with tarfile.open(fileobj=packed, mode="w:gz") as tar:
+        _add_member(tar, MANIFEST_NAME, json.dumps(manifest, indent=2).encode(), now)
+        for rel, data in contents.items():
+            _add_member(tar, rel, data, now)
     try:
-        with tarfile.open(part, "w:gz") as tar:
-            _add_member(tar, MANIFEST_NAME, json.dumps(manifest, indent=2).encode(), now)
-            for rel, data in contents.items():
-                _add_member(tar, rel, data, now)
-        os.replace(part, dest)
+        write_atomic(dest, packed.getvalue())
     except OSError as exc:
-        part.unlink(missing_ok=True)
         raise UsageError(f"could not write the snapshot {dest}: {exc.strerror or exc}",
                          fix="pass --snapshot a path in a folder you can write to") from None
     return SnapshotWritten(dest, tuple(contents), tuple(absent), dest.stat().st_size, manifest)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .atomic import write_atomic
 from .errors import UsageError
 
 Notice = Callable[[str], None]
@@ -51,13 +52,7 @@ def write_state(path: Path, document: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.is_dir() and not path.is_symlink():
         _move_aside(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(json.dumps(document, indent=2, default=str) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_atomic(path, json.dumps(document, indent=2, default=str) + "\n")
 
 
 def make_state_dir(path: Path) -> None:

@@ -13,10 +13,10 @@ import posixpath
 from collections.abc import Callable
 from pathlib import Path
 
-from .checkouts import finish_move, forget, head, interrupted_submodule_moves, marked
+from .checkouts import finish_move, forget, interrupted_submodule_moves, marked
 from .errors import SourceError
 from .gitcache import GitCache
-from .gitcmd import git_result, has_commit, run_git
+from .gitcmd import gitlink, has_commit, head, remote_url, run_git, submodule_status
 from .lockfile import SubmoduleLock
 from .ui import UI
 
@@ -43,29 +43,29 @@ class SubmoduleSync:
                                   fix=f"inspect with git -C {checkout} submodule status --recursive")
         entries = []
         for _flag, sha, path in status:
-            url = git_result(["config", "--get", "remote.origin.url"], cwd=checkout / path)[1].strip()
+            url = remote_url(checkout / path) or ""
             entries.append(SubmoduleLock(path=path, url=url, commit=sha))
         return entries, moved
 
     def _update(self, repo: Path) -> None:
         modules = gitmodules(repo)
-        origin = git_result(["config", "--get", "remote.origin.url"], cwd=repo)[1].strip()
+        origin = remote_url(repo) or ""
         urls = [absolute_submodule_url(url, origin) for _path, url in modules]
         interrupted = interrupted_submodule_moves(repo)
         moves: dict[str, tuple[str, list[str | None]]] = {}
         for (path, _url), url in zip(modules, urls, strict=True):
             sub = repo / path
-            gitlink = run_git(["rev-parse", f"HEAD:{path}"], cwd=repo)
-            current = head(sub) if (sub / ".git").exists() else None
-            if path in interrupted and current is not None and has_commit(sub, gitlink) and not self.allow_dirty:
-                finish_move(sub, gitlink, interrupted[path])  # our own half-done checkout
+            recorded = gitlink(repo, path)
+            current = head(sub)  # None: not cloned yet
+            if path in interrupted and current is not None and has_commit(sub, recorded) and not self.allow_dirty:
+                finish_move(sub, recorded, interrupted[path])  # our own half-done checkout
                 self.finished.append(path)
-                current = gitlink
-            elif current not in (None, gitlink):
-                self.check_safe_to_move(sub, gitlink)
-            moves[path] = (gitlink, [current])
+                current = recorded
+            elif current not in (None, recorded):
+                self.check_safe_to_move(sub, recorded)
+            moves[path] = (recorded, [current])
             if self.cache:
-                self.cache.ensure(url, gitlink, offline=self.offline)
+                self.cache.ensure(url, recorded, offline=self.offline)
         config = self.config(urls)
         with marked(repo, moves), self.ui.progress(f"updating submodules of {self.name}") as task:
             run_git(["submodule", "update", "--init", "--progress"], cwd=repo, config=config,
@@ -74,17 +74,6 @@ class SubmoduleSync:
         for path, _url in modules:
             if (repo / path / ".gitmodules").is_file():
                 self._update(repo / path)
-
-
-def submodule_status(repo: Path) -> list[tuple[str, str, str]]:
-    out = run_git(["submodule", "status", "--recursive"], cwd=repo)
-    entries = []
-    for line in out.splitlines():
-        if not line.strip():
-            continue
-        flag, rest = line[0], line[1:].split()
-        entries.append((flag, rest[0], rest[1]))
-    return entries
 
 
 def gitmodules(repo: Path) -> list[tuple[str, str]]:

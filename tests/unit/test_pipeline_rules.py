@@ -7,14 +7,9 @@ from types import SimpleNamespace
 
 from flagtree_cpu_build.doctor import Finding
 from flagtree_cpu_build.pipeline import SetupOptions, _summary
-from flagtree_cpu_build.preflight import (
-    PREFLIGHT_FOR_BUILD,
-    blocking,
-    missing_system_packages,
-    preflight_checks,
-    system_install_argv,
-)
+from flagtree_cpu_build.preflight import PREFLIGHT_FOR_BUILD, blocking, preflight_checks
 from flagtree_cpu_build.stages import Action, StageResult
+from flagtree_cpu_build.system_packages import missing_system_packages, system_install_argv
 
 PY = Path("/venv/bin/python")
 

@@ -1,0 +1,65 @@
+"""Replacing a file or a symlink in one step: a reader sees the old one or the new one, never half.
+
+One temporary-name scheme for everything the tool writes this way: ``.NAME.tmp-PID`` in the same
+folder (the same file system, so the final ``os.replace`` is a rename; hidden, so listings and
+globs of the folder skip it; the pid tells whose it was — and, off the main thread, the thread
+too: setup writes from two threads). The temporary is removed on any failure, Ctrl-C included,
+so an interrupted write leaves the old file and nothing else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from pathlib import Path
+
+
+def temporary_name(path: Path) -> Path:
+    """Where ``path``'s next version is written before it replaces ``path``."""
+    owner = str(os.getpid())
+    if threading.current_thread() is not threading.main_thread():
+        owner += f"-{threading.get_native_id()}"  # two threads writing one file never share a temporary
+    return path.with_name(f".{path.name}.tmp-{owner}")
+
+
+def write_atomic(path: Path, data: str | bytes, *, mode: int | None = None) -> None:
+    """Write ``data`` (text is UTF-8) to ``path`` atomically and durably: the temporary is fsynced
+    before it replaces the old file, so a power cut leaves one version or the other, whole.
+
+    Without ``mode`` the file gets the permissions any new file of this user would (0666 less the
+    umask); with it, exactly ``mode``."""
+    content = data.encode("utf-8") if isinstance(data, str) else data
+    tmp = temporary_name(path)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
+        with os.fdopen(fd, "wb") as out:
+            if mode is not None:
+                os.fchmod(out.fileno(), mode)
+            out.write(content)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        _remove(tmp)
+        raise
+
+
+def replace_symlink(path: Path, target: str | os.PathLike[str]) -> None:
+    """Make ``path`` a symlink to ``target`` (the link text, as given), replacing what is at ``path``
+    in one step — there is never a moment without a link. Callers make sure ``path`` is not a folder
+    (``os.replace`` refuses one) and not the user's file."""
+    tmp = temporary_name(path)
+    try:
+        _remove(tmp)  # an earlier interrupted swap of this very process id
+        os.symlink(target, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        _remove(tmp)
+        raise
+
+
+def _remove(tmp: Path) -> None:
+    # cleaning up must never hide the failure being handled (a full disk, Ctrl-C)
+    with contextlib.suppress(OSError):
+        os.unlink(tmp)

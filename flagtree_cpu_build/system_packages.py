@@ -1,0 +1,78 @@
+"""The recipe's system packages (apt): which are missing, the one command that installs them, and —
+only when asked (``setup --install-system-packages``) — running it.
+
+Missing packages are read from dpkg's status file, never by running apt or dpkg, so asking is
+instant and works on a copy of another machine's files (a doctor ``--sysroot``). Installing is the
+one place the tool runs a command as root: a single ``apt-get install -y`` line, shown before it
+runs, on the user's terminal (sudo may ask for a password).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .errors import DoctorFailed
+from .stages import Action
+
+if TYPE_CHECKING:
+    from .stages import StageContext
+
+DPKG_STATUS = "var/lib/dpkg/status"
+
+
+def installed_packages(status_text: str) -> set[str]:
+    """Package names dpkg marks 'install ok installed' in its status file (architecture suffixes dropped)."""
+    installed = set()
+    for stanza in status_text.split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in stanza.splitlines() if ": " in line and not line[0].isspace())
+        if fields.get("Status", "").endswith("ok installed") and "Package" in fields:
+            installed.add(fields["Package"].split(":")[0])
+    return installed
+
+
+def missing_apt_packages(wanted: Sequence[str], root: Path = Path("/")) -> list[str] | None:
+    """The packages of ``wanted`` dpkg does not have under ``root``, in the order given; None when nothing is
+    wanted or this is not a dpkg system."""
+    status = root / DPKG_STATUS
+    if not wanted or not status.is_file():
+        return None
+    installed = installed_packages(status.read_text(encoding="utf-8", errors="replace"))
+    return [p for p in wanted if p not in installed]
+
+
+def missing_system_packages(ctx: StageContext, root: Path = Path("/")) -> list[str] | None:
+    """The recipe's apt packages dpkg does not have; None when this is not a dpkg system."""
+    return missing_apt_packages(list(ctx.recipe.system_packages.apt), root)
+
+
+def system_install_argv(missing: list[str], euid: int) -> list[str]:
+    argv = ["apt-get", "install", "-y", *missing]
+    return argv if euid == 0 else ["sudo", *argv]
+
+
+def system_packages_action(ctx: StageContext, *, install: bool, offline: bool) -> Action | None:
+    """Missing apt packages: a warning with the command by default; installed with ``install``.
+    None when nothing is missing (or this is not a dpkg system)."""
+    missing = missing_system_packages(ctx)
+    if not missing:
+        return None
+    argv = system_install_argv(missing, os.geteuid())
+    if not install:
+        return Action("system packages", "skipped", f"{len(missing)} of the recipe's system packages are missing: "
+                      f"{' '.join(missing)} — install them with `{shlex.join(argv)}` (or pass "
+                      "--install-system-packages)", {"missing": missing})
+    if offline:
+        raise DoctorFailed("--install-system-packages needs the network, and --offline forbids it",
+                           details=(f"missing: {' '.join(missing)}",), fix=f"run `{shlex.join(argv)}` when online")
+    from .proc import run_attached
+
+    ctx.ui.info(f"installing {len(missing)} system packages: + {shlex.join(argv)}")
+    status = run_attached(argv, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    if status != 0:
+        raise DoctorFailed(f"`{shlex.join(argv)}` failed (exit status {status}); nothing else was changed",
+                           fix="run it yourself to see why (apt-get update first on a fresh machine), then setup again")
+    return Action("system packages", "created", f"installed {' '.join(missing)}", {"installed": missing})
