@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from flagtree_cpu_build.recipe_files import bundled_dir
+from flagtree_cpu_build.recipe.files import bundled_dir
 from tests.support.cli import Workspace, new_workspace
 from tests.support.gitworld import GitWorld, git
 

@@ -8,9 +8,10 @@ import pytest
 
 from flagtree_cpu_build.buildenv import compute_build_env, render_exports, stamp_env
 from flagtree_cpu_build.host import HostFacts
+from flagtree_cpu_build.placeholders import placeholder_values
 from flagtree_cpu_build.recipe import resolve, select_variants
-from flagtree_cpu_build.recipe_files import load_recipe
-from flagtree_cpu_build.workspace import Workspace, placeholder_values
+from flagtree_cpu_build.recipe.files import load_recipe
+from flagtree_cpu_build.workspace import Workspace
 
 BOARD = HostFacts("linux", "aarch64", "ubuntu", "24.04", "Ubuntu", 12, 32 * 2**30, 20 * 2**30)
 NVIDIA = ("TRITON_PTXAS_PATH", "TRITON_CUOBJDUMP_PATH", "TRITON_NVDISASM_PATH", "TRITON_CUDACRT_PATH",

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from flagtree_cpu_build.host import HostFacts
+from flagtree_cpu_build.placeholders import placeholder_values
 from flagtree_cpu_build.recipe import resolve, select_variants
-from flagtree_cpu_build.recipe_files import load_recipe
-from flagtree_cpu_build.workspace import Workspace, placeholder_values
+from flagtree_cpu_build.recipe.files import load_recipe
+from flagtree_cpu_build.workspace import Workspace
 from tests.support.facts import FACTS_BUILDER_METHODS, FACTS_LINKS
 
 ARM_BOARD = HostFacts(system="linux", arch="aarch64", os_id="ubuntu", os_version_id="24.04",

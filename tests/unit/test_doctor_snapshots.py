@@ -8,13 +8,14 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from flagtree_cpu_build import doctor as doctor_module
 from flagtree_cpu_build.cpuinfo import read_cpu
 from flagtree_cpu_build.doctor import DOCTOR_SCHEMA, Check, DoctorContext, all_checks, run_doctor
+from flagtree_cpu_build.doctor import kit as doctor_module
 from flagtree_cpu_build.host import read_host
+from flagtree_cpu_build.placeholders import placeholder_values
 from flagtree_cpu_build.recipe import resolve, select_variants
-from flagtree_cpu_build.recipe_files import load_recipe
-from flagtree_cpu_build.workspace import Workspace, placeholder_values
+from flagtree_cpu_build.recipe.files import load_recipe
+from flagtree_cpu_build.workspace import Workspace
 
 HOSTS = Path(__file__).resolve().parent.parent / "fixtures" / "hosts"
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from flagtree_cpu_build import recipe_yaml
 from flagtree_cpu_build.errors import ExitCode, RecipeError, RecipeProblem
-from flagtree_cpu_build.recipe_files import bundled_dir, load_recipe_file, parse_recipe
+from flagtree_cpu_build.recipe import loader as recipe_yaml
+from flagtree_cpu_build.recipe.files import bundled_dir, load_recipe_file, parse_recipe
 from tests.support.corpus import CORPUS, VALID
 
 HEAD = "schema_version: 1\nname: hostile\nplatform:\n  arch: [aarch64]\n"  # 4 lines
@@ -292,7 +292,7 @@ def test_a_recipe_path_that_is_a_device_or_a_pipe_is_not_called_a_folder(tmp_pat
     import os
 
     from flagtree_cpu_build.errors import RecipeNotFound
-    from flagtree_cpu_build.recipe_files import find_recipe
+    from flagtree_cpu_build.recipe.files import find_recipe
 
     fifo = tmp_path / "recipe.yaml"
     os.mkfifo(fifo)

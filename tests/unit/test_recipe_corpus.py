@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 
 from flagtree_cpu_build.cli import app
 from flagtree_cpu_build.errors import RecipeError
-from flagtree_cpu_build.recipe_files import bundled_dir, list_recipes, load_recipe_file
+from flagtree_cpu_build.recipe.files import bundled_dir, list_recipes, load_recipe_file
 from tests.support.corpus import VALID, CorpusCase, corpus_cases
 
 CASES = corpus_cases()

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from flagtree_cpu_build.errors import RecipeError
-from flagtree_cpu_build.recipe_files import bundled_dir, parse_recipe, patch_dirs
+from flagtree_cpu_build.recipe.files import bundled_dir, parse_recipe, patch_dirs
 
 RECIPE = bundled_dir("recipes") / "flagtree-cpu-arm64.yaml"
 TEXT = RECIPE.read_text()

@@ -8,8 +8,9 @@ import pytest
 
 from flagtree_cpu_build.errors import RecipeError, RecipeNotFound
 from flagtree_cpu_build.host import HostFacts
+from flagtree_cpu_build.placeholders import placeholder_values
 from flagtree_cpu_build.recipe import resolve
-from flagtree_cpu_build.recipe_files import (
+from flagtree_cpu_build.recipe.files import (
     bundled_dir,
     find_recipe,
     list_recipes,
@@ -17,7 +18,7 @@ from flagtree_cpu_build.recipe_files import (
     parse_recipe,
     recipe_warnings,
 )
-from flagtree_cpu_build.workspace import Workspace, placeholder_values
+from flagtree_cpu_build.workspace import Workspace
 from tests.support.corpus import VALID
 
 MINIMAL = (VALID / "minimal.yaml").read_text()
@@ -138,7 +139,7 @@ def test_every_placeholder_has_a_value(tmp_path: Path) -> None:
     recipe = load_recipe("flagtree-cpu-arm64")
     ws = Workspace(tmp_path)
     resolved = resolve(recipe, ws.root, placeholder_values(recipe, ws, HOST, {"HOME": "/h"}))
-    from flagtree_cpu_build.recipe_schema import iter_interpolated
+    from flagtree_cpu_build.recipe.schema import iter_interpolated
 
     leftovers = [(p, s) for p, s in iter_interpolated(resolved) if "{" in s]
     assert leftovers == []
@@ -196,7 +197,7 @@ def test_patch_next_to_the_recipe_is_found(tmp_path: Path) -> None:
     (tmp_path / "patches" / "fix.patch").write_text("--- a\n+++ b\n")
     path = tmp_path / "r.yaml"
     path.write_text(MINIMAL + "    patches: [fix.patch]\n")
-    from flagtree_cpu_build.recipe_files import load_recipe_file
+    from flagtree_cpu_build.recipe.files import load_recipe_file
 
     assert load_recipe_file(path).sources["main"].patches == ("fix.patch",)
 

@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 
 from flagtree_cpu_build.cli import app
 from flagtree_cpu_build.errors import RecipeError, RecipeProblem
-from flagtree_cpu_build.recipe_files import bundled_dir, recipe_json_schema
+from flagtree_cpu_build.recipe.files import bundled_dir
+from flagtree_cpu_build.recipe.json_schema import recipe_json_schema
 from flagtree_cpu_build.ui import UI
 from tests.support.corpus import CORPUS
 
@@ -29,12 +30,13 @@ def test_plain_output_when_not_a_terminal_and_markup_is_not_interpreted() -> Non
     assert out.getvalue() == ""
 
 
-def test_errors_in_json_mode_also_go_to_stdout_as_json() -> None:
+def test_errors_in_json_mode_go_to_stderr_and_leave_stdout_to_the_envelope() -> None:
     err, out = io.StringIO(), io.StringIO()
-    UI(json_mode=True, stderr=err, stdout=out).error(
-        RecipeError("r.yaml", [RecipeProblem("r.yaml", 3, "name", "bad name", "rename it")]))
+    error = RecipeError("r.yaml", [RecipeProblem("r.yaml", 3, "name", "bad name", "rename it")])
+    UI(json_mode=True, stderr=err, stdout=out).error(error)
     assert "r.yaml:3: name: bad name" in err.getvalue()
-    assert json.loads(out.getvalue())["error"]["problems"][0]["fix"] == "rename it"
+    assert out.getvalue() == ""  # the CLI's error boundary prints the one --json document
+    assert error.to_json()["code"] == "recipe" and error.to_json()["problems"][0]["fix"] == "rename it"
 
 
 def test_quiet_hides_info_but_not_warnings() -> None:

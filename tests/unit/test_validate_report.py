@@ -12,7 +12,7 @@ import pytest
 from flagtree_cpu_build.diagnose import RUNTIME_SIGNATURES, diagnose
 from flagtree_cpu_build.errors import UsageError
 from flagtree_cpu_build.junit import write_junit
-from flagtree_cpu_build.recipe_files import load_recipe
+from flagtree_cpu_build.recipe.files import load_recipe
 from flagtree_cpu_build.validate import (
     CATALOG,
     KERNELS_DIR,

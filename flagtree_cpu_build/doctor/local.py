@@ -1,4 +1,4 @@
-"""doctor checks of this machine's tools, Python, C/C++ runtime and disk (the network's are in doctor_network).
+"""doctor checks of this machine's tools, Python, C/C++ runtime and disk (the network's are in ``network``).
 
 They are skipped for a ``--sysroot`` snapshot (a copy of a board's /proc, /sys and /etc
 says nothing about the tools or the workspace on the machine doctor runs on).
@@ -14,10 +14,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import urlparse
 
-from .doctor import DoctorContext, Outcome, check, fail, ok, skip, warn
-from .elfinfo import NotElf, read_versions, version_key
-from .extract import read_stamp
-from .proc import capture
+from ..elfinfo import NotElf, read_versions, version_key
+from ..extract import read_stamp
+from ..proc import capture
+from .facts import existing_parent, python_facts
+from .kit import DoctorContext, Outcome, check, fail, ok, skip, warn
 
 GIB = 1024**3
 
@@ -126,21 +127,6 @@ def tool_openmp(c: DoctorContext) -> Outcome:
 # --- Python -----------------------------------------------------------------------------------------
 
 
-def python_facts(c: DoctorContext) -> dict | None:
-    """One run of the target interpreter for every Python check (cached)."""
-    if "python" not in c.cache:
-        if not c.python.exists():
-            c.cache["python"] = None
-        else:
-            from packaging.requirements import Requirement
-
-            from .pythonenv import inspect
-
-            names = [Requirement(r.requirement).name for r in (*c.recipe.python.build, *c.recipe.python.runtime)]
-            c.cache["python"] = inspect(c.python, [*names, "triton", "flag_gems"])
-    return c.cache["python"]
-
-
 @check("python.version", "python", "Target Python interpreter", live_only=True)
 def python_version(c: DoctorContext) -> Outcome:
     from packaging.specifiers import SpecifierSet
@@ -162,8 +148,8 @@ def python_version(c: DoctorContext) -> Outcome:
 
 
 def _requirements_outcome(c: DoctorContext, requirements: Iterable, when: str) -> Outcome:
-    from .pythonenv import check as check_prerequisites
-    from .pythonenv import install_commands
+    from ..pythonenv import check as check_prerequisites
+    from ..pythonenv import install_commands
 
     facts = python_facts(c)
     if facts is None:
@@ -276,15 +262,9 @@ def runtime_glibc(c: DoctorContext) -> Outcome:
 # --- disk ------------------------------------------------------------------------------------------
 
 
-def existing_parent(path: Path) -> Path:
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return path
-
-
 @check("resources.disk", "resources", "Free disk in the workdir and under ~/.triton", live_only=True)
 def resources_disk(c: DoctorContext) -> Outcome:
-    from .workspace import triton_home
+    from ..workspace import triton_home
 
     needs = {"workdir": (c.workspace.root, c.recipe.resources.workdir_disk_gb),
              "~/.triton": (triton_home(c.environ) / ".triton", c.recipe.resources.triton_home_disk_gb)}

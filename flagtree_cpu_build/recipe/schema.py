@@ -1,18 +1,18 @@
-"""Plain data -> frozen dataclasses, every problem at once; and JSON Schema from the same classes.
+"""Plain data -> frozen dataclasses, every problem at once, and back: the engine under the recipe format.
 
-The recipe models in ``recipe.py`` are ordinary frozen dataclasses whose fields carry a
+The recipe models (``model``, ``inputs``) are ordinary frozen dataclasses whose fields carry a
 ``FieldSpec`` (documentation, YAML key, extra checks). This module is the one generic
 engine that:
 
 * converts loaded YAML into those dataclasses, collecting *all* problems (unknown keys
   with a did-you-mean, wrong types with a YAML-aware hint, failed checks) instead of
   stopping at the first;
-* produces a JSON Schema from the same classes, so ``recipe schema`` can never drift
-  from what the loader accepts;
+* provides what ``json_schema`` needs to describe the same classes, so ``recipe schema``
+  can never drift from what the loader accepts;
 * turns instances back into plain data (``recipe show``, the recipe digest), and
   rewrites the strings of fields marked ``interpolate`` (placeholder expansion).
 
-It knows nothing about FlagTree; a pydantic-like library would do the same job but
+It knows nothing about FlagTree (the lock file uses it too); a pydantic-like library would do the same job but
 cost ~150 ms of import time on every command and give us less control over messages.
 """
 
@@ -111,7 +111,7 @@ def public_fields(cls: type) -> list[dataclasses.Field]:
 _HINTS: dict[type, dict[str, Any]] = {}
 
 
-def _hints(cls: type) -> dict[str, Any]:
+def type_hints(cls: type) -> dict[str, Any]:
     if cls not in _HINTS:
         _HINTS[cls] = typing.get_type_hints(cls)
     return _HINTS[cls]
@@ -188,7 +188,7 @@ def _convert_object(data: Any, cls: type, ctx: Context, path: Path_) -> Any:
             )
             ok = False
     values: dict[str, Any] = {}
-    hints = _hints(cls)
+    hints = type_hints(cls)
     for key, f in fields_by_key.items():
         if key not in data:
             if f.default is MISSING and f.default_factory is MISSING:
@@ -354,77 +354,3 @@ def iter_interpolated(value: Any, path: Path_ = ()) -> Iterable[tuple[Path_, str
 
     map_interpolated(value, collect, path)
     return found
-
-
-# --- JSON Schema -----------------------------------------------------------------------
-
-
-def json_schema(root: type, *, title: str, schema_id: str) -> dict[str, Any]:
-    """A JSON Schema (draft 2020-12) describing exactly what ``convert`` accepts."""
-    defs: dict[str, Any] = {}
-    body = _object_schema(root, defs)
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": schema_id,
-        "title": title,
-        **body,
-        "$defs": dict(sorted(defs.items())),
-    }
-
-
-def _type_schema(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
-    origin = get_origin(tp)
-    if origin in (Union, types.UnionType):
-        arms = [a for a in get_args(tp) if a is not type(None)]
-        inner = _type_schema(arms[0], defs)
-        return {"anyOf": [inner, {"type": "null"}]}
-    if origin is Literal:
-        return {"enum": list(get_args(tp))}
-    if dataclasses.is_dataclass(tp):
-        name = tp.__name__
-        if name not in defs:
-            defs[name] = {}  # placeholder first: models may refer to themselves
-            defs[name] = _object_schema(tp, defs)
-        ref = {"$ref": f"#/$defs/{name}"}
-        if getattr(tp, "SHORTHAND", None):
-            return {"anyOf": [{"type": "string"}, ref]}
-        return ref
-    if origin is tuple:
-        return {"type": "array", "items": _type_schema(get_args(tp)[0], defs)}
-    if origin is dict:
-        return {"type": "object", "additionalProperties": _type_schema(get_args(tp)[1], defs)}
-    return {str: {"type": "string"}, bool: {"type": "boolean"}, int: {"type": "integer"},
-            float: {"type": "number"}}[tp]
-
-
-def _object_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
-    hints = _hints(cls)
-    properties: dict[str, Any] = {}
-    required = []
-    for f in public_fields(cls):
-        fs = field_spec(f)
-        prop = _type_schema(hints[f.name], defs)
-        if fs.json:
-            prop = _merge(prop, fs.json)
-        prop = {"description": fs.doc, **prop}
-        if f.default is not MISSING and f.default is not None:
-            prop["default"] = to_data(f.default)
-        properties[yaml_key(f)] = prop
-        if f.default is MISSING and f.default_factory is MISSING:
-            required.append(yaml_key(f))
-    schema: dict[str, Any] = {"type": "object", "additionalProperties": False, "properties": properties}
-    if cls.__doc__:
-        schema = {"description": " ".join(cls.__doc__.split()), **schema}
-    if required:
-        schema["required"] = required
-    return schema
-
-
-def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .buildenv import compute_jobs
-from .cpuinfo import cpu_list
-from .doctor import DoctorContext, Outcome, check, fail, ok, skip, warn
+from ..buildenv import compute_jobs
+from ..cpuinfo import cpu_list
+from ..system_packages import missing_apt_packages  # the one reading of dpkg's status file
+from .kit import DoctorContext, Outcome, check, fail, ok, skip, warn
 
 GIB = 1024**3
 
@@ -105,25 +106,13 @@ def system_packages(c: DoctorContext) -> Outcome:
     wanted = list(c.recipe.system_packages.apt)
     if not wanted:
         return skip("the recipe lists no system packages")
-    status = c.sysroot / "var/lib/dpkg/status"
-    if not status.is_file():
+    missing = missing_apt_packages(wanted, c.sysroot)
+    if missing is None:
         return skip(f"not a Debian/Ubuntu system (no dpkg); the recipe's apt names: {' '.join(wanted)}")
-    installed = installed_packages(status.read_text(encoding="utf-8", errors="replace"))
-    missing = [p for p in wanted if p not in installed]
     if not missing:
         return ok(f"all {len(wanted)} installed")
     return warn(f"{len(missing)} of {len(wanted)} missing: {' '.join(missing)}",
                 c.as_root(f"apt-get install -y {' '.join(missing)}"))
-
-
-def installed_packages(status_text: str) -> set[str]:
-    """Package names dpkg marks 'install ok installed' in its status file."""
-    installed = set()
-    for stanza in status_text.split("\n\n"):
-        fields = dict(line.split(": ", 1) for line in stanza.splitlines() if ": " in line and not line[0].isspace())
-        if fields.get("Status", "").endswith("ok installed") and "Package" in fields:
-            installed.add(fields["Package"].split(":")[0])
-    return installed
 
 
 @check("resources.memory", "resources", "Memory and the parallel jobs the build will use")

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from .errors import RecipeProblem
+from ..errors import RecipeProblem
 
 Path_ = tuple[str | int, ...]  # a key path into the loaded data: ("sources", "flagtree", "url")
 

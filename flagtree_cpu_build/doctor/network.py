@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from .doctor import DoctorContext, Outcome, check, fail, ok, skip, warn
+from .kit import DoctorContext, Outcome, check, fail, ok, skip, warn
 
 
 @dataclass(frozen=True)
@@ -32,14 +32,13 @@ def _routes(c: DoctorContext) -> list[tuple[str, list[_Route]]]:
     Sources after git's insteadOf rules; artifacts as a download tries them: each mirror rewrite, then the
     original (``mirrors.candidate_urls``).
     """
-    from .download import _local_path  # the one rule for which URLs a download reads from disk
-    from .gitcmd import git_result
-    from .mirrors import candidate_urls
+    from ..download import _local_path  # the one rule for which URLs a download reads from disk
+    from ..gitcmd import effective_url
+    from ..mirrors import candidate_urls
 
     found: list[tuple[str, list[_Route]]] = []
     for name, source in c.recipe.sources.items():
-        status, url, _ = git_result(["ls-remote", "--get-url", source.url])
-        url = url.strip() if status == 0 else source.url
+        url = effective_url(source.url) or source.url
         endpoint = _endpoint(url)
         if endpoint:  # a local path, or a form we cannot tell (scp-like ssh): nothing to probe, as before
             found.append((f"sources.{name}", [_Route(endpoint, None, False)]))

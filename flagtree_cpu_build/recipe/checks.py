@@ -1,6 +1,6 @@
 """The rules a recipe must obey, each with a message that says how to fix it.
 
-Every function here is a check in the sense of ``recipe_schema``: it receives a converted
+Every function here is a check in the sense of ``schema``: it receives a converted
 value, the conversion context and the key path, and reports problems. The placeholder
 catalog lives here too, because checking a ``{placeholder}`` needs it.
 """
@@ -14,11 +14,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from . import recipe_schema as rs
-from .recipe_schema import Context, Path_, suggest
+from . import schema as rs
+from .schema import Context, Path_, suggest
 
 # Placeholders every recipe may use in fields marked "interpolate". The values come from
-# the workspace and the host (workspace.placeholder_values); per-source and per-artifact
+# the workspace and the host (placeholders.placeholder_values); per-source and per-artifact
 # placeholders are added from the recipe itself.
 PLACEHOLDERS: dict[str, str] = {
     "workdir": "the workspace folder (--workdir, default ./flagtree-workspace)",

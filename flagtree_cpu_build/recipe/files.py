@@ -1,9 +1,9 @@
 """Where recipes live, and loading one: bundled and user recipes, overrides, validation.
 
 ``load_recipe("flagtree-cpu-arm64", overrides)`` finds the file (a user folder hides a
-bundled recipe of the same name), parses it with positions, applies ``--set``
-overrides, checks the schema version, converts it to ``recipe.Recipe`` and raises one
-``RecipeError`` listing every problem.
+bundled recipe of the same name), parses it with positions (``loader``), applies ``--set``
+overrides (``overrides``), checks the schema version, converts it to ``model.Recipe``
+(``schema``) and raises one ``RecipeError`` listing every problem.
 """
 
 from __future__ import annotations
@@ -11,18 +11,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from . import recipe_schema as rs
-from . import recipe_yaml
-from .errors import RecipeError, RecipeNotFound, RecipeProblem, RecipeWarning
-from .recipe import SCHEMA_VERSION, Recipe
-from .recipe_schema import Context, suggest
-from .recipe_yaml import LoadedData, Path_, Position, format_path
+from ..errors import RecipeError, RecipeNotFound, RecipeProblem, RecipeWarning
+from . import loader
+from . import schema as rs
+from .loader import LoadedData, format_path
+from .model import SCHEMA_VERSION, Recipe
+from .overrides import apply_override
+from .schema import Context, suggest
 
 DEFAULT_RECIPE = "flagtree-cpu-arm64"
 RECIPES_ENV = "FLAGTREE_CPU_RECIPES"  # extra recipe folders, os.pathsep-separated
@@ -37,7 +37,7 @@ def bundled_dir(kind: Literal["recipes", "patches"]) -> Path:
     In a wheel they are package data (``flagtree_cpu_build/recipes``); in a source
     checkout or editable install they sit at the top of the repository.
     """
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parent.parent  # flagtree_cpu_build/, above this recipe/ package
     for candidate in (package / kind, package.parent / kind):
         if candidate.is_dir():
             return candidate
@@ -108,9 +108,9 @@ def load_recipe(name_or_path: str, overrides: Sequence[str] = (),
 
 def load_recipe_file(path: Path, overrides: Sequence[str] = ()) -> Recipe:
     try:
-        text = recipe_yaml.read_text(path)
+        text = loader.read_text(path)
     except UnicodeDecodeError as exc:
-        problem = RecipeProblem(str(path), recipe_yaml.utf8_error_line(exc), "",
+        problem = RecipeProblem(str(path), loader.utf8_error_line(exc), "",
                                 f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x})",
                                 "save the file as UTF-8, or retype the character on that line")
         raise RecipeError(str(path), [problem], fix="save the recipe as UTF-8 text") from exc
@@ -129,7 +129,7 @@ def patch_dirs(recipe_file: str | Path) -> list[Path]:
 def parse_recipe(text: str, origin: str, overrides: Sequence[str] = (),
                  patch_dirs: Sequence[Path] = ()) -> Recipe:
     """Validate a recipe text (plus overrides); raises RecipeError listing every problem."""
-    loaded = recipe_yaml.load(text, origin)
+    loaded = loader.load(text, origin)
     for assignment in overrides:
         apply_override(loaded, assignment)
     if loaded.problems:
@@ -184,7 +184,7 @@ def _schema_version_problem(data: dict[str, Any], loaded: LoadedData) -> RecipeP
                              "first line")
     version = data["schema_version"]
     if version != SCHEMA_VERSION or isinstance(version, bool):
-        from . import __version__
+        from .. import __version__
 
         return RecipeProblem(pos.origin, pos.line, "schema_version",
                              f"schema_version {version!r} is not supported by flagtree-cpu "
@@ -206,79 +206,6 @@ def _unique(paths: Iterable[Path]) -> list[Path]:
     return seen
 
 
-# --- overrides -----------------------------------------------------------------------------
-
-_SEGMENT = re.compile(r"[A-Za-z0-9_.-]+")
-
-
-def apply_override(loaded: LoadedData, assignment: str) -> None:
-    """Apply one ``KEY=VALUE``; problems are appended to ``loaded.problems``.
-
-    KEY is a dotted path (``sources.flagtree-cpu.commit``); a numeric segment indexes a
-    list (``links.entries.3.target``). VALUE is read as YAML so lists and numbers work
-    (``--set platform.arch=[aarch64,x86_64]``); where the recipe wants text, the raw
-    VALUE is used as typed, so a commit id made only of digits stays a string.
-    """
-    origin = f"--set {assignment}"
-    key, sep, value_text = assignment.partition("=")
-    key = key.strip()
-    if not sep or not key:
-        loaded.problems.append(
-            RecipeProblem(origin, None, "", "an override must look like KEY=VALUE",
-                          "e.g. --set sources.flagtree-cpu.commit=<40-hex-commit>")
-        )
-        return
-    segments = key.split(".")
-    if not all(_SEGMENT.fullmatch(s) for s in segments):
-        loaded.problems.append(
-            RecipeProblem(origin, None, key, "the key must be dot-separated names",
-                          "e.g. --set artifacts.llvm.url=https://mirror.example/llvm.tar.gz")
-        )
-        return
-    parsed = recipe_yaml.load(value_text, origin) if value_text.strip() else LoadedData("", {}, [])
-    # Not YAML, or YAML this loader refuses (`*name`, `!x`, a bomb): the value is most likely meant
-    # as plain text, and as text it is harmless.
-    value = value_text if parsed.problems else parsed.data
-    if not isinstance(loaded.data, dict):
-        return  # the file itself is broken; that problem is already reported
-    path: Path_ = ()
-    node: Any = loaded.data
-    for i, segment in enumerate(segments):
-        last = i == len(segments) - 1
-        step: str | int = segment
-        if isinstance(node, list):
-            if not segment.isdigit() or int(segment) >= len(node):
-                loaded.problems.append(
-                    RecipeProblem(origin, None, format_path(path), f"{segment!r} is not an index "
-                                  f"of this list (it has {len(node)} items, counted from 0)")
-                )
-                return
-            step = int(segment)
-        elif not isinstance(node, dict):
-            loaded.problems.append(
-                RecipeProblem(origin, None, format_path(path),
-                              "cannot set a key inside a value that is not a mapping")
-            )
-            return
-        path = path + (step,)
-        if last:
-            node[step] = value
-            loaded.positions[path] = Position(origin, None, value_text, from_override=True)
-            _forget_positions_below(loaded.positions, path)
-        else:
-            if isinstance(node, dict) and step not in node:
-                node[step] = {}
-                loaded.positions[path] = Position(origin, None, None, from_override=True)
-            node = node[step]
-
-
-def _forget_positions_below(positions: dict[Path_, Position], path: Path_) -> None:
-    """The overridden value replaced whatever the file had below ``path``."""
-    depth = len(path)
-    for key in [k for k in positions if len(k) > depth and k[:depth] == path]:
-        del positions[key]
-
-
 def recipe_warnings(recipe: Recipe) -> list[RecipeWarning]:
     """Things that are allowed but weaken reproducibility."""
     warnings = []
@@ -291,10 +218,3 @@ def recipe_warnings(recipe: Recipe) -> list[RecipeWarning]:
             warnings.append(RecipeWarning(f"artifacts.{name}", "no sha256: trusted on first "
                                           "download and recorded in the lock file"))
     return warnings
-
-
-def recipe_json_schema() -> dict[str, Any]:
-    schema = rs.json_schema(Recipe, title="flagtree-cpu recipe (schema version 1)",
-                            schema_id="https://flagtree-cpu.invalid/schema/recipe-v1.json")
-    schema["properties"]["schema_version"]["const"] = SCHEMA_VERSION
-    return schema

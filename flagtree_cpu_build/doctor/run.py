@@ -1,110 +1,23 @@
-"""doctor: named, read-only checks of host, toolchain and workspace, each with a fix.
+"""Running the doctor checks: all of them concurrently, each crash contained, into one report.
 
-Every check has a stable id (``cpu.features``), an area, and returns a status (ok, warn,
-fail, skip), a one-line detail and — for warn and fail — a copy-pasteable fix. Checks run
-concurrently (the network probes overlap everything else); a check that crashes is
-reported as that check's failure, never as a crash of doctor. Nothing is written,
-downloaded or built. The JSON document is versioned (``DOCTOR_SCHEMA``).
-
-The checks themselves live in ``doctor_machine`` (what a board is: host, CPU, system
-packages, memory — readable from a ``--sysroot`` snapshot), ``doctor_local`` (this machine's
-tools, Python, C/C++ runtime, disk), ``doctor_network`` and ``doctor_workspace``.
+Checks run concurrently (the network probes overlap everything else); a check that crashes
+is reported as that check's failure, never as a crash of doctor. The JSON document is
+versioned (``DOCTOR_SCHEMA``).
 """
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
-from . import __version__
-from .cpuinfo import CpuFacts
-from .host import HostFacts
-from .mirrors import MirrorRule
-from .recipe import Recipe
-from .workspace import Workspace
+from .. import __version__
+from . import kit
+from .kit import AREAS, Check, DoctorContext, Outcome, Status, fail, skip
 
-Status = Literal["ok", "warn", "fail", "skip"]
-AREAS = ("host", "cpu", "toolchain", "system", "python", "runtime", "resources", "network", "workspace")
 SCHEMA_ID = "flagtree-cpu/doctor/v1"
-
-
-@dataclass(frozen=True)
-class Outcome:
-    status: Status
-    detail: str
-    fix: str | None = None
-
-
-def ok(detail: str) -> Outcome:
-    return Outcome("ok", detail)
-
-
-def warn(detail: str, fix: str) -> Outcome:
-    return Outcome("warn", detail, fix)
-
-
-def fail(detail: str, fix: str) -> Outcome:
-    return Outcome("fail", detail, fix)
-
-
-def skip(detail: str) -> Outcome:
-    return Outcome("skip", detail)
-
-
-@dataclass
-class DoctorContext:
-    recipe: Recipe  # variants selected for the (possibly snapshot) host, placeholders filled in
-    workspace: Workspace
-    host: HostFacts
-    cpu: CpuFacts
-    sysroot: Path
-    python: Path
-    environ: Mapping[str, str]
-    offline: bool = False
-    network_timeout_s: float = 1.5
-    mirrors: tuple[MirrorRule, ...] = ()  # --mirror and FLAGTREE_CPU_MIRRORS, parsed: what downloads would try
-    # whose rights a fix runs with (None: unknown, as for a snapshot made by an older tool): a field so
-    # tests see both forms of a privileged fix without being root or not
-    euid: int | None = field(default_factory=os.geteuid)
-    cache: dict[str, Any] = field(default_factory=dict)  # shared answers (one Python query for many checks)
-
-    @property
-    def live(self) -> bool:
-        """False for a --sysroot snapshot: this machine's tools, Python and workspace are not the board's."""
-        return self.sysroot == Path("/")
-
-    def as_root(self, command: str) -> str:
-        """``command`` as a fix runs it with root's rights: through sudo, except for root itself
-        (a container's root usually has no sudo at all)."""
-        return command if self.euid == 0 else f"sudo {command}"
-
-
-@dataclass(frozen=True)
-class Check:
-    id: str
-    area: str
-    title: str
-    run: Callable[[DoctorContext], Outcome]
-    live_only: bool = False  # skipped for a --sysroot snapshot
-
-
-CHECKS: list[Check] = []
-
-
-def check(id: str, area: str, title: str, *, live_only: bool = False) -> Callable:
-    """Register a check: ``@check("cpu.features", "cpu", "CPU features the build needs")``."""
-    assert area in AREAS, area
-
-    def register(fn: Callable[[DoctorContext], Outcome]) -> Callable[[DoctorContext], Outcome]:
-        CHECKS.append(Check(id, area, title, fn, live_only))
-        return fn
-
-    return register
 
 
 @dataclass(frozen=True)
@@ -142,14 +55,10 @@ class DoctorReport:
 
 
 def all_checks() -> list[Check]:
-    from . import (  # noqa: F401 - importing registers the checks
-        doctor_local,
-        doctor_machine,
-        doctor_network,
-        doctor_workspace,
-    )
+    from . import local, machine, network, workspace  # noqa: F401 - importing registers the checks
 
-    return sorted(CHECKS, key=lambda c: (AREAS.index(c.area), CHECKS.index(c)))
+    checks = kit.CHECKS  # looked up now, not bound at import: the registry may be replaced (tests do)
+    return sorted(checks, key=lambda c: (AREAS.index(c.area), checks.index(c)))
 
 
 def run_doctor(ctx: DoctorContext, only: Sequence[str] = ()) -> DoctorReport:
@@ -159,8 +68,8 @@ def run_doctor(ctx: DoctorContext, only: Sequence[str] = ()) -> DoctorReport:
         known = {c.id for c in checks}
         unknown = [i for i in only if i not in known]
         if unknown:
-            from .errors import UsageError
-            from .recipe_schema import suggest
+            from ..errors import UsageError
+            from ..recipe.schema import suggest
 
             raise UsageError(f"no doctor check named {unknown[0]!r}{suggest(unknown[0], known)}",
                              fix="`flagtree-cpu doctor --list` lists them")

@@ -9,10 +9,12 @@ import os
 import re
 from pathlib import Path
 
-from .doctor import DoctorContext, Outcome, check, fail, ok, skip, warn
-from .doctor_local import existing_parent, python_facts
-from .extract import read_stamp
-from .state import read_state
+from ..extract import read_stamp
+from ..plans import PlanItem, Scope
+from ..plans.build import STAMP
+from ..state import read_state
+from .facts import existing_parent, python_facts
+from .kit import DoctorContext, Outcome, check, fail, ok, skip, warn
 
 # --- workspace --------------------------------------------------------------------------------------------------
 
@@ -30,102 +32,86 @@ def _not_set_up(c: DoctorContext, what: str) -> Outcome:
     return skip(f"not set up yet: no workspace at {c.workspace.root} ({what}); `flagtree-cpu setup` creates it")
 
 
+def _plans(c: DoctorContext, area: str) -> list[PlanItem]:
+    """The stages' own plans (read-only, offline): doctor says what `status` says and `setup` would do."""
+    if "plans" not in c.cache:
+        from ..registry import plan_all
+        from ..stages import StageContext
+        from ..ui import UI
+
+        ctx = StageContext(c.recipe, c.workspace, c.host, UI(quiet=True))
+        c.cache["plans"] = plan_all(ctx, Scope(python=c.python))  # asks no server
+    return [i for i in c.cache["plans"] if i.area == area]
+
+
+def _behind(items: list[PlanItem]) -> list[PlanItem]:
+    return [i for i in items if i.will not in ("ok", "skipped")]
+
+
 @check("workspace.sources", "workspace", "Sources at their pins", live_only=True)
 def workspace_sources(c: DoctorContext) -> Outcome:
-    from .gitcmd import git_result
-    from .lockfile import read_lock
-
     if not _set_up(c):
         return _not_set_up(c, "`flagtree-cpu sync` clones the sources")
-    lock = read_lock(c.workspace.lock_file)
-    problems, dirty, good = [], [], []
-    for name, source in c.recipe.sources.items():
-        checkout = c.workspace.root / c.recipe.source_path(name)
-        locked = lock.sources.get(name) if lock else None
-        wanted = (source.commit or "").lower() or (locked.commit if locked else None)
-        if not (checkout / ".git").exists():
-            problems.append(f"{name} not checked out")
-            continue
-        head = git_result(["rev-parse", "HEAD"], cwd=checkout)[1].strip()
-        if wanted and head != wanted:
-            problems.append(f"{name} at {head[:12]}, pinned {wanted[:12]}")
-            continue
-        changes = git_result(["status", "--porcelain", "--untracked-files=no"], cwd=checkout)[1].strip()
-        (dirty if changes else good).append(f"{name} @{head[:12]}")
-    if problems:
-        return fail("; ".join(problems), "flagtree-cpu sync")
+    items = _plans(c, "sources")
+    behind = _behind(items)
+    if behind:
+        return fail("; ".join(f"{i.subject}: {i.detail}" + (f" ({i.reason})" if i.reason else "") for i in behind),
+                    "flagtree-cpu sync" + ("   # commit or stash the local changes first"
+                                           if any(i.state == "dirty" for i in behind) else ""))
+    dirty = [f"{i.subject} @{str(i.data.get('head'))[:12]}" for i in items if i.data.get("modified_files")]
     if dirty:
         return warn(f"local changes to tracked files in {', '.join(dirty)} (the build includes them)",
                     "git -C <checkout> status   # commit or stash them if they are not meant for the build")
-    return ok(", ".join(good))
+    return ok(", ".join(f"{i.subject} @{str(i.data.get('head'))[:12]}" for i in items))
 
 
 @check("workspace.links", "workspace", "The recipe's symlinks", live_only=True)
 def workspace_links(c: DoctorContext) -> Outcome:
-    from .links import plan_links
-
     if c.recipe.links is None:
         return skip("the recipe has no links")
-    root = c.workspace.root / c.recipe.source_path(c.recipe.links.root)
-    if not root.is_dir():
+    if not (c.workspace.root / c.recipe.source_path(c.recipe.links.root)).is_dir():
         return skip(f"{c.recipe.links.root} is not checked out yet")
-    bad = [link for link in plan_links(c.recipe, c.workspace).links if link.state != "ok"]
-    if bad:
+    behind = _behind(_plans(c, "links"))
+    if behind:
+        bad = [link for link in behind[0].data.get("links", []) if link["state"] != "ok"]
         return fail(f"{len(bad)} of {len(c.recipe.links.entries)} not as the recipe says: "
-                    + ", ".join(f"{b.path} ({b.state})" for b in bad[:4]) + (" ..." if len(bad) > 4 else ""),
+                    + ", ".join(f"{b['path']} ({b['state']})" for b in bad[:4]) + (" ..." if len(bad) > 4 else ""),
                     "flagtree-cpu link   # No module named ...tle_ops at run time means exactly this")
     return ok(f"all {len(c.recipe.links.entries)} in place")
 
 
 @check("workspace.llvm", "workspace", "The published LLVM tree", live_only=True)
 def workspace_llvm(c: DoctorContext) -> Outcome:
-    from .lockfile import expected_sha256, read_lock
-
     if not c.recipe.artifacts:
         return skip("the recipe has no artifacts")
-    lock = read_lock(c.workspace.lock_file) if _set_up(c) else None
-    problems, good = [], []
-    for name, artifact in c.recipe.artifacts.items():
-        stamp = read_stamp(Path(artifact.path))
-        wanted = expected_sha256(lock, name, artifact)
-        if stamp is None and not _set_up(c):
-            return _not_set_up(c, f"`flagtree-cpu fetch` publishes {name} at {artifact.path}")
-        if stamp is None:
-            problems.append(f"{name}: nothing published at {artifact.path}")
-        elif stamp.get("url") != artifact.url or (wanted and stamp.get("sha256") != wanted):
-            problems.append(f"{name}: {artifact.path} holds another download")
-        else:
-            good.append(f"{name} {stamp['sha256'][:12]} at {artifact.path}")
-    if problems:
-        return fail("; ".join(problems), "flagtree-cpu fetch")
-    return ok(", ".join(good))
+    items = _plans(c, "artifacts")
+    if not _set_up(c) and all(read_stamp(Path(i.data["path"])) is None for i in items):
+        first = next(iter(c.recipe.artifacts.items()))
+        return _not_set_up(c, f"`flagtree-cpu fetch` publishes {first[0]} at {first[1].path}")
+    behind = _behind(items)
+    if behind:
+        fix = "flagtree-cpu fetch"
+        stop = next((i for i in behind if i.will == "stop"), None)
+        if stop is not None:
+            fix = stop.action.removeprefix("stop:").strip()
+        return fail("; ".join(f"{i.subject}: {i.detail}" for i in behind), fix)
+    return ok(", ".join(i.detail.replace(" published", "") for i in items))
 
 
 @check("workspace.build", "workspace", "The last build is current", live_only=True)
 def workspace_build(c: DoctorContext) -> Outcome:
-    from .gitcmd import git_result
-
-    stamp_file = c.workspace.state_dir / "build-editable.json"
+    stamp_file = c.workspace.state_dir / STAMP
     if not stamp_file.exists():
         return skip("no build yet") if _set_up(c) else _not_set_up(c, "`flagtree-cpu build` builds it")
     damaged: list[str] = []
     stamp = read_state(stamp_file, needs=("digest", "components"), notice=damaged.append)  # read-only: no repair
-    stored = stamp["components"] if stamp and isinstance(stamp["components"], dict) else None
-    if stored is None:
+    if stamp is None or not isinstance(stamp["components"], dict):
         return warn(damaged[0] if damaged else f"{stamp_file} does not hold a build stamp",
                     "flagtree-cpu build   # moves the damaged stamp aside and builds again")
-    changed = []
-    for name, recorded in stored.get("sources", {}).items():
-        if name in c.recipe.sources:
-            head = git_result(["rev-parse", "HEAD"], cwd=c.workspace.root / c.recipe.source_path(name))[1].strip()
-            if head != recorded.get("commit"):
-                changed.append(f"{name} moved to {head[:12]}")
-    for name, sha in stored.get("artifacts", {}).items():
-        artifact = c.recipe.artifacts.get(name)
-        if artifact is not None and (read_stamp(Path(artifact.path)) or {}).get("sha256") != sha:
-            changed.append(f"{name} changed")
-    if changed:
-        return warn(f"built before: {', '.join(changed)}", "flagtree-cpu build")
+    behind = _behind(_plans(c, "build"))
+    if behind:
+        return warn(f"built before; would build again: {behind[0].reason}", "flagtree-cpu setup   # or: "
+                    "flagtree-cpu build, once the sources and LLVM are current")
     return ok("built from the sources and LLVM now in place")
 
 

@@ -1,0 +1,98 @@
+"""The doctor check kit: what a check receives, returns and registers with.
+
+A check is a function ``DoctorContext -> Outcome`` registered with ``@check(id, area, title)``.
+The check modules (``machine``, ``local``, ``network``, ``workspace``) import only this kit
+(and ``facts``) from the package; ``run`` imports them to register their checks, so the kit
+sits below its checks and nothing here imports a check module.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ..cpuinfo import CpuFacts
+from ..host import HostFacts
+from ..mirrors import MirrorRule
+from ..recipe import Recipe
+from ..workspace import Workspace
+
+Status = Literal["ok", "warn", "fail", "skip"]
+AREAS = ("host", "cpu", "toolchain", "system", "python", "runtime", "resources", "network", "workspace")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: Status
+    detail: str
+    fix: str | None = None
+
+
+def ok(detail: str) -> Outcome:
+    return Outcome("ok", detail)
+
+
+def warn(detail: str, fix: str) -> Outcome:
+    return Outcome("warn", detail, fix)
+
+
+def fail(detail: str, fix: str) -> Outcome:
+    return Outcome("fail", detail, fix)
+
+
+def skip(detail: str) -> Outcome:
+    return Outcome("skip", detail)
+
+
+@dataclass
+class DoctorContext:
+    recipe: Recipe  # variants selected for the (possibly snapshot) host, placeholders filled in
+    workspace: Workspace
+    host: HostFacts
+    cpu: CpuFacts
+    sysroot: Path
+    python: Path
+    environ: Mapping[str, str]
+    offline: bool = False
+    network_timeout_s: float = 1.5
+    mirrors: tuple[MirrorRule, ...] = ()  # --mirror and FLAGTREE_CPU_MIRRORS, parsed: what downloads would try
+    # whose rights a fix runs with (None: unknown, as for a snapshot made by an older tool): a field so
+    # tests see both forms of a privileged fix without being root or not
+    euid: int | None = field(default_factory=os.geteuid)
+    cache: dict[str, Any] = field(default_factory=dict)  # shared answers (one Python query for many checks)
+
+    @property
+    def live(self) -> bool:
+        """False for a --sysroot snapshot: this machine's tools, Python and workspace are not the board's."""
+        return self.sysroot == Path("/")
+
+    def as_root(self, command: str) -> str:
+        """``command`` as a fix runs it with root's rights: through sudo, except for root itself
+        (a container's root usually has no sudo at all)."""
+        return command if self.euid == 0 else f"sudo {command}"
+
+
+@dataclass(frozen=True)
+class Check:
+    id: str
+    area: str
+    title: str
+    run: Callable[[DoctorContext], Outcome]
+    live_only: bool = False  # skipped for a --sysroot snapshot
+
+
+CHECKS: list[Check] = []
+
+
+def check(id: str, area: str, title: str, *, live_only: bool = False) -> Callable:
+    """Register a check: ``@check("cpu.features", "cpu", "CPU features the build needs")``."""
+    assert area in AREAS, area
+
+    def register(fn: Callable[[DoctorContext], Outcome]) -> Callable[[DoctorContext], Outcome]:
+        CHECKS.append(Check(id, area, title, fn, live_only))
+        return fn
+
+    return register

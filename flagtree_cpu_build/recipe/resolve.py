@@ -1,0 +1,71 @@
+"""A validated recipe made concrete for one host and workspace.
+
+``select_variants`` picks, per artifact, the variant for this host; ``resolve`` fills in
+every ``{placeholder}`` of the fields marked ``interpolate``.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+
+from .checks import PLACEHOLDERS
+from .model import Recipe
+from .schema import map_interpolated
+
+
+def select_variants(recipe: Recipe, os_id: str, arch: str) -> Recipe:
+    """Apply, per artifact, the first variant whose `when` matches this host."""
+    artifacts = {}
+    for name, artifact in recipe.artifacts.items():
+        for variant in artifact.variants:
+            if variant.when.matches(os_id, arch):
+                artifact = replace(
+                    artifact,
+                    url=variant.url or artifact.url,
+                    # another URL is another file: the default's sha256 cannot apply to it
+                    sha256=variant.sha256 if variant.url or variant.sha256 else artifact.sha256,
+                    path=variant.path or artifact.path,
+                    size=variant.size if variant.size is not None else artifact.size,
+                    # another URL is another tarball: the default's expectations cannot apply to it
+                    unpacked_size=variant.unpacked_size if variant.url or variant.unpacked_size
+                    else artifact.unpacked_size,
+                    unpacked_entries=variant.unpacked_entries if variant.url or variant.unpacked_entries
+                    else artifact.unpacked_entries,
+                )
+                break
+        artifacts[name] = artifact
+    return replace(recipe, artifacts=artifacts)
+
+
+def expand(text: str, values: Mapping[str, str]) -> str:
+    """Replace {name} placeholders; the recipe was validated, so every name is known."""
+    out = []
+    for literal, name, _fmt, _conv in string.Formatter().parse(text):
+        out.append(literal)
+        if name is not None:
+            out.append(values[name])
+    return "".join(out)
+
+
+def resolve(recipe: Recipe, workdir: Path, base: Mapping[str, str]) -> Recipe:
+    """The recipe with every placeholder filled in, for this workspace and host.
+
+    ``base`` holds the values of PLACEHOLDERS (see placeholders.placeholder_values); the
+    per-source and per-artifact values are derived here.
+    """
+    missing = set(PLACEHOLDERS) - set(base)
+    if missing:  # a programming error, not a user one
+        raise KeyError(f"placeholder values missing: {sorted(missing)}")
+    values = dict(base)
+    for name in recipe.sources:
+        values[f"sources.{name}.path"] = str(workdir / recipe.source_path(name))
+    for name, artifact in recipe.artifacts.items():
+        values[f"artifacts.{name}.url"] = expand(artifact.url, values)
+        values[f"artifacts.{name}.path"] = str(workdir / expand(artifact.path, values))
+    resolved = map_interpolated(recipe, lambda text, _path: expand(text, values))
+    # a relative artifact path means "inside the workdir", in the field as in its placeholder
+    artifacts = {name: replace(a, path=values[f"artifacts.{name}.path"]) for name, a in resolved.artifacts.items()}
+    return replace(resolved, artifacts=artifacts)
