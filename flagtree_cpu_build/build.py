@@ -11,13 +11,13 @@ lines drive a progress bar; a failure is diagnosed from the log.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 import shlex
 import shutil
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,11 +25,12 @@ from typing import Any
 from . import pythonenv
 from .buildenv import BuildEnv, compute_build_env, stamp_env
 from .diagnose import diagnose_file
+from .digest import hash_text
 from .download import hash_file
 from .errors import BuildError
 from .extract import read_stamp
 from .links import plan_links
-from .lockfile import expected_sha256, read_lock
+from .lockfile import read_lock
 from .proc import capture, log_path, run_logged
 from .progress import ProgressTask
 from .recipe import Recipe
@@ -59,7 +60,7 @@ def run_build(ctx: StageContext, options: BuildOptions) -> StageResult:
         raise BuildError(f"recipe {recipe.name} has no build section", fix="add `build:` to the recipe")
     _arch_gate(ctx, options)
     if not options.python.exists():  # report missing inputs before creating a venv a failing build would leave
-        early = _source_problems(recipe, ctx) + _artifact_problems(recipe, ctx)
+        early = missing_inputs(ctx)
         if early:
             raise _missing_inputs(early, options)
     pythonenv.ensure_interpreter(options.python, ws, recipe.python.requires, ui)
@@ -104,12 +105,16 @@ def run_build(ctx: StageContext, options: BuildOptions) -> StageResult:
     return StageResult("build", (Action("build", status, detail, data),), seconds=time.monotonic() - start)
 
 
-def build_freshness(ctx: StageContext, python: Path, *, offline: bool = False) -> list[str]:
-    """Why `build` would run now; empty when it would say "up to date". Read-only (for status and plans)."""
+def build_freshness(ctx: StageContext, python: Path, *, offline: bool = False,
+                    assume: Mapping[str, Mapping[str, str]] | None = None) -> list[str]:
+    """Why `build` would run now; empty when it would say "up to date". Read-only (for status and plans).
+
+    ``assume`` ({"sources": {name: commit}, "artifacts": {name: sha256}}) judges the build as it will be
+    once sync and fetch have brought those in (the dry run), instead of refusing while they are not there."""
     recipe = ctx.recipe
     if recipe.build is None:
         return []
-    problems = _source_problems(recipe, ctx) + _artifact_problems(recipe, ctx)
+    problems = missing_inputs(ctx) if assume is None else []
     if problems:
         return ["its inputs are not ready: " + problems[0].split(" — ")[0]]
     if not python.exists():
@@ -121,6 +126,10 @@ def build_freshness(ctx: StageContext, python: Path, *, offline: bool = False) -
         return [f"build prerequisites are missing: {', '.join(p.name for p in report.missing)}"]
     options = BuildOptions(python=python, offline=offline)
     components = _stamp_components(recipe, ctx, options, build_env, report, "editable")
+    if assume is not None:
+        for name, commit in assume["sources"].items():
+            components["sources"][name] = {**components["sources"].get(name, {}), "commit": commit}
+        components["artifacts"].update(assume["artifacts"])
     stored = read_state(ctx.workspace.state_dir / "build-editable.json", needs=STAMP_KEYS)
     return _reasons_to_build(stored, components, report, options)
 
@@ -151,7 +160,7 @@ def build_environment(recipe: Recipe, python: Path, *, offline: bool) -> BuildEn
 def _preflight(ctx: StageContext, options: BuildOptions, build_env: BuildEnv) -> pythonenv.PythonReport:
     """Check every input; list all that are missing at once, each with what provides it."""
     recipe, ws = ctx.recipe, ctx.workspace
-    problems = _source_problems(recipe, ctx) + _artifact_problems(recipe, ctx)
+    problems = missing_inputs(ctx)
     if recipe.links is not None and not problems:
         bad = [link for link in plan_links(recipe, ws).links if link.state != "ok"]
         if bad:
@@ -182,37 +191,30 @@ def _missing_inputs(problems: list[str], options: BuildOptions) -> BuildError:
                       "does all of them), then build again")
 
 
+def missing_inputs(ctx: StageContext) -> list[str]:
+    """What build refuses to run without: sources sync would still move, artifacts fetch would still publish."""
+    return _source_problems(ctx.recipe, ctx) + _artifact_problems(ctx.recipe, ctx)
+
+
 def _source_problems(recipe: Recipe, ctx: StageContext) -> list[str]:
-    from .gitcmd import git_result
+    """Sources sync would still move (their plan, read-only; local changes at the pin are the user's)."""
+    from .plans import Scope
+    from .plans.sources import plan_sources
 
     lock = read_lock(ctx.workspace.lock_file)
-    problems = []
-    for name, source in recipe.sources.items():
-        checkout = ctx.workspace.root / recipe.source_path(name)
-        locked = lock.sources.get(name) if lock else None
-        wanted = (source.commit or "").lower() or (locked.commit if locked else None)
-        if not (checkout / ".git").exists():
-            problems.append(f"source {name}: not checked out at {checkout} — run `flagtree-cpu sync`")
-            continue
-        status, head, _ = git_result(["rev-parse", "HEAD"], cwd=checkout)
-        if wanted is None:
-            problems.append(f"source {name}: no commit is locked for {source.ref!r} — run `flagtree-cpu sync`")
-        elif status != 0 or head.strip() != wanted:
-            problems.append(f"source {name}: at {head.strip()[:12] or '?'}, the pin is {wanted[:12]} — run "
-                            "`flagtree-cpu sync`")
-    return problems
+    return [f"source {i.subject}: {i.detail} — run `flagtree-cpu sync`"
+            for i in plan_sources(ctx, lock, Scope(python=Path())) if i.will != "ok"]
 
 
 def _artifact_problems(recipe: Recipe, ctx: StageContext) -> list[str]:
+    """Artifacts fetch would still publish (their plan: the same rule fetch skips by)."""
+    from .plans import Scope
+    from .plans.artifacts import plan_artifacts
+
     lock = read_lock(ctx.workspace.lock_file)
-    problems = []
-    for name, artifact in recipe.artifacts.items():
-        stamp = read_stamp(Path(artifact.path))
-        wanted = expected_sha256(lock, name, artifact)
-        if stamp is None or (wanted and stamp.get("sha256") != wanted) or stamp.get("url") != artifact.url:
-            problems.append(f"artifact {name}: not published and verified at {artifact.path} — run "
-                            "`flagtree-cpu fetch` (offline: `flagtree-cpu fetch --offline --from FILE`)")
-    return problems
+    return [f"artifact {i.subject}: not published and verified at {i.data['path']} — run `flagtree-cpu fetch` "
+            "(offline: `flagtree-cpu fetch --offline --from FILE`)"
+            for i in plan_artifacts(recipe, lock, Scope(python=Path())) if i.will != "ok"]
 
 
 # --- the stamp -------------------------------------------------------------------------------------
@@ -220,16 +222,15 @@ def _artifact_problems(recipe: Recipe, ctx: StageContext) -> list[str]:
 
 def _stamp_components(recipe: Recipe, ctx: StageContext, options: BuildOptions, build_env: BuildEnv,
                       report: pythonenv.PythonReport, mode: str) -> dict[str, Any]:
-    from .gitcmd import git_result
+    from .gitcmd import head, local_diff
 
     assert recipe.build is not None
     sources = {}
     for name in recipe.sources_in_order():
         checkout = ctx.workspace.root / recipe.source_path(name)
-        head = git_result(["rev-parse", "HEAD"], cwd=checkout)[1].strip()
-        diff = git_result(["diff", "HEAD", "--binary", "--no-ext-diff"], cwd=checkout)[1]
-        sources[name] = {"commit": head, "local_changes": hashlib.sha256(diff.encode()).hexdigest()[:16]
-                         if diff.strip() else None}
+        diff = local_diff(checkout)
+        sources[name] = {"commit": head(checkout) or "",
+                         "local_changes": hash_text(diff)[:16] if diff.strip() else None}
     artifacts = {name: (read_stamp(Path(a.path)) or {}).get("sha256") for name, a in recipe.artifacts.items()}
     compilers = {}
     for variable, default in (("CC", "cc"), ("CXX", "c++")):
@@ -299,7 +300,7 @@ def _products(recipe: Recipe) -> list[dict[str, Any]]:
 def _write_stamp(path: Path, components: dict[str, Any], products: list[dict[str, Any]],
                  wheel: dict[str, Any] | None, log: Path) -> None:
     canonical = json.dumps(components, sort_keys=True)
-    stamp = {"digest": hashlib.sha256(canonical.encode()).hexdigest(), "components": components,
+    stamp = {"digest": hash_text(canonical), "components": components,
              "products": products, "wheel": wheel, "log": str(log), "finished": time.time()}
     write_state(path, stamp)
 
@@ -357,7 +358,8 @@ def _failure(result: Any, options: BuildOptions) -> BuildError:
     details += [f"| {line}" for line in diagnosis.excerpt]
     fix = diagnosis.signature.fix.format(jobs_half=max(1, options.jobs // 2), log=result.log) if \
         diagnosis.signature else f"read the log ({result.log}); re-run with --verbose to watch every line"
-    return BuildError(f"the build failed ({how})", details=tuple(details), fix=fix)
+    return BuildError(f"the build failed ({how})", details=tuple(details), fix=fix, log=result.log,
+                      diagnosis=diagnosis.to_json())
 
 
 def _wheels(folder: Path | None) -> dict[Path, float]:

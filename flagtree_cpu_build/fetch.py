@@ -35,6 +35,7 @@ from .extract import differences_from, read_stamp, stamp_problem, unpack, write_
 from .lockfile import ArtifactLock, Lock, locked_artifact, read_lock, update_lock
 from .mirrors import MirrorRule
 from .partials import PartialFolder, sweep
+from .plans.artifacts import is_current
 from .probes import artifact_pin_failures
 from .progress import human_bytes
 from .recipe import Artifact
@@ -129,7 +130,8 @@ def _fetch_one(name: str, artifact: Artifact, expected: str | None, cache: Artif
                options: FetchOptions, missing_offline: list[str]) -> _Outcome | None:
     dest = Path(artifact.path)
     stamp = read_stamp(dest)
-    if stamp and (stamp.get("sha256") == expected or (expected is None and stamp.get("url") == artifact.url)):
+    if is_current(stamp, expected, artifact.url):  # the one rule status, doctor and build's preflight read too
+        assert stamp is not None
         _repair_version_file(dest, artifact)
         lock = ArtifactLock(url=artifact.url, sha256=stamp["sha256"], size=stamp.get("size"))
         return _Outcome(Action(name, "ok", f"published at {dest}", {"sha256": stamp["sha256"], "path": str(dest)}),

@@ -9,8 +9,8 @@ from typing import Literal, Protocol
 
 from .errors import SourceError
 from .gitcmd import run_git
-from .lockfile import Lock
-from .recipe import Recipe
+from .lockfile import Lock, SourceLock
+from .recipe import Recipe, Source
 
 
 class PinRules(Protocol):
@@ -44,7 +44,7 @@ def resolve_pins(recipe: Recipe, lock: Lock | None, options: PinRules) -> dict[s
                 locked = entry.commit[:12] if entry else "nothing"
                 frozen_problems.append(f"{name}: the lock records {locked}, the recipe pins {source.commit[:12]}")
             pins[name] = Pin(name, source.url, source.ref, source.commit.lower(), "recipe")
-        elif entry and same_repository(entry.url, source.url) and entry.ref == source.ref and not options.update:
+        elif entry and lock_applies(entry, source) and not options.update:
             pins[name] = Pin(name, source.url, source.ref, entry.commit, "lock")
         elif options.frozen:
             why = ("the lock has no entry" if entry is None else
@@ -60,6 +60,12 @@ def resolve_pins(recipe: Recipe, lock: Lock | None, options: PinRules) -> dict[s
         raise SourceError("--frozen: the lock file does not match the recipe", details=tuple(frozen_problems),
                           fix="run `flagtree-cpu lock` (without --frozen) and commit the updated lock file")
     return pins
+
+
+def lock_applies(entry: SourceLock, source: Source) -> bool:
+    """Whether a lock entry answers for this source: recorded for the same repository and the same ref.
+    (Another ref is another question; the plans and sync both ask it this way.)"""
+    return same_repository(entry.url, source.url) and entry.ref == source.ref
 
 
 def ls_remote(url: str, ref: str, name: str) -> str:

@@ -18,48 +18,19 @@ the process's), so the summary can be shown whatever happened."""
 
 from __future__ import annotations
 
-import os
-import shlex
 import threading
 import time
-from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
-from . import pythonenv
-from .errors import BuildError, FlagtreeCpuError, Interrupted, Terminated, ValidationFailed
+from .errors import FlagtreeCpuError, Interrupted, Terminated
 from .preflight import run_preflight
+from .registry import STAGE_NAMES, STAGES, Stage
 from .setup_report import SetupReport, StageRecord, collect_pins, failed_stage, is_fresh, junit_without_kernels, save
-from .stages import Action, StageContext, StageResult
+from .stages import Action, SetupOptions, StageContext, StageResult
 
 PLAN_SCHEMA = "flagtree-cpu/setup-plan/v1"
-STAGES = ("preflight", "sources", "artifacts", "links", "python", "build", "validate")
-
-@dataclass(frozen=True)
-class SetupOptions:
-    python: Path
-    offline: bool = False
-    frozen: bool = False
-    require_hashes: bool = False
-    update: bool = False
-    allow_dirty: bool = False
-    skip_build: bool = False  # also skips the python env and validation: there is nothing new to validate
-    skip_validate: bool = False
-    ignore_host: bool = False
-    install_system_packages: bool = False
-    git_cache: Path | None = None
-    cache_dir: Path | None = None
-    mirrors: tuple[Any, ...] = ()
-    jobs: int = 1  # MAX_JOBS the build gets (for the out-of-memory advice)
-    model: Path | None = None
-    junit: Path | None = None
-    timeout: float | None = None
-    verbose: bool = False
-
-    @property
-    def validating(self) -> bool:
-        return not (self.skip_build or self.skip_validate)
+__all__ = ["PLAN_SCHEMA", "SetupOptions", "run_setup"]
 
 
 def run_setup(ctx: StageContext, options: SetupOptions) -> SetupReport:
@@ -67,21 +38,22 @@ def run_setup(ctx: StageContext, options: SetupOptions) -> SetupReport:
     fresh = is_fresh(ctx.workspace)
     report = SetupReport(ctx.recipe.name, ctx.workspace.root, options.python,
                          datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                         [StageRecord(stage, "not run") for stage in STAGES])
-    steps = [("preflight", lambda: run_preflight(ctx, options)),
-             ("sources", lambda: _sources_and_artifacts(ctx, options, report)),
-             ("links", lambda: _links(ctx)),
-             ("python", lambda: _python_env(ctx, options)),
-             ("build", lambda: _build(ctx, options)),
-             ("validate", lambda: _validate(ctx, options, report))]
+                         [StageRecord(stage, "not run") for stage in STAGE_NAMES])
     current = "preflight"
     try:
-        for current, step in steps:
+        with ctx.ui.group("flagtree-cpu setup: preflight"):
+            began = time.monotonic()
+            _finish(report.record("preflight"), run_preflight(ctx, options), time.monotonic() - began, ctx)
+        for group in _in_turn(STAGES):
+            current = group[0].name
             with ctx.ui.group(f"flagtree-cpu setup: {current}"):
-                began = time.monotonic()
-                result = step()
-                if result is not None:  # sources ∥ artifacts fill in their own records
-                    _finish(report.record(current), result, time.monotonic() - began, ctx)
+                if len(group) > 1:
+                    _side_by_side(ctx, options, report, group)
+                    continue
+                stage, began = group[0], time.monotonic()
+                why = stage.skip(options)
+                result = _skipped(stage.command, why) if why else stage.run(ctx, options, report)
+                _finish(report.record(stage.name), result, time.monotonic() - began, ctx)
     except KeyboardInterrupt as exc:
         ctx.ui.cancel.set()
         _mark_unfinished(report, current, "interrupted", exc.name if isinstance(exc, Terminated) else "Ctrl-C")
@@ -148,53 +120,54 @@ def _skipped(stage: str, why: str) -> StageResult:
     return StageResult(stage, (Action(stage, "skipped", why),))
 
 
-# --- sources ∥ artifacts -------------------------------------------------------------------------
+# --- stages side by side (sources ∥ artifacts) ---------------------------------------------------------
 
 
-def _sources_and_artifacts(ctx: StageContext, options: SetupOptions, report: SetupReport) -> None:
-    """Clone in this thread while the LLVM tarball downloads in another; both finish before either fails.
+def _in_turn(stages: tuple[Stage, ...]) -> list[list[Stage]]:
+    """The stages in order, consecutive ``concurrent`` ones grouped to run side by side."""
+    groups: list[list[Stage]] = []
+    for stage in stages:
+        if stage.concurrent and groups and groups[-1][-1].concurrent:
+            groups[-1].append(stage)
+        else:
+            groups.append([stage])
+    return groups
+
+
+def _side_by_side(ctx: StageContext, options: SetupOptions, report: SetupReport, group: list[Stage]) -> None:
+    """The first stage (the clones) in this thread while the second (the LLVM download) runs in another;
+    both finish before either fails.
 
     A failure in one lets the other finish (a complete download is kept for the re-run); Ctrl-C
     cancels the worker at its next progress update and waits briefly for it to leave its partial
     file in order."""
-    from .fetch import FetchOptions, run_fetch
-    from .sources import SyncOptions, run_sync
-
-    sync_options = SyncOptions(update=options.update, frozen=options.frozen, offline=options.offline,
-                               allow_dirty=options.allow_dirty, git_cache=options.git_cache)
-    fetch_options = FetchOptions(offline=options.offline, require_hashes=options.require_hashes,
-                                 frozen=options.frozen, cache_dir=options.cache_dir, mirrors=options.mirrors)
+    first, second = group
     fetched: dict[str, Any] = {}
     # Waited on instead of Thread.join: a join interrupted by Ctrl-C marks the thread as stopped in
     # CPython 3.11, so a second join returns at once while the worker is still cleaning up.
     done = threading.Event()
 
-    def fetch_worker() -> None:
+    def worker() -> None:
         began = time.monotonic()
         try:
-            fetched["result"] = run_fetch(ctx, fetch_options)
+            fetched["result"] = second.run(ctx, options, report)
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which decides
             fetched["error"] = exc
         finally:
             fetched["seconds"] = time.monotonic() - began
             done.set()
 
-    if not ctx.recipe.artifacts:
-        fetched.update(result=_skipped("fetch", "the recipe has no artifacts"), seconds=0.0)
-        done.set()
-    worker = threading.Thread(target=fetch_worker, name="flagtree-cpu fetch", daemon=True)
-    sync_error: FlagtreeCpuError | None = None
+    thread = threading.Thread(target=worker, name=f"flagtree-cpu {second.command}", daemon=True)
+    first_error: FlagtreeCpuError | None = None
     with ctx.ui.concurrent():
-        if ctx.recipe.artifacts:
-            worker.start()
+        thread.start()
         try:
             began = time.monotonic()
             try:
-                synced = run_sync(ctx, sync_options)
-                _finish(report.record("sources"), synced, time.monotonic() - began, ctx)
+                _finish(report.record(first.name), first.run(ctx, options, report), time.monotonic() - began, ctx)
             except FlagtreeCpuError as exc:
-                sync_error = exc
-                record = report.record("sources")
+                first_error = exc
+                record = report.record(first.name)
                 record.status, record.detail, record.seconds = "failed", exc.message, time.monotonic() - began
             done.wait()
         except KeyboardInterrupt:
@@ -202,7 +175,7 @@ def _sources_and_artifacts(ctx: StageContext, options: SetupOptions, report: Set
             done.wait(timeout=15)  # its next progress update stops it; let it leave its files in order
             raise
     error = fetched.get("error")
-    record = report.record("artifacts")
+    record = report.record(second.name)
     if isinstance(error, KeyboardInterrupt):
         raise error
     if error is not None:
@@ -210,100 +183,9 @@ def _sources_and_artifacts(ctx: StageContext, options: SetupOptions, report: Set
         record.detail = error.message if isinstance(error, FlagtreeCpuError) else repr(error)
     else:
         _finish(record, fetched["result"], fetched["seconds"], ctx)
-    if sync_error is not None:
+    if first_error is not None:
         if isinstance(error, FlagtreeCpuError):
             ctx.ui.error(error)  # the first error decides the exit code; the second is still shown
-        raise sync_error
+        raise first_error
     if error is not None:
         raise error
-
-
-# --- links, python env, build, validate -----------------------------------------------------------
-
-
-def _links(ctx: StageContext) -> StageResult:
-    from .links import run_link
-
-    if ctx.recipe.links is None:
-        return _skipped("link", "the recipe has no links")
-    return run_link(ctx)[1]
-
-
-def _python_env(ctx: StageContext, options: SetupOptions) -> StageResult:
-    """The guide's steps 1.1-1.2: the venv, then the build and run-time Python prerequisites."""
-    if options.skip_build:
-        return _skipped("python", "--skip-build")
-    recipe, ws = ctx.recipe, ctx.workspace
-    actions = []
-    created = not options.python.exists()
-    pythonenv.ensure_interpreter(options.python, ws, recipe.python.requires, ctx.ui)
-    if created:
-        actions.append(Action("venv", "created", str(options.python.parent.parent)))
-    # run-time ones only when the kernels will run: with --skip-validate nothing here uses them, and
-    # torch is a large download from an index that may not be reachable
-    wanted = list(recipe.python.build) + (list(recipe.python.runtime) if options.validating else [])
-    path = os.pathsep.join([str(options.python.parent), os.environ.get("PATH", "")])
-    report = pythonenv.check(options.python, wanted, path)
-    if report.missing:
-        commands = pythonenv.install_commands(options.python, report.missing)
-        if options.offline:
-            raise BuildError(f"{len(report.missing)} Python prerequisites are missing in {options.python} and "
-                             "--offline forbids pip", details=tuple(p.describe() for p in report.missing),
-                             fix=" && ".join(shlex.join(c) for c in commands) + "   (with PIP_FIND_LINKS=<wheel "
-                             "folder> PIP_NO_INDEX=1 on an air-gapped machine), then setup --offline again")
-        names = ", ".join(p.name for p in report.missing)
-        pythonenv.install_and_recheck(report, ws, ctx.ui, lambda: pythonenv.check(options.python, wanted, path))
-        actions.append(Action("prerequisites", "created", f"installed {names}"))
-    else:
-        actions.append(Action("prerequisites", "ok", f"Python {report.version}; all {len(wanted)} present"))
-    if recipe.python.runtime and not options.validating:
-        actions.append(Action("run-time prerequisites", "skipped", "--skip-validate: not installed "
-                              "(`flagtree-cpu validate --install-prereqs` installs them)"))
-    return StageResult("python", tuple(actions))
-
-
-def _build(ctx: StageContext, options: SetupOptions) -> StageResult:
-    from .build import BuildOptions, run_build
-
-    if options.skip_build:
-        return _skipped("build", "--skip-build")
-    return run_build(ctx, BuildOptions(python=options.python, offline=options.offline,
-                                       ignore_host=options.ignore_host, verbose=options.verbose, jobs=options.jobs))
-
-
-def _validate(ctx: StageContext, options: SetupOptions, report: SetupReport) -> StageResult:
-    from .junit import write_junit
-    from .validate import ValidateOptions, configured, current_validation, run_validate
-
-    if not options.validating:
-        return _skipped("validate", "--skip-build" if options.skip_build else "--skip-validate")
-    if not configured(ctx.recipe):
-        return _skipped("validate", "the recipe has no validation kernels")
-    last = current_validation(ctx, options.python, options.model) if options.junit is None else None
-    if last is not None:  # a JUnit report is for this run: --junit always runs the kernels
-        report.validation = last
-        counts = last["summary"]
-        return StageResult("validate", (Action("kernels", "ok", f"passed before for this build ({counts['pass']} "
-                                               f"passed, {counts['skip']} skipped at {last['started']})"),))
-    validation = run_validate(ctx, ValidateOptions(python=options.python, model=options.model,
-                                                   timeout=options.timeout, verbose=options.verbose))
-    report.validation = validation.to_json()
-    if options.junit is not None:
-        write_junit(validation, options.junit)
-        report.junit_written = True
-    if validation.failed:
-        details = []
-        for r in validation.failed:
-            details += [f"{r.kernel}: {r.message}"] + ([f"   fix: {r.fix}"] if r.fix else []) + \
-                       ([f"   log: {r.log}"] if r.log else [])
-        raise ValidationFailed(f"{len(validation.failed)} required validation kernel"
-                               f"{'s' if len(validation.failed) > 1 else ''} failed", details=tuple(details),
-                               fix="fix the cause above, then `flagtree-cpu setup` again (or `flagtree-cpu validate` "
-                               "to re-run just the kernels)")
-    counts = validation.counts()
-    detail = f"{counts['pass']} passed" + (f", {counts['fail']} optional failed" if counts["fail"] else "")
-    skipped = [f"{r.kernel}: {r.message}" for r in validation.results if r.status == "skip"]
-    if skipped:
-        detail += f", {len(skipped)} skipped ({'; '.join(skipped)})"
-    return StageResult("validate", (Action("kernels", "created", detail, {"report": validation.to_json()}),),
-                       validation.warnings)

@@ -28,17 +28,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .checkouts import changed_paths, finish_move, head, interrupted_move, interrupted_submodule_moves, move_to
+from .atomic import replace_symlink
+from .checkouts import finish_move, interrupted_move, interrupted_submodule_moves, move_to
 from .errors import SourceError
 from .gitcache import GitCache
-from .gitcmd import git_result, has_commit, run_git
+from .gitcmd import effective_url, git_result, has_commit, head, modified_files, remote_url, run_git
 from .lockfile import PatchLock, SourceLock, empty_lock, read_lock, update_lock, write_lock
 from .patches import PatchOutcome, PatchState, apply_patches, patched_paths, revert_patches
 from .pins import Pin, resolve_pins, same_repository
 from .probes import check_sources
 from .recipe import Source
-from .recipe_checks import find_patch
-from .recipe_files import patch_dirs
+from .recipe.checks import find_patch
+from .recipe.files import patch_dirs
 from .stages import Action, StageContext, StageResult
 from .submodules import SubmoduleSync
 from .workspace import Workspace
@@ -203,11 +204,7 @@ class _SourceSync:
                     fix=f"to use {target} instead, move it away first (mv {dest} {dest}.old); or drop "
                     f"--source-path to keep using {dest}")
         dest.parent.mkdir(parents=True, exist_ok=True)
-        relative = os.path.relpath(target, dest.parent.resolve())
-        temporary = dest.with_name(f".{dest.name}.flagtree-cpu-link")
-        temporary.unlink(missing_ok=True)
-        os.symlink(relative, temporary)
-        os.replace(temporary, dest)  # atomic: never a moment without the link
+        replace_symlink(dest, os.path.relpath(target, dest.parent.resolve()))  # never a moment without the link
         return f"linked to {target}"
 
     def _needs_clone(self, checkout: Path) -> bool:
@@ -222,16 +219,15 @@ class _SourceSync:
                           f"clone with --source-path {self.name}=PATH")
 
     def _check_origin(self, checkout: Path) -> None:
-        status, origin, _ = git_result(["config", "--get", "remote.origin.url"], cwd=checkout)
-        origin = origin.strip()
-        if status == 0 and same_repository(origin, self.source.url):
+        origin = remote_url(checkout)
+        if origin is not None and same_repository(origin, self.source.url):
             return
-        if status == 0:  # the same repository reached through the user's url.insteadOf rules?
-            mine = git_result(["ls-remote", "--get-url", origin], cwd=checkout)[1].strip()
-            wanted = git_result(["ls-remote", "--get-url", self.source.url], cwd=checkout)[1].strip()
+        if origin is not None:  # the same repository reached through the user's url.insteadOf rules?
+            mine = effective_url(origin, cwd=checkout) or ""
+            wanted = effective_url(self.source.url, cwd=checkout) or ""
             if same_repository(mine, wanted):
                 return
-        found = f"a clone of {origin}" if status == 0 else "a checkout without an 'origin' remote"
+        found = f"a clone of {origin}" if origin is not None else "a checkout without an 'origin' remote"
         raise SourceError(f"{checkout} is {found}, not of {self.source.url}; flagtree-cpu will not move it",
                           fix=f"move it away so flagtree-cpu can clone the recipe's repository, or use it on "
                           f"purpose with --set sources.{self.name}.url={origin or '<its url>'}")
@@ -243,7 +239,7 @@ class _SourceSync:
     def _check_no_changes(self, checkout: Path, target: str) -> None:
         # a submodule our interrupted update left half done is judged (finished or refused) on its own
         pending = interrupted_submodule_moves(checkout)
-        modified = [path for path in changed_paths(checkout) if path not in pending]
+        modified = [path for path in modified_files(checkout) if path not in pending]
         if modified and not self.options.allow_dirty:
             shown = modified[:20] + ([f"... and {len(modified) - 20} more"] if len(modified) > 20 else [])
             raise SourceError(
@@ -380,7 +376,7 @@ class _SourceSync:
         return apply_patches(self.name, checkout, files, self._patch_state(checkout))
 
     def _dirty_warning(self, checkout: Path, patches: list[PatchOutcome]) -> str | None:
-        modified = changed_paths(checkout)
+        modified = modified_files(checkout)
         if patches:
             ours = patched_paths(self._patch_state(checkout))
             modified = [m for m in modified if m not in ours]

@@ -1,6 +1,6 @@
 """What every stage returns, and what it is given.
 
-A stage (``run_sync``, ``run_link``, later fetch/build/validate) inspects the world,
+A stage (``run_sync``, ``run_link``, ``run_fetch``, ...) inspects the world,
 does only what is missing, and returns a ``StageResult`` listing each thing it looked
 at and what it did. ``setup`` is these stages in order; the CLI renders the result as
 a table or JSON.
@@ -9,6 +9,7 @@ a table or JSON.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from .host import HostFacts
@@ -57,3 +58,29 @@ class StageContext:
     workspace: Workspace
     host: HostFacts
     ui: UI
+
+
+@dataclass(frozen=True)
+class SetupOptions:
+    python: Path
+    offline: bool = False
+    frozen: bool = False
+    require_hashes: bool = False
+    update: bool = False
+    allow_dirty: bool = False
+    skip_build: bool = False  # also skips the python env and validation: there is nothing new to validate
+    skip_validate: bool = False
+    ignore_host: bool = False
+    install_system_packages: bool = False
+    git_cache: Path | None = None
+    cache_dir: Path | None = None
+    mirrors: tuple[Any, ...] = ()  # MirrorRule
+    jobs: int = 1  # MAX_JOBS the build gets (for the out-of-memory advice)
+    model: Path | None = None
+    junit: Path | None = None
+    timeout: float | None = None
+    verbose: bool = False
+
+    @property
+    def validating(self) -> bool:
+        return not (self.skip_build or self.skip_validate)

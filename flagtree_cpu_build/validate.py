@@ -16,7 +16,6 @@ the kernels that import it are skipped. ``--install-prereqs`` installs them.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import shlex
@@ -25,9 +24,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from difflib import get_close_matches
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -35,40 +33,18 @@ from packaging.version import InvalidVersion, Version
 from . import pythonenv
 from .diagnose import RUNTIME_SIGNATURES, diagnose
 from .errors import BuildError, UsageError, ValidationFailed
+from .kernel_catalog import CATALOG as CATALOG  # the catalog, as the CLI and tests know it
+from .kernel_catalog import KERNELS_DIR, KernelInfo, configured, kernel_info
 from .kernels._common import MARKER
 from .proc import log_path, run_logged
 from .recipe import Recipe
-from .stages import StageContext
-from .state import read_state, write_state
+from .stages import Action, SetupOptions, StageContext, StageResult
 
-KERNELS_DIR = Path(__file__).resolve().parent / "kernels"
+if TYPE_CHECKING:
+    from .setup_report import SetupReport
+
 REPORT_SCHEMA = "flagtree-cpu/validate/v1"
-LAST_REPORT = "last-validation.json"
 Status = Literal["pass", "fail", "skip"]
-
-
-@dataclass(frozen=True)
-class KernelInfo:
-    name: str  # as on the command line and in the recipe
-    field: str  # attribute of recipe.validation
-    script: str  # file in kernels/
-    proves: str  # for --list and the README
-    imports: tuple[str, ...] = ("torch",)  # run-time distributions it cannot start without
-
-
-CATALOG: tuple[KernelInfo, ...] = (
-    KernelInfo("backend", "backend", "backend.py",
-               "FEP phase 1: triton imports, its version fits, 'cpu' is a registered backend and libtriton's builder "
-               "has exactly the recipe's create_cpu_* methods", imports=()),
-    KernelInfo("tle-rms-norm", "tle_rms_norm", "tle_rms_norm.py",
-               "FEP phase 2: a @triton.jit kernel calling tle_ops.rms_norm matches a float reference"),
-    KernelInfo("vector-add", "vector_add", "vector_add.py",
-               "an ordinary @triton.jit kernel compiles and runs through the cpu backend, exactly"),
-    KernelInfo("softmax", "softmax", "softmax.py",
-               "a second ordinary kernel (masked loads, reductions, exp) within tolerance"),
-    KernelInfo("decode-e2e", "decode_e2e", "decode_e2e.py",
-               "FEP phase 3 (optional, needs --model): a short greedy decode reaches a tokens/s floor"),
-)
 
 
 @dataclass(frozen=True)
@@ -126,23 +102,6 @@ class ValidationReport:
                 "results": [r.to_json() for r in self.results], "warnings": list(self.warnings)}
 
 
-def kernel_info(name: str) -> KernelInfo:
-    for info in CATALOG:
-        if info.name == name:
-            return info
-    close = get_close_matches(name, [k.name for k in CATALOG], n=1)
-    raise UsageError(f"there is no validation kernel {name!r}" + (f"; did you mean {close[0]!r}?" if close else ""),
-                     fix="flagtree-cpu validate --list shows the kernels: " + ", ".join(k.name for k in CATALOG))
-
-
-def configured(recipe: Recipe) -> list[tuple[KernelInfo, Any]]:
-    """The kernels the recipe configures, in FEP order, with their settings."""
-    if recipe.validation is None:
-        return []
-    return [(info, getattr(recipe.validation, info.field)) for info in CATALOG
-            if getattr(recipe.validation, info.field) is not None]
-
-
 def run_validate(ctx: StageContext, options: ValidateOptions) -> ValidationReport:
     recipe = ctx.recipe
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -167,7 +126,9 @@ def run_validate(ctx: StageContext, options: ValidateOptions) -> ValidationRepor
         results.append(_run_kernel(ctx, options, info, settings, env, missing))
     report = ValidationReport(recipe.name, options.python, tuple(results), tuple(warnings),
                               time.monotonic() - start, started)
-    _save_last(ctx, report, None if options.kernels else validation_key(ctx, options.python, options.model))
+    from .plans.validation import save_last, validation_key
+
+    save_last(ctx, report.to_json(), None if options.kernels else validation_key(ctx, options.python, options.model))
     return report
 
 
@@ -330,42 +291,42 @@ def _crashed(result: Any, output: str, common: dict[str, Any]) -> KernelResult:
                         details={"excerpt": list(diagnosis.excerpt)}, **common)
 
 
-def _save_last(ctx: StageContext, report: ValidationReport, key: str | None) -> None:
-    """The last report, for `status`, `setup` and bug reports; only in a workspace that exists.
-
-    ``key`` (set when every kernel ran) says what was validated: `setup` skips validating again
-    while the key is unchanged."""
-    if ctx.workspace.state_dir.is_dir():
-        write_state(ctx.workspace.state_dir / LAST_REPORT, {**report.to_json(), "key": key})
+# --- as a stage of setup ------------------------------------------------------------------------------------
 
 
-def validation_key(ctx: StageContext, python: Path, model: Path | None) -> str:
-    """What a full validation depends on: the build (its stamp digest), the interpreter, the recipe's
-    expectations and run-time environment, and the model given."""
-    build_stamp = None
-    stamp = read_state(ctx.workspace.state_dir / "build-editable.json", needs=("digest", "components"))
-    try:
-        if stamp is not None and stamp["components"]["python"]["path"] == str(python):
-            build_stamp = stamp["digest"]
-    except (KeyError, TypeError):
-        pass  # a stamp of another shape: not this build's
-    from .recipe_schema import to_data
+def validate_for_setup(ctx: StageContext, options: SetupOptions, report: SetupReport) -> StageResult:
+    """setup's validate stage: skipped when the last full report passed for this very build (``--junit``
+    always runs the kernels: its report is for this run); a failed required kernel stops setup."""
+    from .junit import write_junit
+    from .plans.validation import current_validation
 
-    recipe = ctx.recipe
-    facts = {"build": build_stamp, "python": str(python), "model": str(model) if model else None,
-             "validation": to_data(recipe.validation) if recipe.validation else None,
-             "runtime_env": dict(recipe.runtime.env),
-             "runtime": [r.requirement for r in recipe.python.runtime]}
-    return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def last_validation(ctx: StageContext) -> dict[str, Any] | None:
-    return read_state(ctx.workspace.state_dir / LAST_REPORT, needs=("ok", "summary"))
-
-
-def current_validation(ctx: StageContext, python: Path, model: Path | None) -> dict[str, Any] | None:
-    """The last report when it passed every kernel for exactly this build, interpreter and recipe."""
-    last = last_validation(ctx)
-    if last and last.get("ok") and last.get("key") and last["key"] == validation_key(ctx, python, model):
-        return last
-    return None
+    if not configured(ctx.recipe):
+        return StageResult("validate", (Action("validate", "skipped", "the recipe has no validation kernels"),))
+    last = current_validation(ctx, options.python, options.model) if options.junit is None else None
+    if last is not None:
+        report.validation = last
+        counts = last["summary"]
+        return StageResult("validate", (Action("kernels", "ok", f"passed before for this build ({counts['pass']} "
+                                               f"passed, {counts['skip']} skipped at {last['started']})"),))
+    validation = run_validate(ctx, ValidateOptions(python=options.python, model=options.model,
+                                                   timeout=options.timeout, verbose=options.verbose))
+    report.validation = validation.to_json()
+    if options.junit is not None:
+        write_junit(validation, options.junit)
+        report.junit_written = True
+    if validation.failed:
+        details: list[str] = []
+        for r in validation.failed:
+            details += [f"{r.kernel}: {r.message}"] + ([f"   fix: {r.fix}"] if r.fix else []) + \
+                       ([f"   log: {r.log}"] if r.log else [])
+        raise ValidationFailed(f"{len(validation.failed)} required validation kernel"
+                               f"{'s' if len(validation.failed) > 1 else ''} failed", details=tuple(details),
+                               fix="fix the cause above, then `flagtree-cpu setup` again (or `flagtree-cpu validate` "
+                               "to re-run just the kernels)")
+    counts = validation.counts()
+    detail = f"{counts['pass']} passed" + (f", {counts['fail']} optional failed" if counts["fail"] else "")
+    skipped = [f"{r.kernel}: {r.message}" for r in validation.results if r.status == "skip"]
+    if skipped:
+        detail += f", {len(skipped)} skipped ({'; '.join(skipped)})"
+    return StageResult("validate", (Action("kernels", "created", detail, {"report": validation.to_json()}),),
+                       validation.warnings)

@@ -1,0 +1,68 @@
+"""Whether the last build is current, and why `build` would run (read-only)."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from . import PlanItem, Scope
+
+if TYPE_CHECKING:
+    from ..stages import StageContext
+
+STAMP = "build-editable.json"  # the stamp `setup` and `build` keep (a wheel build keeps its own)
+
+
+def plan_build(ctx: StageContext, scope: Scope, earlier: list[PlanItem]) -> list[PlanItem]:
+    """``earlier``: the plans of the stages before (when one is not current, the build is judged as it will
+    be once they have run)."""
+    from ..build import build_freshness
+    from ..state import read_state
+
+    if ctx.recipe.build is None:
+        return []
+    if scope.skip_build:
+        return [PlanItem("build", "build", "skipped", "--skip-build", will="skipped")]
+    stamp = read_state(ctx.workspace.state_dir / STAMP, needs=("digest", "components"))
+    if stamp is None:
+        return [PlanItem("build", "build", "missing", "no build stamp in this workspace", "build",
+                         "no previous build", will="created")]
+    data = {"stamp": stamp["digest"]}
+    inputs_ready = all(i.current for i in earlier)
+    if inputs_ready:
+        reasons = build_freshness(ctx, scope.python)
+    else:  # judged as it will be once sync and fetch have brought in what the pins say
+        assumed, unknown = _pinned_inputs(earlier)
+        reasons = unknown or [_as_move(r) for r in build_freshness(ctx, scope.python, assume=assumed)]
+    if not reasons:
+        why = "up to date" if inputs_ready else "the stages above restore what it was built from"
+        return [PlanItem("build", "build", "ok", f"{why} (stamp {stamp['digest'][:12]})", data=data)]
+    return [PlanItem("build", "build", "stale", f"stamp {stamp['digest'][:12]} differs", "build",
+                     "; ".join(reasons), {**data, "reasons": reasons}, "updated")]
+
+
+def _as_move(reason: str) -> str:
+    """A changed input in the words of the stages that will bring it: "flagtree moves 3911e5b -> 54d33a5"."""
+    moved = re.fullmatch(r"sources\.(\S+)\.commit changed: (\S*) -> (\S*)", reason)
+    if moved:
+        return f"{moved[1]} moves {moved[2][:7]} -> {moved[3][:7]}"
+    changed = re.fullmatch(r"artifacts\.(\S+) changed: (\S*) -> (\S*)", reason)
+    return f"{changed[1]} changed ({changed[2][:7]} -> {changed[3][:7]})" if changed else reason
+
+
+def _pinned_inputs(earlier: list[PlanItem]) -> tuple[dict[str, dict[str, str]], list[str]]:
+    """The commits and digests sync and fetch will bring in (as their plans say); and what cannot be
+    known before they run."""
+    sources, artifacts, unknown = {}, {}, []
+    for item in earlier:
+        if item.area == "sources":
+            if item.data.get("pin"):
+                sources[item.subject] = str(item.data["pin"])
+            else:
+                unknown.append(f"{item.subject} is resolved again ({item.action})")
+        elif item.area == "artifacts":
+            if item.data.get("sha256"):
+                artifacts[item.subject] = str(item.data["sha256"])
+            else:
+                unknown.append(f"{item.subject} has no known sha256 yet")
+    return {"sources": sources, "artifacts": artifacts}, unknown

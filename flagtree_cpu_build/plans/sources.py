@@ -1,0 +1,92 @@
+"""Which commit each source must be at, and what `sync` would do to get there.
+
+The one rule for "which commit": the recipe's pin, else the lock's entry when it was recorded for
+the same repository *and* the same ref (a changed ref is a new question), else the ref's tip,
+asked of the server only when the caller may use the network (``setup --dry-run`` online).
+``pins.resolve_pins`` (what sync moves to) uses the same rule; so status, doctor and build's
+preflight can never call a checkout current that sync would move.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from . import PlanItem, Scope
+
+if TYPE_CHECKING:
+    from ..lockfile import Lock, SourceLock
+    from ..recipe import Source
+    from ..stages import StageContext
+
+
+def wanted_commit(source: Source, entry: SourceLock | None, *, update: bool = False) -> str | None:
+    """The commit the recipe or the lock pins; None when the ref must be resolved on the server."""
+    from ..pins import lock_applies
+
+    if source.commit:
+        return source.commit.lower()
+    if entry is not None and not update and lock_applies(entry, source):
+        return entry.commit
+    return None
+
+
+def plan_sources(ctx: StageContext, lock: Lock | None, scope: Scope) -> list[PlanItem]:
+    return [_plan_one(ctx, name, lock, scope) for name in ctx.recipe.sources_in_order()]
+
+
+def _plan_one(ctx: StageContext, name: str, lock: Lock | None, scope: Scope) -> PlanItem:
+    from ..errors import FlagtreeCpuError
+    from ..gitcmd import head, modified_files, submodules_off
+
+    source = ctx.recipe.sources[name]
+    checkout = ctx.workspace.root / ctx.recipe.source_path(name)
+    wanted = wanted_commit(source, lock.sources.get(name) if lock else None, update=scope.update)
+    tip = None
+    if wanted is None and scope.ask_network and not scope.offline:
+        tip = _tip(source.url, source.ref or "HEAD", name)
+    data: dict[str, object] = {"path": str(checkout), "pin": wanted or tip}
+    pin = f"@{(wanted or tip or '')[:7]}" if wanted or tip else f"({source.ref}, resolved when cloned)"
+    if not (checkout / ".git").exists():
+        if checkout.exists() and not (checkout.is_dir() and not any(checkout.iterdir())):
+            return PlanItem("sources", name, "conflict", f"{checkout} exists but is not a git checkout",
+                            f"stop: move {checkout} away", "something is in the way", data, "stop", 3)
+        return PlanItem("sources", name, "missing", f"not checked out at {checkout}", f"clone {name} {pin}",
+                        "missing", data, "created")
+    at = head(checkout) or ""
+    try:
+        changed = modified_files(checkout)
+    except FlagtreeCpuError as exc:  # a checkout git cannot read: say so, as a change nobody should build on
+        changed = [f"(git status failed: {exc.message})"]
+    data.update(head=at or None, modified_files=len(changed))
+    dirty = f"; {len(changed)} modified tracked file{'s' if len(changed) != 1 else ''}" if changed else ""
+    target = wanted or tip
+    if target is None:
+        why = "not in the lock file" if not lock or name not in lock.sources else "the recipe's ref or url changed"
+        return PlanItem("sources", name, "differs", f"at {at[:12]}; nothing locked for {source.ref!r}{dirty}",
+                        f"pin {name} to the tip of {source.ref}", why, data, "updated")
+    if at != target:
+        if changed:
+            return PlanItem("sources", name, "dirty", f"at {at[:12]}, the pin is {target[:12]}{dirty}",
+                            f"stop: {name} has local changes (commit or stash them, or --allow-dirty)",
+                            "at another commit", data, "stop", 3)
+        reason = "at another commit" if wanted else f"the tip of {source.ref!r} is another commit"
+        return PlanItem("sources", name, "differs", f"at {at[:12]}, the pin is {target[:12]}",
+                        f"move {name} {at[:7]} -> {target[:7]}", reason, data, "updated")
+    wrong = submodules_off(checkout)
+    if wrong:
+        return PlanItem("sources", name, "differs", f"at its pin; {len(wrong)} submodule(s) are not at their "
+                        f"recorded commits ({', '.join(wrong[:2])})", f"update {name}'s submodules",
+                        "submodules moved", data, "updated")
+    return PlanItem("sources", name, "ok", f"at {at[:12]}{dirty}", data=data)
+
+
+def _tip(url: str, ref: str, name: str) -> str | None:
+    """The ref's commit on the server now (what sync would move to), or None when it cannot be asked."""
+    from ..errors import FlagtreeCpuError
+    from ..pins import ls_remote
+
+    try:
+        return ls_remote(url, ref, name)
+    except FlagtreeCpuError:
+        return None
+
