@@ -52,7 +52,8 @@ def main() -> int:
                      ["build", "--ignore-host", "--python", str(python)]):
             subprocess.run([*base, *step], env=env, check=True, capture_output=True)
         build_env_doc = json.loads(subprocess.run([*base, "--json", "env", "--build", "--python", str(python)],
-                                                  env=env, check=True, capture_output=True, text=True).stdout)
+                                                  env=env, check=True, capture_output=True,
+                                                  text=True).stdout)["result"]
         manual_env = {k: v for k, v in env.items() if k not in build_env_doc["unset"]}
         manual_env.update(build_env_doc["set"])
         manual = [str(python), "-m", "pip", "install", "-e", "python/", "--no-build-isolation", "-v"]

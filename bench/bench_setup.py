@@ -126,7 +126,7 @@ class Bench:
         # the links the manual script makes: exactly the ones the tool made (path and relative target)
         _seconds, first_ws, first_env = tool(f"{scenario}-tool-warmup")
         plan = json.loads(subprocess.run([self.cli, "-w", str(first_ws), *sets, "link", "--check", "--json"],
-                                         env=first_env, check=True, capture_output=True, text=True).stdout)
+                                         env=first_env, check=True, capture_output=True, text=True).stdout)["result"]
         links_file = self.root / f"{scenario}-links.txt"
         links_file.write_text("".join(f"{link['path']} {os.readlink(Path(plan['root']) / link['path'])}\n"
                                       for link in plan["links"]))

@@ -164,6 +164,11 @@ class Diagnosis:
     def cause(self) -> str:
         return self.signature.cause if self.signature else "an unrecognized build failure"
 
+    def to_json(self) -> dict[str, object]:
+        """The ``diagnosis`` of an error in ``--json`` output."""
+        return {"signature": self.signature.id if self.signature else None, "cause": self.cause(),
+                "line": self.line, "excerpt": list(self.excerpt)}
+
 
 def diagnose(log_text: str, context: int = 3, signatures: tuple[Signature, ...] = SIGNATURES) -> Diagnosis:
     """The first known signature in the log's output; else its first error-looking line.

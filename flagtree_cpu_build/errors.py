@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
+from pathlib import Path
 
 
 class ExitCode(IntEnum):
@@ -32,25 +33,34 @@ class FlagtreeCpuError(Exception):
 
     ``message`` says what failed and where; ``fix`` is the command or action that
     resolves it (rendered as "fix: ..."); ``details`` are extra lines (file lists,
-    expected/actual values).
+    expected/actual values). A failed build or kernel also names its ``log`` and what
+    was read from it (``diagnosis``: signature, cause, line, excerpt).
+
+    ``kind`` is the stable short id machines branch on: the ``code`` of the error in
+    every ``--json`` document (see the README's "JSON output").
     """
 
     exit_code: ExitCode = ExitCode.UNEXPECTED
     kind: str = "error"
 
-    def __init__(self, message: str, *, fix: str | None = None, details: tuple[str, ...] = ()):
+    def __init__(self, message: str, *, fix: str | None = None, details: tuple[str, ...] = (),
+                 log: str | Path | None = None, diagnosis: dict[str, object] | None = None):
         super().__init__(message)
         self.message = message
         self.fix = fix
         self.details = tuple(details)
+        self.log = str(log) if log else None
+        self.diagnosis = diagnosis
 
     def to_json(self) -> dict[str, object]:
         return {
-            "kind": self.kind,
+            "code": self.kind,
             "exit_code": int(self.exit_code),
             "message": self.message,
             "fix": self.fix,
             "details": list(self.details),
+            "log": self.log,
+            "diagnosis": self.diagnosis,
         }
 
 
@@ -160,6 +170,13 @@ class DoctorFailed(FlagtreeCpuError):
 class WorkspaceBusy(FlagtreeCpuError):
     exit_code = ExitCode.BUSY
     kind = "busy"
+
+
+class NotCurrent(FlagtreeCpuError):
+    """status --check: the workspace is not what the recipe says (a verdict, not a failure of the tool)."""
+
+    exit_code = ExitCode.NOT_CURRENT
+    kind = "not-current"
 
 
 class Terminated(KeyboardInterrupt):

@@ -1,7 +1,10 @@
 """All output goes through here: human text on stderr (rich), machine output on stdout.
 
-stdout carries only what a program would consume — ``--json`` documents, the YAML of
-``recipe show``, the JSON Schema — so ``flagtree-cpu ... --json | jq`` always works.
+stdout carries only what a program would consume — the ``--json`` document, the YAML of
+``recipe show``, the JSON Schema — so ``flagtree-cpu ... --json | jq`` always works. Under
+``--json`` a command's result is not printed here but kept (``json_result``): the CLI's error
+boundary prints it once, in the envelope that also carries the error, so a run writes exactly
+one JSON document whatever happens.
 Colour and animation are off when stderr is not a terminal or ``NO_COLOR`` is set
 (rich honours both). User-supplied text is never parsed as rich markup: a recipe value
 such as ``[aarch64]`` must print as written.
@@ -99,6 +102,7 @@ class UI:
         self.quiet = quiet
         self._stdout = stdout
         self._shared: Any = None  # the live display while concurrent() is active
+        self.json_result: object | None = None  # under --json: the command's result, for the envelope
         # Set to stop work in other threads: their next progress update raises KeyboardInterrupt.
         self.cancel = threading.Event()
         self.github_actions = os.environ.get("GITHUB_ACTIONS") == "true"
@@ -126,7 +130,8 @@ class UI:
     def warn(self, message: str) -> None:
         self.console.print(Text.assemble(("warning: ", "bold yellow"), message), soft_wrap=True)
 
-    def error(self, exc: FlagtreeCpuError, *, as_json: bool = True) -> None:
+    def error(self, exc: FlagtreeCpuError) -> None:
+        """An error for people (stderr); under --json the CLI's envelope carries it on stdout."""
         self.console.print(Text.assemble(("error: ", "bold red"), exc.message), soft_wrap=True)
         for line in exc.details:
             self.console.print(Text("  " + line.replace("\n", "\n  ")), soft_wrap=True)
@@ -134,8 +139,6 @@ class UI:
             self.console.print(Text.assemble(("fix: ", "bold"), exc.fix), soft_wrap=True)
         if self.verbose and exc.__cause__ is not None:
             self._traceback(exc.__cause__)
-        if self.json_mode and as_json:
-            self.emit_json({"ok": False, "error": exc.to_json()})
 
     def unexpected(self, exc: BaseException) -> None:
         """A bug or an unforeseen failure: say so plainly; the traceback needs --verbose."""
@@ -148,9 +151,6 @@ class UI:
         else:
             self.console.print("re-run with --verbose for the traceback, and please report it",
                                markup=False, soft_wrap=True)
-        if self.json_mode:
-            self.emit_json({"ok": False, "error": {"kind": "unexpected", "exit_code": 1,
-                                                   "message": f"{type(exc).__name__}: {exc}"}})
 
     def _traceback(self, exc: BaseException) -> None:
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
@@ -248,17 +248,6 @@ class UI:
     def styled(self, status: str) -> Text:
         return Text(status, style=_STATUS_STYLE.get(status, ""))
 
-    def stage_result(self, result: Any, subject: str) -> None:
-        """A stage's actions as a table (or its JSON), its warnings, and a one-line summary."""
-        if self.json_mode:
-            self.emit_json({"ok": True, **result.to_json()})
-            return
-        self.table([subject, "status", "detail"], [[a.subject, self.styled(a.status), a.detail]
-                                                   for a in result.actions])
-        for warning in result.warnings:
-            self.warn(warning)
-        self.info(f"{result.stage}: {result.status} in {result.seconds:.2f}s")
-
     def findings(self, findings: Sequence[Any], areas: Sequence[str]) -> None:
         """doctor's report: a table grouped by area (✓ ok, ! warn, ✗ fail, - skip), then the fixes."""
         symbols = {"ok": ("✓", "green"), "warn": ("!", "yellow"), "fail": ("✗", "bold red"), "skip": ("-", "dim")}
@@ -287,7 +276,17 @@ class UI:
 
     # --- machine output (stdout) -----------------------------------------------------
 
-    def emit_json(self, document: Any) -> None:
+    def emit_json(self, document: object) -> None:
+        """A command's machine-readable result: under --json kept for the envelope (one per run: a
+        second one is a bug), otherwise printed as it is (`recipe schema`, `doctor --schema`)."""
+        if not self.json_mode:
+            self.write_json(document)
+        elif self.json_result is not None:
+            raise RuntimeError("a command emitted two JSON results; --json prints exactly one document")
+        else:
+            self.json_result = document
+
+    def write_json(self, document: object) -> None:
         self.stdout.write(json.dumps(document, indent=2, default=str) + "\n")
         self.stdout.flush()
 

@@ -1,7 +1,8 @@
 """Where things live: the workdir and its state, the per-user caches, Triton's home.
 
 Every path the tool writes to is derived here, from the command line and the
-environment, so the rest of the code never guesses a location.
+environment, so the rest of the code never guesses a location. Recipes are above
+this module (``placeholders`` joins the two), so it imports none of them.
 """
 
 from __future__ import annotations
@@ -12,11 +13,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .buildenv import compute_jobs
 from .errors import UsageError, WorkspaceBusy
-from .host import HostFacts
 from .locking import Held, exclusive
-from .recipe import Recipe
 
 DEFAULT_WORKDIR = "flagtree-workspace"
 CACHE_ENV = "FLAGTREE_CPU_CACHE_DIR"
@@ -86,14 +84,18 @@ def _forget_if_empty(ws: Workspace, made_root: bool) -> None:
         ws.root.rmdir()
 
 
-def workspace_at(workdir: str | Path | None, lock_file: str | Path | None = None) -> Workspace:
-    """The workspace named by --workdir, else ./flagtree-workspace — checked for the two mistakes that
-    would make a second workspace by accident or write state into a file."""
+def open_workspace(workdir: str | Path | None, lock_file: str | Path | None = None, *,
+                   cwd: Path | None = None) -> Workspace:
+    """The workspace named by --workdir (or FLAGTREE_CPU_WORKDIR, which arrives here the same way); without
+    one, the workspace the current folder is in, found the way git finds its repository: the nearest folder
+    at or above ``cwd`` holding a state folder. Only outside every workspace is it ./flagtree-workspace, so
+    `cd flagtree-workspace/FlagTree && flagtree-cpu sync` works on that workspace instead of cloning a second
+    one inside it. A workdir that is a file is refused rather than written into."""
     if workdir:
         path = Path(os.path.abspath(Path(workdir).expanduser()))
     else:
-        path = Path.cwd() / DEFAULT_WORKDIR
-        _refuse_nested_default(path)
+        here = cwd or Path.cwd()
+        path = enclosing_workspace(here) or here / DEFAULT_WORKDIR
     if path.exists() and not path.is_dir():
         raise UsageError(f"the workdir {path} is a file, not a folder",
                          fix="pass --workdir with a folder (it is created when missing), or move the file away")
@@ -110,19 +112,6 @@ def enclosing_workspace(folder: Path) -> Path | None:
         if (candidate / STATE_DIRNAME).is_dir():
             return candidate
     return None
-
-
-def _refuse_nested_default(default: Path) -> None:
-    """`cd flagtree-workspace && flagtree-cpu sync` would clone a second FlagTree inside the first."""
-    if (default / STATE_DIRNAME).is_dir():
-        return  # that workspace exists already: using it is what the user asked for
-    inside = enclosing_workspace(default.parent)
-    if inside is not None:
-        raise UsageError(
-            f"this folder is inside the workspace {inside}; the default workdir would be a second workspace "
-            f"nested in it ({default})",
-            fix=f"use that workspace: flagtree-cpu -w {inside} ... (or cd {inside.parent}); pass -w explicitly "
-            "if you really want a workspace here")
 
 
 def home_dir(environ: Mapping[str, str]) -> Path:
@@ -148,38 +137,3 @@ def target_python(ws: Workspace, environ: Mapping[str, str]) -> Path:
     if active:
         return Path(active) / "bin" / "python"
     return ws.venv_dir / "bin" / "python"
-
-
-def placeholder_values(
-    recipe: Recipe,
-    ws: Workspace,
-    host: HostFacts,
-    environ: Mapping[str, str],
-    *,
-    jobs: int | None = None,
-    python: Path | None = None,
-    wheel_dir: Path | None = None,
-) -> dict[str, str]:
-    """Values for recipe.PLACEHOLDERS in this workspace, on this host."""
-    build = recipe.build
-    counts = compute_jobs(
-        host.cpu_count,
-        host.mem_available,
-        build.memory_per_job_gb if build else 2.0,
-        build.memory_per_link_job_gb if build else 4.0,
-    )
-    job_count = jobs if jobs is not None else counts.jobs
-    return {
-        "workdir": str(ws.root),
-        "home": str(home_dir(environ)),
-        "triton_home": str(triton_home(environ)),
-        "state_dir": str(ws.state_dir),
-        "logs_dir": str(ws.logs_dir),
-        "cache_dir": str(user_cache_dir(environ)),
-        "empty_dir": str(ws.empty_dir),
-        "python": str(python or target_python(ws, environ)),
-        "jobs": str(job_count),
-        "link_jobs": str(min(counts.link_jobs, job_count)),
-        "arch": host.arch,
-        "wheel_dir": str(wheel_dir or ws.root / "dist"),
-    }

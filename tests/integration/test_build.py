@@ -13,6 +13,7 @@ import pytest
 from typer.testing import Result
 
 from tests.support.cli import Workspace, new_workspace
+from tests.support.envelope import result_of
 from tests.support.gitworld import GitWorld
 from tests.support.httpserver import LoopbackHTTPServer
 from tests.support.tarballs import TOP, llvm_tarball
@@ -235,8 +236,8 @@ def test_env_prints_runtime_exports_and_the_build_env(bws: BuildWorkspace) -> No
     runtime = bws.ws.run("env")
     assert runtime.stdout == "export FLAGTREE_BACKEND=cpu\nexport FLAGGEMS_VENDOR=arm\n"
     build = bws.ws.run("env", "--build", "--json", "--python", str(bws.python))
-    document = json.loads(build.stdout)
+    document = result_of(build.stdout)
     assert document["set"]["TRITON_BUILD_PROTON"] == "OFF" and "TRITON_OFFLINE_BUILD" not in document["set"]
-    offline = json.loads(bws.ws.run("env", "--build", "--offline", "--json").stdout)
+    offline = result_of(bws.ws.run("env", "--build", "--offline", "--json").stdout)
     assert offline["set"]["TRITON_OFFLINE_BUILD"] == "1"
 

@@ -4,7 +4,6 @@ the loopback HTTP server, with the environment the workflow sets."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -12,6 +11,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from tests.support.cli import new_workspace
+from tests.support.envelope import result_of
 from tests.support.gitworld import GitWorld
 from tests.support.httpserver import LoopbackHTTPServer
 from tests.support.tarballs import TOP, llvm_tarball
@@ -49,7 +49,7 @@ def test_the_workflow_commands_build_from_the_committed_lock(world: GitWorld, tm
                              f"artifacts.llvm.url={url}", *argv], capture_output=True, text=True, env=env,
                             cwd=repo, timeout=300)
     assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout)
+    report = result_of(result.stdout)
     assert report["ok"] is True and report["artifacts"]["llvm"]["sha256"] == tarball.sha256
     assert committed.read_text() == lock, "--frozen must never write the committed lock"
     junit = ET.parse(repo / "reports" / "validate.xml").getroot()
@@ -57,4 +57,4 @@ def test_the_workflow_commands_build_from_the_committed_lock(world: GitWorld, tm
 
     doctor = subprocess.run([*TOOL, "doctor", "--json", "--offline"], capture_output=True, text=True, env=env,
                             cwd=repo, timeout=120)
-    assert json.loads(doctor.stdout)["schema"] == "flagtree-cpu/doctor/v1"
+    assert result_of(doctor.stdout)["schema"] == "flagtree-cpu/doctor/v1"

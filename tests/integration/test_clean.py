@@ -4,7 +4,6 @@ anything another run is using."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -16,6 +15,7 @@ from typer.testing import CliRunner, Result
 
 from flagtree_cpu_build.cli import app
 from flagtree_cpu_build.locking import exclusive
+from tests.support.envelope import result_of
 from tests.support.fetching import URL_PATH, cache_root, fetch, fetch_process, triton_llvm, wait_for
 from tests.support.httpserver import Faults, LoopbackHTTPServer
 from tests.support.tarballs import TOP, llvm_tarball
@@ -69,7 +69,7 @@ def test_dry_run_lists_everything_with_sizes_and_removes_nothing(tmp_path: Path,
     before = sorted(str(p) for p in Path(os.environ["HOME"]).rglob("*"))
     result = clean(tmp_path, machine["url"], "--all", "--dry-run", "--json")
     assert result.exit_code == 0, result.stderr
-    report = json.loads(result.stdout)
+    report = result_of(result.stdout)
     assert report["schema"] == "flagtree-cpu/clean/v1" and report["dry_run"] is True
     plan = {(i["kind"], Path(i["path"]).name): i for i in report["items"]}
     assert plan[("tree", OLD)]["removed"] is True and plan[("tree", OLD)]["bytes"] > 0
@@ -117,6 +117,6 @@ def test_what_another_run_is_using_is_left_alone(tmp_path: Path, machine: dict) 
     with exclusive(lock):  # another run is publishing into that tree right now
         result = clean(tmp_path, machine["url"], "--trees", "--json")
     assert result.exit_code == 0, result.stderr
-    item = next(i for i in json.loads(result.stdout)["items"] if Path(i["path"]).name == OLD)
+    item = next(i for i in result_of(result.stdout)["items"] if Path(i["path"]).name == OLD)
     assert item["removed"] is False and "in use by flagtree-cpu pid" in item["reason"]
     assert (triton_llvm() / OLD).is_dir()

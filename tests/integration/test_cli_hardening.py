@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from flagtree_cpu_build.cli import app
 from tests.support.cli import Workspace, new_workspace, synced_workspace
+from tests.support.envelope import error_of, result_of
 from tests.support.gitworld import GitWorld
 
 TOOL = [sys.executable, "-m", "flagtree_cpu_build"]
@@ -62,12 +63,11 @@ def test_doctor_piped_into_head_keeps_its_verdict(tmp_path: Path) -> None:
 # --- where the workspace is ----------------------------------------------------------------------------
 
 
-def test_a_command_inside_a_workspace_refuses_to_nest_a_second_one(synced: Workspace,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(synced.flagtree)  # deep inside the workspace, no -w
+def test_a_command_inside_a_workspace_uses_it_instead_of_nesting_a_second_one(
+        synced: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(synced.flagtree)  # deep inside the workspace, no -w: found like git finds its repository
     result = CliRunner().invoke(app, ["--set", f"sources.flagtree.commit={synced.flagtree_commit}", "sync"])
-    assert result.exit_code == 2
-    assert f"inside the workspace {synced.root}" in result.stderr and f"-w {synced.root}" in result.stderr
+    assert result.exit_code == 0, result.stderr
     assert not (synced.flagtree / "flagtree-workspace").exists()
     explicit = CliRunner().invoke(app, ["-w", str(synced.root), "--set",
                                         f"sources.flagtree.commit={synced.flagtree_commit}", "status"])
@@ -167,7 +167,7 @@ def test_lock_file_option_keeps_the_lock_where_the_team_commits_it(synced: Works
     assert again.exit_code == 0, again.stderr
     from_env = subprocess.run([*TOOL, *synced.argv("status", "--json")], capture_output=True, text=True,
                               env={**os.environ, "FLAGTREE_CPU_LOCK_FILE": str(committed)}, timeout=60)
-    assert json.loads(from_env.stdout)["recipe"] == "flagtree-cpu-arm64"
+    assert result_of(from_env.stdout)["recipe"] == "flagtree-cpu-arm64"
 
 
 def test_lock_file_that_is_a_folder_is_a_usage_error(synced: Workspace, tmp_path: Path) -> None:
@@ -183,7 +183,8 @@ def test_status_check_fails_ci_when_anything_is_not_current(synced: Workspace) -
     assert result.exit_code == 9
     assert "not current:" in result.stderr and "links" in result.stderr
     as_json = synced.run("status", "--check", "--json")
-    assert as_json.exit_code == 9 and json.loads(as_json.stdout)["current"] is False
+    assert as_json.exit_code == 9 and result_of(as_json.stdout)["current"] is False
+    assert error_of(as_json.stdout)["code"] == "not-current" and error_of(as_json.stdout)["exit_code"] == 9
     assert synced.run("status").exit_code == 0  # without --check it only reports
 
 
@@ -193,7 +194,8 @@ def test_dry_run_exits_as_the_real_run_would(world: GitWorld, tmp_path: Path) ->
     dry = ws.run("setup", "--dry-run", "--json")
     assert real.exit_code == dry.exit_code == 7
     assert "`flagtree-cpu setup --skip-build` is what works" in real.stderr  # the one useful command here
-    plan = json.loads(dry.stdout)
+    plan = result_of(dry.stdout)
+    assert error_of(dry.stdout)["code"] == "doctor" and error_of(dry.stdout)["exit_code"] == 7
     assert plan["would_stop"]["stage"] == "preflight" and plan["would_stop"]["exit_code"] == 7
     assert "host.arch" in plan["would_stop"]["reason"]
     ok = ws.run("setup", "--dry-run", "--skip-build")
@@ -202,7 +204,7 @@ def test_dry_run_exits_as_the_real_run_would(world: GitWorld, tmp_path: Path) ->
 
 def test_dry_run_names_skip_build_as_the_reason_validation_is_skipped(world: GitWorld, tmp_path: Path) -> None:
     ws = new_workspace(world, tmp_path / "ws")
-    plan = json.loads(ws.run("setup", "--dry-run", "--skip-build", "--json").stdout)
+    plan = result_of(ws.run("setup", "--dry-run", "--skip-build", "--json").stdout)
     validation = next(i for i in plan["items"] if i["area"] == "validation")
     assert validation["state"] == "skipped" and validation["detail"] == "--skip-build"
 
@@ -334,7 +336,8 @@ def test_sigterm_and_sighup_stop_a_run_like_ctrl_c(world: GitWorld, tmp_path: Pa
 def test_nohup_keeps_sighup_ignored(tmp_path: Path) -> None:
     """`nohup flagtree-cpu setup &` must survive the terminal closing: an ignored SIGHUP stays ignored."""
     code = ("import signal, os, sys; signal.signal(signal.SIGHUP, signal.SIG_IGN); "
-            "from flagtree_cpu_build import cli; cli._stop_on_sigterm(); os.kill(os.getpid(), signal.SIGHUP); "
+            "from flagtree_cpu_build.cli.boundary import stop_on_sigterm; stop_on_sigterm(); "
+            "os.kill(os.getpid(), signal.SIGHUP); "
             "print('still here')")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and "still here" in result.stdout, result.stderr

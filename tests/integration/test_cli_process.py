@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -12,6 +11,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 from tests.support.corpus import corpus_cases
+from tests.support.envelope import result_of
 
 CLI = [sys.executable, "-m", "flagtree_cpu_build"]
 
@@ -57,7 +57,7 @@ def test_no_colour_codes_when_not_a_terminal() -> None:
 
 def test_json_output_is_clean_json_on_stdout() -> None:
     result = run("recipe", "show", "--json")
-    document = json.loads(result.stdout)
+    document = result_of(result.stdout)
     assert document["recipe"]["name"] == "flagtree-cpu-arm64"
     assert "warning:" in result.stderr  # warnings stay on stderr
 
@@ -82,5 +82,5 @@ def test_recipes_from_the_environment_variable(tmp_path: Path) -> None:
     (tmp_path / "mine.yaml").write_text((REPO_ROOT / "tests/fixtures/recipes/valid/minimal.yaml").read_text())
     env = {**os.environ, "FLAGTREE_CPU_RECIPES": str(tmp_path)}
     result = run("--json", "recipe", "list", env=env)
-    names = {r["name"]: r["origin"] for r in json.loads(result.stdout)["recipes"]}
+    names = {r["name"]: r["origin"] for r in result_of(result.stdout)["recipes"]}
     assert names["mine"] == "user" and names["flagtree-cpu-arm64"] == "bundled"

@@ -19,6 +19,7 @@ from flagtree_cpu_build.cli import app
 from flagtree_cpu_build.doctor import DOCTOR_SCHEMA
 from flagtree_cpu_build.extract import write_markers
 from tests.support.cli import Workspace, new_workspace
+from tests.support.envelope import result_of
 from tests.support.gitworld import GitWorld
 from tests.support.httpserver import LoopbackHTTPServer
 from tests.support.tarballs import TOP, llvm_tarball
@@ -32,14 +33,14 @@ def doctor(*args: str) -> Result:
 
 
 def findings(result: Result) -> dict[str, dict]:
-    return {f["id"]: f for f in json.loads(result.stdout)["checks"]}
+    return {f["id"]: f for f in result_of(result.stdout)["checks"]}
 
 
 def test_doctor_on_this_machine(tmp_path: Path) -> None:
     start = time.monotonic()
     result = doctor("--json", "--offline", "-w", str(tmp_path / "ws"))
     elapsed = time.monotonic() - start
-    document = json.loads(result.stdout)
+    document = result_of(result.stdout)
     jsonschema.Draft202012Validator(DOCTOR_SCHEMA).validate(document)
     assert elapsed < 2.0
     assert result.exit_code == (7 if document["summary"]["fail"] else 0)
@@ -64,10 +65,10 @@ def test_the_human_report_groups_by_area_and_lists_fixes(tmp_path: Path) -> None
 
 def test_list_check_and_schema(tmp_path: Path) -> None:
     listing = doctor("--list", "--json")
-    ids = [c["id"] for c in json.loads(listing.stdout)["checks"]]
+    ids = [c["id"] for c in result_of(listing.stdout)["checks"]]
     assert "cpu.topology" in ids and "workspace.links" in ids
     one = doctor("--json", "--check", "toolchain.git", "-w", str(tmp_path / "ws"))
-    assert [f["id"] for f in json.loads(one.stdout)["checks"]] == ["toolchain.git"]
+    assert [f["id"] for f in result_of(one.stdout)["checks"]] == ["toolchain.git"]
     assert one.exit_code == 0
     typo = doctor("--check", "cpu.featurs")
     assert typo.exit_code == 2 and "did you mean 'cpu.features'" in typo.stderr

@@ -27,6 +27,7 @@ from flagtree_cpu_build.doctor import all_checks
 from flagtree_cpu_build.host import read_host
 from flagtree_cpu_build.snapshot import MANIFEST_NAME, MAX_MEMBER_BYTES, open_sysroot
 from tests.conftest import REPO_ROOT
+from tests.support.envelope import result_of
 
 HOSTS = REPO_ROOT / "tests" / "fixtures" / "hosts"
 # the checks a snapshot answers: what the machine is, not what this one has installed
@@ -38,7 +39,7 @@ def doctor(*args: str) -> Result:
 
 
 def findings(result: Result) -> dict[str, dict]:
-    return {f["id"]: f for f in json.loads(result.stdout)["checks"]}
+    return {f["id"]: f for f in result_of(result.stdout)["checks"]}
 
 
 @pytest.fixture
@@ -81,7 +82,7 @@ def test_snapshot_of_this_machine_reads_back_as_the_same_host(tmp_path: Path, sc
         assert_same_machine(board.root)
         assert board.manifest["hostname"] == socket.gethostname()
     result = doctor("--json", "--sysroot", str(tarball), "-w", str(tmp_path / "ws"))
-    document = json.loads(result.stdout)
+    document = result_of(result.stdout)
     assert document["sysroot"] == str(tarball)
     assert result.exit_code == (7 if document["summary"]["fail"] else 0)
     from_snapshot = findings(result)
@@ -167,7 +168,7 @@ def test_sysroot_takes_a_folder_and_refuses_a_missing_path(tmp_path: Path) -> No
     result = doctor("--json", "--sysroot", str(HOSTS / "cix-p1-biglittle"), "--check", "cpu.topology")
     assert result.exit_code == 0, result.output
     assert findings(result)["cpu.topology"]["fix"] == "taskset -c 0-1,6-11 python your_program.py"
-    assert json.loads(result.stdout)["sysroot"] == str(HOSTS / "cix-p1-biglittle")
+    assert result_of(result.stdout)["sysroot"] == str(HOSTS / "cix-p1-biglittle")
     # a typo used to read nothing and call the machine unknown
     missing = doctor("--sysroot", str(tmp_path / "nowhere.tar.gz"))
     assert missing.exit_code == 2 and "nowhere.tar.gz does not exist" in missing.stderr

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import pytest
 
 from tests.support.cli import Workspace, new_workspace, synced_workspace
+from tests.support.envelope import result_of
 from tests.support.facts import FACTS_LINKS
 from tests.support.gitworld import GitWorld
 
@@ -138,6 +138,6 @@ def test_link_before_sync_says_what_to_do(world: GitWorld, tmp_path: Path) -> No
 
 def test_json_plan(ws: Workspace) -> None:
     result = ws.run("link", "--dry-run", "--json")
-    plan = json.loads(result.stdout)
+    plan = result_of(result.stdout)
     assert [(e["path"], e["target"], e["state"]) for e in plan["links"]] == \
         [(path, target, "create") for path, target in FACTS_LINKS]

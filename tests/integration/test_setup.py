@@ -22,6 +22,7 @@ from typer.testing import Result
 
 from flagtree_cpu_build.locking import exclusive
 from tests.support.cli import Workspace, new_workspace
+from tests.support.envelope import envelope_of, result_of
 from tests.support.gitworld import GitWorld
 from tests.support.httpserver import Faults, LoopbackHTTPServer
 from tests.support.tarballs import TOP, Tarball, llvm_tarball
@@ -103,7 +104,7 @@ def test_setup_runs_every_stage_then_a_rerun_is_a_quick_no_op(sw: SetupWorld) ->
     again = sw.setup("--json")
     seconds = time.monotonic() - started
     assert again.exit_code == 0, again.stderr
-    report = json.loads(again.stdout)
+    report = result_of(again.stdout)
     assert report["schema"] == "flagtree-cpu/setup/v1" and report["ok"] is True
     assert stages(report) == {"preflight": "ok", "sources": "ok", "artifacts": "ok", "links": "ok", "python": "ok",
                               "build": "ok", "validate": "ok"}
@@ -173,7 +174,7 @@ def test_a_build_failure_is_diagnosed_and_exits_5(sw: SetupWorld, monkeypatch: p
     monkeypatch.delenv("FIXTURE_BUILD_FAIL_LOG")
     again = sw.setup("--json")
     assert again.exit_code == 0, again.stderr
-    assert stages(json.loads(again.stdout))["sources"] == "ok" and sw.gets() == 1
+    assert stages(result_of(again.stdout))["sources"] == "ok" and sw.gets() == 1
 
 
 def test_json_report_of_a_failure_carries_the_stages_and_the_error(sw: SetupWorld,
@@ -181,8 +182,11 @@ def test_json_report_of_a_failure_carries_the_stages_and_the_error(sw: SetupWorl
     monkeypatch.setenv("FIXTURE_BUILD_FAIL_LOG", str(FAILURE_LOGS / "out-of-memory.log"))
     result = sw.setup("--json")
     assert result.exit_code == 5
-    report = json.loads(result.stdout)  # one document, not the report and an error after it
-    assert report["ok"] is False and report["error"]["kind"] == "build" and report["error"]["exit_code"] == 5
+    document = envelope_of(result.stdout)  # one document, not the report and an error after it
+    report = document["result"]
+    assert document["ok"] is False and document["error"] == report["error"]
+    assert report["ok"] is False and report["error"]["code"] == "build" and report["error"]["exit_code"] == 5
+    assert document["error"]["log"] and document["error"]["diagnosis"]["cause"]
     assert any("cause:" in line for line in report["error"]["details"])
     assert stages(report)["build"] == "failed" and stages(report)["validate"] == "not run"
     assert report["commits"]["flagtree"] == sw.ws.flagtree_commit
@@ -214,7 +218,7 @@ def test_dry_run_shows_the_plan_with_reasons_and_changes_nothing(sw: SetupWorld)
     assert not sw.ws.root.exists() and not (Path.home() / ".triton").exists()
     assert sw.gets() == 0
 
-    plan = json.loads(sw.setup("--dry-run", "--json").stdout)
+    plan = result_of(sw.setup("--dry-run", "--json").stdout)
     assert plan["schema"] == "flagtree-cpu/setup-plan/v1" and plan["download_bytes"] == len(sw.tarball.data)
     actions = {i["area"]: i["action"] for i in plan["items"]}
     assert actions["build"] == "build" and actions["links"] == "create 12 links"
@@ -232,7 +236,7 @@ def test_dry_run_after_a_setup_says_what_a_new_pin_would_change(sw: SetupWorld) 
 
 
 def test_status_compares_the_workspace_with_the_recipe(sw: SetupWorld) -> None:
-    before = json.loads(sw.ws.run("status", "--json", "--python", str(sw.python)).stdout)
+    before = result_of(sw.ws.run("status", "--json", "--python", str(sw.python)).stdout)
     assert before["current"] is False
     assert {i["area"]: i["state"] for i in before["items"]}["sources"] == "missing"
     assert sw.setup().exit_code == 0
@@ -240,7 +244,7 @@ def test_status_compares_the_workspace_with_the_recipe(sw: SetupWorld) -> None:
     assert after.exit_code == 0, after.stderr
     assert "everything is current" in after.stderr and "passed for this build" in after.stderr
     (sw.ws.flagtree / "README.md").write_text("local edit\n")
-    document = json.loads(sw.ws.run("status", "--json", "--python", str(sw.python)).stdout)
+    document = result_of(sw.ws.run("status", "--json", "--python", str(sw.python)).stdout)
     flagtree = next(i for i in document["items"] if i["subject"] == "flagtree")
     assert flagtree["modified_files"] == 1 and "1 modified tracked file" in flagtree["detail"]
     build = next(i for i in document["items"] if i["area"] == "build")
@@ -279,7 +283,7 @@ def test_a_second_setup_on_the_same_workspace_exits_8_or_waits(sw: SetupWorld) -
 def test_skip_build_makes_sources_llvm_and_links_only(sw: SetupWorld) -> None:
     result = sw.ws.run("setup", "--skip-build", "--ignore-host", "--json")
     assert result.exit_code == 0, result.stderr
-    report = json.loads(result.stdout)
+    report = result_of(result.stdout)
     assert stages(report) == {"preflight": "ok", "sources": "created", "artifacts": "created", "links": "created",
                               "python": "skipped", "build": "skipped", "validate": "skipped"}
     assert not (sw.ws.root / ".venv").exists() and not sw.builds()

@@ -4,7 +4,6 @@ signal sent to the tool alone while git works, the tool's patch state damaged.""
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Iterator
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import Workspace, new_workspace
+from tests.support.envelope import result_of
 from tests.support.gitdaemon import GitDaemon
 from tests.support.gitworld import GitWorld, git
 from tests.support.interrupt import (
@@ -98,7 +98,7 @@ def test_submodule_checkout_interrupted_half_way_is_finished_by_the_next_sync(
     assert ws.head(sleef) == ws.world["sleef"].commits["first"]
     assert status(sleef, ws.world) == ""
     assert (sleef / "src/sleef.c").is_file()
-    [action] = [a for a in json.loads(result.stdout)["actions"] if a["subject"] == "flagtree-cpu"]
+    [action] = [a for a in result_of(result.stdout)["actions"] if a["subject"] == "flagtree-cpu"]
     assert action["status"] == "updated" and f"the interrupted checkout of {SLEEF} finished" in action["detail"]
 
 

@@ -22,6 +22,7 @@ import pytest
 from typer.testing import Result
 
 from tests.support.cli import Workspace, new_workspace
+from tests.support.envelope import result_of
 from tests.support.gitworld import GitWorld
 from tests.support.hermetic import make_hermetic
 from tests.support.httpserver import LoopbackHTTPServer
@@ -66,7 +67,7 @@ def built(git_world: GitWorld, tmp_path_factory: pytest.TempPathFactory) -> Iter
 
 
 def report(result: Result) -> dict:
-    return json.loads(result.stdout)
+    return result_of(result.stdout)
 
 
 def statuses(document: dict) -> dict[str, str]:
@@ -300,7 +301,7 @@ def test_usage_errors(built: Built, tmp_path: Path) -> None:
 def test_list_names_every_kernel_and_its_script(built: Built) -> None:
     listed = built.ws.run("validate", "--list", "--json")
     assert listed.exit_code == 0
-    document = json.loads(listed.stdout)
+    document = result_of(listed.stdout)
     kernels = document["kernels"]
     assert (Path(document["folder"]) / "vector_add.py").is_file()
     assert [k["kernel"] for k in kernels] == EVERY_KERNEL[1:]

@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO_ROOT
+from tests.support.envelope import result_of
 from tests.support.venvs import make_venv, provision_dependencies, site_packages
 
 pytestmark = pytest.mark.slow
@@ -47,7 +48,7 @@ def run(cli: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
 def test_recipe_list_finds_the_bundled_recipe(installed: Path, tmp_path: Path) -> None:
     result = run(installed, "--json", "recipe", "list", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    [entry] = [r for r in json.loads(result.stdout)["recipes"] if r["name"] == "flagtree-cpu-arm64"]
+    [entry] = [r for r in result_of(result.stdout)["recipes"] if r["name"] == "flagtree-cpu-arm64"]
     assert entry["status"] == "valid"
     # shipped inside the package, not read from the source tree
     assert "/site-packages/flagtree_cpu_build/recipes/" in entry["file"]
@@ -66,13 +67,13 @@ def test_recipe_schema_validates_the_bundled_recipe(installed: Path, tmp_path: P
     schema = json.loads(result.stdout)
     jsonschema.Draft202012Validator.check_schema(schema)
     raw = run(installed, "--json", "recipe", "show", "--raw", cwd=tmp_path)
-    jsonschema.Draft202012Validator(schema).validate(json.loads(raw.stdout)["recipe"])
+    jsonschema.Draft202012Validator(schema).validate(result_of(raw.stdout)["recipe"])
 
 
 def test_the_validation_kernels_ship_inside_the_package(installed: Path, tmp_path: Path) -> None:
     result = run(installed, "--json", "validate", "--list", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    document = json.loads(result.stdout)
+    document = result_of(result.stdout)
     assert "/site-packages/flagtree_cpu_build/kernels" in document["folder"]
     assert all(Path(k["script"]).is_file() for k in document["kernels"])
     assert (Path(document["folder"]) / "_common.py").is_file()

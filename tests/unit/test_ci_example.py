@@ -3,7 +3,6 @@ and every flagtree-cpu command and flag it uses exists in this CLI."""
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from pathlib import Path
@@ -12,6 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from flagtree_cpu_build.cli import app
+from tests.support.envelope import result_of
 
 WORKFLOW = Path(__file__).resolve().parents[2] / "examples" / "ci" / "github-actions.yml"
 
@@ -75,7 +75,7 @@ def test_setup_in_ci_is_frozen_hash_checked_and_writes_junit() -> None:
 def test_the_cache_key_step_reads_a_digest_that_recipe_show_prints() -> None:
     result = CliRunner().invoke(app, ["recipe", "show", "--json"])
     assert result.exit_code == 0, result.output
-    digest = json.loads(result.stdout)["digest"]
+    digest = result_of(result.stdout)["digest"]
     assert re.fullmatch(r"[0-9a-f]{64}", digest)
     step = next(s for s in workflow()["jobs"]["build-and-validate"]["steps"] if s.get("id") == "recipe")
     assert '["digest"]' in step["run"] and "$GITHUB_OUTPUT" in step["run"]

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from typer.testing import CliRunner
 
 from flagtree_cpu_build import __version__
 from flagtree_cpu_build.cli import app, hoist_global_options
+from tests.support.envelope import error_of, result_of
 
 
 @pytest.mark.parametrize("argv, expected", [
@@ -32,7 +31,7 @@ def test_version() -> None:
 def test_json_after_the_command_is_honoured() -> None:
     result = CliRunner().invoke(app, ["recipe", "list", "--json"])
     assert result.exit_code == 0, result.stderr
-    names = [r["name"] for r in json.loads(result.stdout)["recipes"]]
+    names = [r["name"] for r in result_of(result.stdout)["recipes"]]
     assert "flagtree-cpu-arm64" in names
 
 
@@ -56,10 +55,10 @@ def test_json_error_document_on_stdout_human_text_on_stderr(tmp_path) -> None:
     bad.write_text("schema_version: 1\nname: x\nplatform: {arch: [aarch64]}\nsources: {a: {url: nope, ref: m}}\n")
     result = CliRunner().invoke(app, ["recipe", "show", str(bad), "--json"])
     assert result.exit_code == 2
-    document = json.loads(result.stdout)
-    assert document["ok"] is False
-    assert document["error"]["problems"][0]["key"] == "sources.a.url"
-    assert document["error"]["problems"][0]["line"] == 4
+    error = error_of(result.stdout)
+    assert error["code"] == "recipe" and error["exit_code"] == 2
+    assert error["problems"][0]["key"] == "sources.a.url"
+    assert error["problems"][0]["line"] == 4
     assert "error: recipe" in result.stderr
 
 
@@ -68,13 +67,14 @@ def test_validate_json_reports_each_file(tmp_path) -> None:
     bad.write_text("schema_version: 3\n")
     result = CliRunner().invoke(app, ["--json", "recipe", "validate", "flagtree-cpu-arm64", str(bad)])
     assert result.exit_code == 2
-    document = json.loads(result.stdout)
+    document = result_of(result.stdout)
+    assert error_of(result.stdout)["code"] == "recipe"
     assert [r["ok"] for r in document["results"]] == [True, False]
     assert document["results"][0]["warnings"][0]["key"] == "sources.flagtree-cpu"
 
 
 def test_unexpected_errors_have_no_traceback_unless_verbose(monkeypatch) -> None:
-    from flagtree_cpu_build import recipe_files as recipe
+    from flagtree_cpu_build.recipe import files as recipe
 
     def explode(*args, **kwargs):
         raise ZeroDivisionError("boom")
@@ -90,7 +90,7 @@ def test_unexpected_errors_have_no_traceback_unless_verbose(monkeypatch) -> None
 
 
 def test_keyboard_interrupt_exits_130(monkeypatch) -> None:
-    from flagtree_cpu_build import recipe_files as recipe
+    from flagtree_cpu_build.recipe import files as recipe
 
     def interrupt(*args, **kwargs):
         raise KeyboardInterrupt
@@ -105,7 +105,7 @@ def test_list_shows_a_broken_user_recipe_as_invalid_instead_of_failing(tmp_path)
     (tmp_path / "broken.yaml").write_text("schema_version: 1\nname: broken\n")
     result = CliRunner().invoke(app, ["--json", "recipe", "list", "--recipes-dir", str(tmp_path)])
     assert result.exit_code == 0, result.stderr
-    [entry] = [r for r in json.loads(result.stdout)["recipes"] if r["name"] == "broken"]
+    [entry] = [r for r in result_of(result.stdout)["recipes"] if r["name"] == "broken"]
     assert entry["status"] == "invalid (2 problems)"
     assert {p["message"] for p in entry["problems"]} == {"missing required key 'platform'",
                                                          "missing required key 'sources'"}

@@ -4,7 +4,6 @@ options that would do nothing, plain progress lines in logs."""
 from __future__ import annotations
 
 import io
-import json
 import re
 
 import pytest
@@ -13,10 +12,11 @@ from typer.testing import CliRunner
 from flagtree_cpu_build.cli import app, reflow
 from flagtree_cpu_build.progress import ProgressTask
 from flagtree_cpu_build.ui import UI
+from tests.support.envelope import error_of
 
 COMMANDS = [["recipe", "list"], ["recipe", "show"], ["recipe", "validate"], ["recipe", "schema"], ["setup"],
-            ["status"], ["sync"], ["link"], ["fetch"], ["build"], ["env"], ["validate"], ["doctor"], ["lock"],
-            ["clean"]]
+            ["status"], ["sync"], ["link"], ["fetch"], ["python"], ["build"], ["env"], ["validate"], ["doctor"],
+            ["lock"], ["clean"], ["schema"]]
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -28,10 +28,9 @@ COMMANDS = [["recipe", "list"], ["recipe", "show"], ["recipe", "validate"], ["re
 def test_usage_errors_are_json_documents_under_json(argv: list[str], message: str) -> None:
     result = CliRunner().invoke(app, argv)
     assert result.exit_code == 2
-    document = json.loads(result.stdout)  # stdout is exactly one JSON document
-    assert document["ok"] is False and document["error"]["kind"] == "usage"
-    assert document["error"]["exit_code"] == 2 and message in document["error"]["message"]
-    assert "--help" in document["error"]["fix"]
+    error = error_of(result.stdout)  # stdout is exactly one JSON document: the envelope
+    assert error["code"] == "usage" and error["exit_code"] == 2 and message in error["message"]
+    assert "--help" in error["fix"]
     assert message.split(":")[0] in result.stderr  # people still get the usual message
 
 
@@ -70,7 +69,7 @@ def test_help_paragraphs_are_reflowed_not_broken_where_the_source_wrapped() -> N
 
 def test_defaults_in_help_texts_are_shown_not_eaten_as_markup() -> None:
     result = CliRunner().invoke(app, ["status", "--help"], env={"COLUMNS": "200"})
-    assert "[default: ./flagtree-workspace]" in result.stdout
+    assert "else ./flagtree-workspace]" in result.stdout
     assert "[default: the active venv" in result.stdout
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from flagtree_cpu_build.cli import app
-from flagtree_cpu_build.recipe_files import load_recipe_file
+from flagtree_cpu_build.recipe.files import load_recipe_file
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 README = (ROOT / "README.md").read_text()

@@ -1,0 +1,34 @@
+"""The command line: parse options, open the context, call the core, render. Nothing else.
+
+This package is the only place that imports typer or decides exit codes.
+
+    app            the Typer app, the global options, the command classes, options several commands share
+    session        one run: the parsed global options, the command that ran, the error that stopped it
+    boundary       the error boundary (failures -> message, exit code, --json envelope), signals, pipes
+    envelope       the --json envelope and its JSON Schema (`flagtree-cpu schema`)
+    render         result objects -> tables for people, or the envelope's result
+    recipe_cmds    recipe list / show / validate / schema
+    stage_cmds     setup and its stages: sync, link, fetch, python, build, lock
+    validate_cmd   validate
+    inspect_cmds   status, env, doctor, clean, schema
+
+Importing the command modules registers their commands on ``app``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from . import inspect_cmds, recipe_cmds, stage_cmds, validate_cmd  # noqa: F401 - registers the commands
+from .app import app, hoist_global_options, reflow
+from .boundary import prepare_process
+
+__all__ = ["app", "hoist_global_options", "main", "reflow"]
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point."""
+    import sys
+
+    prepare_process()
+    app(args=list(sys.argv[1:] if argv is None else argv), prog_name="flagtree-cpu")

@@ -1,0 +1,261 @@
+"""The Typer app: the global options, the command and group classes, the options commands share.
+
+Global options may be written before or after the command (`flagtree-cpu --json recipe list` and
+`flagtree-cpu recipe list --json`); they are moved to the front before parsing, so they are still
+parsed once, by the top-level callback. Heavy modules (git, requests) are imported inside the
+commands that use them, to keep ``--help`` and ``--version`` fast.
+"""
+
+from __future__ import annotations
+
+import copy as _copy
+import sys
+from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Optional
+
+import typer
+from typer.core import TyperCommand, TyperGroup
+
+from .. import __version__
+from ..ui import UI
+from .boundary import guard_invoke, guard_main, run_of
+from .session import Options, Run
+
+if TYPE_CHECKING:
+    from typer._click.core import Context, HelpFormatter, Parameter
+
+_GLOBAL_VALUE_OPTIONS = {"--recipe", "-r", "--workdir", "-w", "--set", "--recipes-dir", "--lock-file"}
+_GLOBAL_FLAGS = {"--json", "--verbose", "-v", "--quiet", "-q", "--wait"}
+
+
+def hoist_global_options(args: Sequence[str]) -> list[str]:
+    """Move global options that follow the command name in front of it."""
+    args = list(args)
+    i = 0
+    while i < len(args) and args[i].startswith("-") and args[i] != "--":  # leading globals
+        name = args[i].split("=", 1)[0]
+        i += 2 if name in _GLOBAL_VALUE_OPTIONS and "=" not in args[i] else 1
+    head, rest = args[:i], args[i:]
+    hoisted: list[str] = []
+    kept: list[str] = []
+    j = 0
+    while j < len(rest):
+        token = rest[j]
+        if token == "--":
+            kept += rest[j:]
+            break
+        name = token.split("=", 1)[0]
+        if name in _GLOBAL_FLAGS:
+            hoisted.append(token)
+        elif name in _GLOBAL_VALUE_OPTIONS:
+            if "=" in token:
+                hoisted.append(token)
+            elif j + 1 < len(rest):
+                hoisted += [token, rest[j + 1]]
+                j += 1
+            else:
+                kept.append(token)  # let the parser report the missing value
+        else:
+            kept.append(token)
+        j += 1
+    return head + hoisted + kept
+
+
+def reflow(text: str | None) -> str | None:
+    """Docstrings are wrapped for the source; help text is wrapped by the terminal. Join each
+    paragraph's lines so a narrow or wide terminal does not break sentences in odd places."""
+    if not text:
+        return text
+    paragraphs = [" ".join(line.strip() for line in block.splitlines()) for block in text.strip().split("\n\n")]
+    return "\n\n".join(paragraphs)
+
+
+class FlagtreeCommand(TyperCommand):
+    """Every subcommand: its help also lists the global options, which work after the command too."""
+
+    _GLOBAL_PANEL = "Global options (before or after the command)"
+
+    def __init__(self, *args: object, **kwargs: object):
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.help = reflow(self.help)
+        self._showing_help = False
+
+    def format_help(self, ctx: Context, formatter: HelpFormatter) -> None:
+        self._showing_help = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._showing_help = False
+
+    def get_params(self, ctx: Context) -> list[Parameter]:
+        params = super().get_params(ctx)
+        if not self._showing_help:
+            return params
+        shown = []
+        for param in ctx.find_root().command.params:
+            if param.name in ("version", "install_completion", "show_completion") or param in params:
+                continue
+            copy = _copy.copy(param)
+            copy.rich_help_panel = self._GLOBAL_PANEL  # type: ignore[attr-defined]
+            shown.append(copy)
+        return params + shown
+
+    def invoke(self, ctx: Context) -> object:
+        run_of(ctx).command = ctx.command_path.partition(" ")[2]  # its options parsed: this command runs
+        return super().invoke(ctx)
+
+
+# The order `--help` lists the commands in: the whole job, then its stages, then the rest (the modules
+# that define them are imported in another order).
+COMMAND_ORDER = ("recipe", "setup", "status", "sync", "link", "fetch", "python", "build", "env", "validate", "doctor",
+                 "clean", "lock", "schema")
+
+
+class FlagtreeGroup(TyperGroup):
+    def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, hoist_global_options(args))
+
+    def list_commands(self, ctx: Context) -> list[str]:
+        names = super().list_commands(ctx)
+        return sorted(names, key=lambda n: COMMAND_ORDER.index(n) if n in COMMAND_ORDER else len(COMMAND_ORDER))
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,  # type: ignore[override]
+             complete_var: str | None = None, standalone_mode: bool = True, **extra: object) -> object:
+        """Click's main inside the error boundary: a usage error is reported like every other error, and
+        under --json the run prints exactly one document (the envelope)."""
+        argv = list(sys.argv[1:] if args is None else args)
+        run = Run(argv)
+        code = guard_main(run, partial(super().main, argv, prog_name, complete_var, standalone_mode=False,
+                                       obj=run, **extra))
+        if not standalone_mode:
+            return code
+        sys.exit(code)
+
+    def invoke(self, ctx: Context) -> object:
+        return guard_invoke(ctx, partial(super().invoke, ctx))
+
+
+def options(ctx: typer.Context) -> Options:
+    """The global options (parsed by the top-level callback before any command runs)."""
+    parsed = run_of(ctx).options
+    assert parsed is not None, "the top-level callback sets the options"
+    return parsed
+
+
+def examples(*lines: str) -> str:
+    """An epilog listing example invocations, one per line."""
+    return "[b]Examples[/b]\n\n" + "\n\n".join(f"  [cyan]{line}[/cyan]" for line in lines)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"flagtree-cpu {__version__}")
+        raise typer.Exit()
+
+
+def _complete_recipes(incomplete: str) -> list[str]:
+    """Shell completion of --recipe: the names `recipe list` shows."""
+    from ..recipe.files import list_recipes, user_recipe_dirs
+
+    return [r.name for r in list_recipes(user_recipe_dirs()) if r.name.startswith(incomplete)]
+
+
+def complete_kernels(incomplete: str) -> list[str]:
+    from ..validate import CATALOG
+
+    return [k.name for k in CATALOG if k.name.startswith(incomplete)]
+
+
+app = typer.Typer(
+    name="flagtree-cpu",
+    cls=FlagtreeGroup,
+    help="Build FlagTree (Triton 3.3) with its Arm64 CPU backend from a pinned YAML recipe.",
+    epilog=examples(
+        "flagtree-cpu recipe list",
+        "flagtree-cpu recipe show flagtree-cpu-arm64",
+        "flagtree-cpu --set sources.flagtree-cpu.commit=<sha> recipe validate",
+    ),
+    no_args_is_help=True,
+    add_completion=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+
+
+@app.callback()
+def main_options(
+    ctx: typer.Context,
+    recipe: Annotated[str, typer.Option(
+        "--recipe", "-r", envvar="FLAGTREE_CPU_RECIPE", metavar="NAME|PATH", autocompletion=_complete_recipes,
+        help="Recipe to use: a name from `recipe list` or a YAML file.")] = "flagtree-cpu-arm64",
+    workdir: Annotated[Optional[str], typer.Option(
+        "--workdir", "-w", envvar="FLAGTREE_CPU_WORKDIR", metavar="DIR",
+        help="Workspace folder.  \\[default: the workspace the current folder is in, else "
+        "./flagtree-workspace]")] = None,
+    overrides: Annotated[Optional[list[str]], typer.Option(
+        "--set", metavar="KEY=VALUE",
+        help="Override a recipe value, e.g. --set sources.flagtree-cpu.commit=<sha>. Repeatable.")] = None,
+    recipes_dirs: Annotated[Optional[list[str]], typer.Option(
+        "--recipes-dir", metavar="DIR",
+        help="Extra folder of user recipes (also FLAGTREE_CPU_RECIPES). Repeatable.")] = None,
+    json_mode: Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout: one document, "
+                                            "errors included (`flagtree-cpu schema` describes it).")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="More detail; tracebacks on errors.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only warnings and errors.")] = False,
+    wait: Annotated[bool, typer.Option("--wait", help="When another flagtree-cpu run is using the workspace, "
+                                       "wait for it instead of exiting with code 8.")] = False,
+    lock_file: Annotated[Optional[str], typer.Option(
+        "--lock-file", envvar="FLAGTREE_CPU_LOCK_FILE", metavar="FILE",
+        help="Keep the lock file here (e.g. ci/flagtree-cpu.lock.yaml, committed with your CI) instead of "
+        "<workdir>/.flagtree-cpu/lock.yaml.")] = None,
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_version_callback, is_eager=True, help="Print the version and exit.")] = False,
+) -> None:
+    """Build FlagTree (Triton 3.3) with its Arm64 CPU backend from a pinned YAML recipe.
+
+    Global options may also be written after the command.
+    """
+    run_of(ctx).options = Options(
+        recipe=recipe,
+        workdir=workdir,
+        overrides=list(overrides or []),
+        recipes_dirs=list(recipes_dirs or []),
+        ui=UI(json_mode=json_mode, verbose=verbose, quiet=quiet and not verbose),
+        wait=wait,
+        lock_file=lock_file,
+    )
+
+
+recipe_app = typer.Typer(
+    help="List, show, validate recipes; print the recipe JSON Schema.",
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+)
+app.add_typer(recipe_app, name="recipe")
+
+
+# --- options several commands share (setup passes them to its stages) --------------------------------------
+
+JobsOption = Annotated[Optional[int], typer.Option(
+    "--jobs", "-j", metavar="N", min=1, help="Parallel compile jobs. \\[default: from CPU cores and available memory]")]
+GitCacheOption = Annotated[Optional[Path], typer.Option(
+    "--git-cache", envvar="FLAGTREE_CPU_GIT_CACHE", metavar="DIR",
+    help="Keep bare mirrors here; later workspaces clone from them without downloading.")]
+CacheDirOption = Annotated[Optional[Path], typer.Option(
+    "--cache-dir", envvar="FLAGTREE_CPU_CACHE_DIR", metavar="DIR",
+    help="Per-user cache folder (downloads in DIR/downloads). "
+    "\\[default: ~/.cache/flagtree-cpu, or under $XDG_CACHE_HOME]")]
+MirrorsOption = Annotated[Optional[list[str]], typer.Option(
+    "--mirror", metavar="PREFIX=URL", help="Try URL (an https:// or file:// URL, or a folder) in place of "
+    "PREFIX first. Repeatable; also FLAGTREE_CPU_MIRRORS.")]
+ModelOption = Annotated[Optional[Path], typer.Option(
+    "--model", metavar="DIR", exists=True, file_okay=False,
+    help="Model folder for the decode-e2e kernel (skipped without one).")]
+TimeoutOption = Annotated[Optional[float], typer.Option(
+    "--timeout", metavar="SECONDS", min=1, help="Stop each kernel after this long. \\[default: the recipe's]")]
+PythonOption = Annotated[Optional[Path], typer.Option(
+    "--python", metavar="PATH", help="Target interpreter. \\[default: the active venv, else <workdir>/.venv, "
+    "created when missing]")]

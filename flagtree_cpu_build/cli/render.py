@@ -1,0 +1,193 @@
+"""Renderers: a command's result object as tables and lines for people (stderr), or as the ``result``
+of the --json envelope. They decide nothing about exit codes and call no core function."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..ui import UI
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ..clean import CleanReport
+    from ..doctor import Check, DoctorReport
+    from ..links import LinkPlan
+    from ..setup_plan import SetupPlan
+    from ..setup_report import SetupReport
+    from ..snapshot import SnapshotWritten
+    from ..stages import StageResult
+    from ..status import WorkspaceStatus
+    from ..validate import ValidationReport
+
+
+def count(n: int, noun: str) -> str:
+    """``1 artifact``, ``2 artifacts``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def stage_result(ui: UI, result: StageResult, subject: str) -> None:
+    """A stage's actions as a table, its warnings, and a one-line summary (sync, fetch, build, lock, python)."""
+    if ui.json_mode:
+        ui.emit_json(result.to_json())
+        return
+    ui.table([subject, "status", "detail"], [[a.subject, ui.styled(a.status), a.detail] for a in result.actions])
+    for warning in result.warnings:
+        ui.warn(warning)
+    ui.info(f"{result.stage}: {result.status} in {result.seconds:.2f}s")
+
+
+def setup(ui: UI, report: SetupReport, *, workdir_given: bool) -> None:
+    if ui.json_mode:
+        ui.emit_json(report.to_json())
+        return
+    rows = [[r.stage, ui.styled(r.status), r.detail, f"{r.seconds:.1f}s" if r.seconds else ""] for r in report.records]
+    ui.table(["stage", "status", "detail", "time"], rows, title=f"setup of {report.recipe} in {report.workspace}")
+    ui.info(f"logs: {report.workspace / 'logs'} (this run's report: .flagtree-cpu/last-setup.json)")
+    if report.error is None:
+        ui.success(f"setup finished in {report.seconds:.1f}s")
+        workdir = f" -w {shlex.quote(str(report.workspace))}" if workdir_given else ""  # works from any folder
+        ui.info("next:")
+        if report.record("build").status not in ("skipped", "not run"):
+            ui.info(f"  source {shlex.quote(str(report.python.parent / 'activate'))}")
+        ui.info(f'  eval "$(flagtree-cpu{workdir} env)"   # FLAGTREE_BACKEND=cpu and the run-time variables')
+        ui.info(f"  flagtree-cpu{workdir} status")
+
+
+def setup_plan(ui: UI, plan: SetupPlan) -> None:
+    """`setup --dry-run`: each item's action and why, the download size, where setup would stop."""
+    from rich.text import Text
+
+    from ..progress import human_bytes
+
+    if ui.json_mode:
+        ui.emit_json(plan.to_json())
+        return
+    status, preflight, stops = plan.status, plan.preflight, plan.preflight_stops
+    failing = [f for f in preflight.findings if f.status == "fail"]
+    rows: list[list[str | Text]] = [["preflight", f"stop: {f.id}", f.detail] for f in stops] or \
+        [["preflight", "", f"{preflight.summary()['ok']} of {len(preflight.findings)} checks ok"
+          + (f", {len(failing)} failed (ignored: --ignore-host)" if failing else "")]]
+    for item in status.items:
+        doing = item.action or Text.assemble(f"{item.subject}: ", ui.styled(item.state))
+        rows.append([item.area, doing, f"{item.reason}: {item.detail}" if item.reason else item.detail])
+    ui.table(["stage", "would do", "why"], rows, title=f"setup plan for {status.recipe} in {status.workspace}")
+    size = status.download_bytes
+    if any(i.action.startswith(("download", "resume")) for i in status.items):
+        ui.info(f"download: {human_bytes(size) if size is not None else 'size unknown'}")
+    if plan.stop:
+        ui.warn(f"setup would stop at {plan.stop['stage']} (exit code {plan.stop['exit_code']}): "
+                f"{plan.stop['reason']}")
+    ui.info("nothing to do: everything is current" if status.current and not stops
+            else "nothing was changed (--dry-run)")
+
+
+def status(ui: UI, found: WorkspaceStatus) -> None:
+    if ui.json_mode:
+        ui.emit_json(found.to_json())
+        return
+    ui.table(["area", "item", "state", "detail"], [[i.area, i.subject, ui.styled(i.state), i.detail]
+                                                   for i in found.items], title=f"{found.recipe} in {found.workspace}")
+    behind = [i for i in found.items if not i.current]
+    if not behind:
+        ui.success("everything is current")
+    else:
+        ui.info(f"{len(behind)} of {len(found.items)} items are not current: `flagtree-cpu setup` brings them "
+                "up to date (`setup --dry-run` shows how)")
+
+
+def links(ui: UI, plan: LinkPlan, result: StageResult, *, planning: bool) -> None:
+    """The links: their plan (--dry-run, --check) or what was done (created, updated)."""
+    states = [p.state for p in plan.links] if planning else [a.status for a in result.actions]
+    if ui.json_mode:
+        ui.emit_json({"root": str(plan.root), "all_ok": plan.all_ok,
+                      "links": [{**p.to_json(), **({} if planning else {"done": state})}
+                                for p, state in zip(plan.links, states, strict=True)],
+                      "seconds": round(result.seconds, 3)})
+        return
+    ui.table(["link", "state", "detail"], [[p.path, ui.styled(state), p.detail or ("" if p.state == "ok" else
+                                                                                    f"-> {p.target}")]
+                                           for p, state in zip(plan.links, states, strict=True)])
+    counts = {state: states.count(state) for state in dict.fromkeys(states)}
+    summary = ", ".join(f"{n} {s}" for s, n in counts.items())
+    ui.info(f"{len(plan.links)} links in {plan.root}: {summary}"
+            + (" (nothing was changed)" if planning and not plan.all_ok else ""))
+
+
+def validation(ui: UI, report: ValidationReport, junit: Path | None) -> None:
+    if ui.json_mode:
+        ui.emit_json(report.to_json())
+        return
+    symbols = {"pass": "pass", "fail": "FAIL", "skip": "skip"}
+    rows = []
+    for r in report.results:
+        shown = symbols[r.status] if r.required or r.status != "fail" else "fail (optional)"
+        rows.append([r.kernel, ui.styled(shown), r.figure or r.message, f"{r.seconds:.1f}s"])
+    ui.table(["kernel", "status", "result", "time"], rows)
+    for warning in report.warnings:
+        ui.warn(warning)
+    problems = [r for r in report.results if r.status == "fail"]
+    for number, r in enumerate(problems, 1):
+        ui.info(f"{number}. {r.kernel}: {r.message}" + (f"\n   log: {r.log}" if r.log else ""))
+        if r.fix:
+            ui.info(f"   fix: {r.fix}")
+    counts = report.counts()
+    ui.info(f"validate: {counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped in "
+            f"{report.seconds:.1f}s with {report.python}" + (f"; JUnit report: {junit}" if junit else ""))
+
+
+def kernel_list(ui: UI, folder: Path, rows: list[dict[str, object]], python: Path) -> None:
+    if ui.json_mode:
+        ui.emit_json({"folder": str(folder), "kernels": rows})
+        return
+    ui.table(["kernel", "in recipe", "proves"],
+             [[r["kernel"], ("required" if r["required"] else "optional") if r["configured"] else "no", r["proves"]]
+              for r in rows])
+    ui.info(f"scripts: {folder} (run one by hand: {python} {folder / 'vector_add.py'})")
+
+
+def doctor(ui: UI, report: DoctorReport, areas: Sequence[str], board: str | None) -> None:
+    if ui.json_mode:
+        ui.emit_json(report.to_json())
+        return
+    ui.findings(report.findings, areas)
+    counts = report.summary()
+    ui.info(f"doctor: {counts['ok']} ok, {counts['warn']} warnings, {counts['fail']} failed, "
+            f"{counts['skip']} skipped in {report.seconds:.2f}s" + (f" (sysroot {board})" if board else ""))
+
+
+def check_list(ui: UI, checks: Sequence[Check]) -> None:
+    if ui.json_mode:
+        ui.emit_json({"checks": [{"id": c.id, "area": c.area, "title": c.title} for c in checks]})
+    else:
+        ui.table(["check", "area", "what it looks at"], [[c.id, c.area, c.title] for c in checks])
+
+
+def snapshot(ui: UI, written: SnapshotWritten) -> None:
+    if ui.json_mode:
+        ui.emit_json(written.to_json())
+        return
+    ui.success(f"snapshot: {written.path} ({len(written.files)} files, {written.size / 1024:.0f} KiB); "
+               f"check this machine anywhere with `flagtree-cpu doctor --sysroot {written.path.name}`")
+    if written.absent:
+        ui.info(f"not on this machine (doctor reads them when present): {', '.join(written.absent)}")
+
+
+def clean(ui: UI, report: CleanReport, *, asked_for_more: bool) -> None:
+    from ..progress import human_bytes
+
+    if ui.json_mode:
+        ui.emit_json(report.to_json())
+        return
+    verb = "would remove" if report.dry_run else "removed"
+    if report.items:
+        ui.table(["", "what", "path", "size", "why"],
+                 [[ui.styled(verb if i.removed else "kept"), i.kind, str(i.path), human_bytes(i.size) if i.size else "",
+                   i.reason] for i in report.items])
+    removed = [i for i in report.items if i.removed]
+    summary = f"{verb} {count(len(removed), 'item')}, {human_bytes(report.freed)}"
+    if not removed:
+        summary = "nothing to clean" + ("" if asked_for_more else " (see --downloads, --trees, --all)")
+    ui.info(summary + (" (--dry-run: nothing was removed)" if report.dry_run and removed else ""))

@@ -1,0 +1,367 @@
+"""The commands that change the workspace: setup and each of its stages (sync, fetch, link, python,
+build, lock). Each opens the context, holds the workspace, runs one stage and renders its result."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Optional
+
+import typer
+
+from . import render
+from .app import (
+    CacheDirOption,
+    FlagtreeCommand,
+    GitCacheOption,
+    JobsOption,
+    MirrorsOption,
+    ModelOption,
+    PythonOption,
+    TimeoutOption,
+    app,
+    examples,
+    options,
+)
+from .session import Options, Verdict
+
+if TYPE_CHECKING:
+    from ..errors import FlagtreeCpuError
+    from ..stages import StageContext
+
+
+@contextmanager
+def exclusive(opts: Options, stage_ctx: StageContext, command: str) -> Iterator[None]:
+    """Hold the workspace for a command that changes it (exit 8 if another run has it, unless --wait).
+    A command that created the workspace and then failed before making anything leaves no trace."""
+    from ..workspace import exclusive_use
+
+    with exclusive_use(stage_ctx.workspace, command, wait=opts.wait, on_wait=opts.ui.info):
+        yield
+
+
+def absolute(path: Path | None) -> Path | None:
+    return Path(os.path.abspath(path.expanduser())) if path else None
+
+
+def build_jobs(stage_ctx: StageContext) -> int:
+    """MAX_JOBS as the build's environment gets it (for the out-of-memory advice)."""
+    return int(stage_ctx.recipe.build.env.get("MAX_JOBS", "1")) if stage_ctx.recipe.build else 1
+
+
+def named_paths(option: str, values: list[str], names: list[str], kind: str) -> dict[str, Path]:
+    """Parse repeated ``NAME=PATH`` values of ``option``; a bare PATH is fine when only one name exists."""
+    from ..errors import UsageError
+
+    parsed = {}
+    for value in values:
+        name, sep, path = value.partition("=")
+        if not sep:
+            if len(names) != 1:
+                raise UsageError(f"{option} {value!r} must look like NAME=PATH",
+                                 fix=f"the recipe's {kind} are: {', '.join(names) or 'none'}")
+            name, path = names[0], value
+        if name not in names or not path:
+            raise UsageError(f"{option} {value!r}: the recipe has no {kind[:-1]} named {name!r}",
+                             fix=f"the recipe's {kind} are: {', '.join(names) or 'none'}")
+        parsed[name] = Path(path).expanduser()
+    return parsed
+
+
+def opened(ctx: typer.Context, *, python: Path | None = None, jobs: int | None = None,
+           wheel_dir: Path | None = None) -> tuple[Options, StageContext, Path]:
+    """The global options, the command's context and its target interpreter."""
+    from ..context import chosen_python, open_context
+
+    opts = options(ctx)
+    request = opts.request(python=python, jobs=jobs, wheel_dir=wheel_dir)
+    stage_ctx = open_context(request, opts.ui)
+    return opts, stage_ctx, chosen_python(request, stage_ctx.workspace)
+
+
+@app.command(cls=FlagtreeCommand, epilog=examples(
+    "flagtree-cpu setup",
+    "flagtree-cpu setup --dry-run                  # the plan with reasons and the download size",
+    "flagtree-cpu setup --install-system-packages  # a bare Ubuntu/Debian machine (apt-get, with sudo)",
+    "flagtree-cpu setup --offline --cache-dir /media/usb/flagtree-cache",
+    "flagtree-cpu setup --frozen --require-hashes --junit reports/validate.xml   # CI",
+    "flagtree-cpu setup --skip-build --ignore-host # sources, LLVM and links on any machine",
+))
+def setup(
+    ctx: typer.Context,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be done and why, with the download "
+                                          "size; change nothing.")] = False,
+    offline: Annotated[bool, typer.Option("--offline", help="No network: sources, downloads and Python packages "
+                                          "must already be here; every missing one is listed.")] = False,
+    frozen: Annotated[bool, typer.Option("--frozen", help="The lock file must match the recipe and name every "
+                                         "commit and sha256; never write it (CI).")] = False,
+    require_hashes: Annotated[bool, typer.Option("--require-hashes", help="Every download needs a known sha256 "
+                                                 "(recipe or lock).")] = False,
+    update: Annotated[bool, typer.Option("--update", help="Move unpinned sources to their branch tips.")] = False,
+    allow_dirty: Annotated[bool, typer.Option("--allow-dirty", help="Move checkouts with changes to tracked "
+                                              "files (git still refuses if they conflict).")] = False,
+    skip_build: Annotated[bool, typer.Option("--skip-build", help="Stop after sources, LLVM and links (no venv, "
+                                             "build or validation).")] = False,
+    skip_validate: Annotated[bool, typer.Option("--skip-validate", help="Do not run the validation "
+                                                "kernels.")] = False,
+    ignore_host: Annotated[bool, typer.Option("--ignore-host", help="Go on when preflight finds this machine "
+                                              "unsuitable (testing).")] = False,
+    install_system_packages: Annotated[bool, typer.Option("--install-system-packages", help="Run `apt-get "
+                                                          "install -y` (with sudo unless root) for the recipe's "
+                                                          "missing system packages.")] = False,
+    jobs: JobsOption = None,
+    python: PythonOption = None,
+    git_cache: GitCacheOption = None,
+    cache_dir: CacheDirOption = None,
+    mirrors: MirrorsOption = None,
+    model: ModelOption = None,
+    junit: Annotated[Optional[Path], typer.Option("--junit", metavar="FILE", help="Write the validation as JUnit "
+                                                  "XML (the kernels always run then).")] = None,
+    timeout: TimeoutOption = None,
+) -> None:
+    """Do everything: preflight, sources and LLVM (concurrently), links, venv and prerequisites, build, validate.
+
+    Each stage is the same code as its own command and does only what is missing, so setup resumes after Ctrl-C or a
+    failure, and a re-run when everything is current takes a second with no network, pip or build. Another run on the
+    same workspace makes this one exit with code 8 (or wait, with --wait). The exit code is the failing stage's.
+    """
+    from ..mirrors import parse_mirrors
+    from ..stages import SetupOptions
+
+    opts, stage_ctx, target = opened(ctx, python=python, jobs=jobs)
+    setup_options = SetupOptions(
+        python=target, offline=offline, frozen=frozen, require_hashes=require_hashes, update=update,
+        allow_dirty=allow_dirty, skip_build=skip_build, skip_validate=skip_validate, ignore_host=ignore_host,
+        install_system_packages=install_system_packages, git_cache=git_cache.expanduser() if git_cache else None,
+        cache_dir=cache_dir.expanduser() if cache_dir else None, mirrors=tuple(parse_mirrors(mirrors or [])),
+        jobs=build_jobs(stage_ctx), model=absolute(model), junit=absolute(junit), timeout=timeout,
+        verbose=opts.ui.verbose)
+    if dry_run:
+        from ..setup_plan import plan_setup
+
+        plan = plan_setup(stage_ctx, setup_options)
+        render.setup_plan(opts.ui, plan)
+        if plan.stop is not None:  # exits as the real run would (documented): CI can gate on a dry run
+            raise Verdict(_would_stop(plan.stop))
+        return
+    from ..pipeline import run_setup
+
+    with exclusive(opts, stage_ctx, "setup"):
+        report = run_setup(stage_ctx, setup_options)
+    render.setup(opts.ui, report, workdir_given=bool(opts.workdir))
+    if report.error is not None:
+        raise report.error
+
+
+def _would_stop(stop: dict[str, object]) -> FlagtreeCpuError:
+    """The dry run's verdict as the error the real run would stop with (same code, same exit code)."""
+    from ..errors import ArtifactError, BuildError, DoctorFailed, FlagtreeCpuError, SourceError, ValidationFailed
+
+    kinds: dict[object, type[FlagtreeCpuError]] = {3: SourceError, 4: ArtifactError, 5: BuildError,
+                                                   6: ValidationFailed, 7: DoctorFailed}
+    return kinds.get(stop["exit_code"], FlagtreeCpuError)(
+        f"setup would stop at {stop['stage']}: {stop['reason']}; nothing was changed (--dry-run)",
+        fix="fix what the plan names, or see `flagtree-cpu setup --dry-run` for each item and why")
+
+
+@app.command(cls=FlagtreeCommand, epilog=examples(
+    "flagtree-cpu sync",
+    "flagtree-cpu sync --git-cache ~/.cache/flagtree-cpu/git",
+    "flagtree-cpu sync --source-path flagtree-cpu=~/src/flagtree-cpu",
+    "flagtree-cpu sync --update           # move unpinned sources to their branch tips",
+    "flagtree-cpu sync --frozen --offline # CI: exactly the lock, no network",
+))
+def sync(
+    ctx: typer.Context,
+    update: Annotated[bool, typer.Option("--update", help="Re-resolve unpinned refs (e.g. flagtree-cpu main) "
+                                         "instead of using the lock file.")] = False,
+    frozen: Annotated[bool, typer.Option("--frozen", help="Fail instead of resolving, or when the lock disagrees "
+                                         "with the recipe; never write the lock.")] = False,
+    offline: Annotated[bool, typer.Option("--offline", help="No network: fail if a commit is not already "
+                                          "here (or in the git cache).")] = False,
+    allow_dirty: Annotated[bool, typer.Option("--allow-dirty", help="Move checkouts that have changes to "
+                                              "tracked files (git still refuses if they conflict).")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Move a detached HEAD even if its commits would become "
+                                        "unreachable.")] = False,
+    git_cache: GitCacheOption = None,
+    source_paths: Annotated[Optional[list[str]], typer.Option("--source-path", metavar="NAME=PATH",
+                                                              help="Use an existing clone for a source (a "
+                                                              "relative symlink is made). Repeatable.")] = None,
+) -> None:
+    """Clone or move every source to its pinned commit (submodules too), apply patches, run probes.
+
+    Safe for your work: a checkout with changes to tracked files, commits no branch keeps, or another
+    origin is never moved or deleted. Unpinned refs are resolved once and recorded in
+    .flagtree-cpu/lock.yaml. When everything is at its pin, sync does no network I/O.
+    """
+    opts, stage_ctx, _ = opened(ctx)
+    named = named_paths("--source-path", source_paths or [], list(stage_ctx.recipe.sources), "sources")
+    from ..sources import SyncOptions, run_sync  # after the options are known to be good: git is slow to import
+
+    sync_options = SyncOptions(update=update, frozen=frozen, offline=offline, allow_dirty=allow_dirty, force=force,
+                               git_cache=git_cache.expanduser() if git_cache else None, source_paths=named)
+    with exclusive(opts, stage_ctx, "sync"):
+        result = run_sync(stage_ctx, sync_options)
+    render.stage_result(opts.ui, result, "source")
+
+
+@app.command(cls=FlagtreeCommand, epilog=examples(
+    "flagtree-cpu link",
+    "flagtree-cpu link --dry-run",
+    "flagtree-cpu link --check            # CI: non-zero unless every link is correct",
+))
+def link(
+    ctx: typer.Context,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
+    check: Annotated[bool, typer.Option("--check", help="Change nothing; exit 3 unless every link is ok.")] = False,
+) -> None:
+    """Create or verify the recipe's symlinks (FlagTree's 12 links into flagtree-cpu).
+
+    The plan is made first: ok, create, update (a wrong symlink), conflict (a file or folder in the way),
+    dangling (target missing). With any conflict or dangling link nothing is changed and all are listed.
+    """
+    from ..errors import SourceError
+    from ..links import run_link
+
+    opts, stage_ctx, _ = opened(ctx)
+    if dry_run or check:
+        plan, result = run_link(stage_ctx, dry_run=True)
+    else:
+        with exclusive(opts, stage_ctx, "link"):
+            plan, result = run_link(stage_ctx)
+    render.links(opts.ui, plan, result, planning=dry_run or check)
+    if check and not plan.all_ok:
+        bad = [p for p in plan.links if p.state != "ok"]
+        raise SourceError(f"{len(bad)} of {len(plan.links)} links are not as the recipe says",
+                          details=tuple(f"{p.state}: {p.path}" for p in bad), fix="run `flagtree-cpu link`")
+
+
+@app.command(cls=FlagtreeCommand, epilog=examples(
+    "flagtree-cpu fetch",
+    "flagtree-cpu fetch --mirror https://oaitriton.blob.core.windows.net/=https://mirror.example/triton/",
+    "flagtree-cpu fetch --from ~/Downloads/llvm-a66376b0-ubuntu-arm64.tar.gz",
+    "flagtree-cpu fetch --offline --cache-dir /media/usb/flagtree-cache",
+    "flagtree-cpu fetch --require-hashes  # CI: every download must have a known sha256",
+))
+def fetch(
+    ctx: typer.Context,
+    offline: Annotated[bool, typer.Option("--offline", help="Use only the download cache; list what is "
+                                          "missing and how to get it.")] = False,
+    require_hashes: Annotated[bool, typer.Option("--require-hashes", help="Refuse to trust a download on first "
+                                                 "use: the recipe or lock must give its sha256.")] = False,
+    frozen: Annotated[bool, typer.Option("--frozen", help="The lock must already record every artifact's sha256; "
+                                         "never write the lock.")] = False,
+    cache_dir: CacheDirOption = None,
+    mirrors: MirrorsOption = None,
+    from_files: Annotated[Optional[list[str]], typer.Option("--from", metavar="[NAME=]FILE",
+                                                            help="Import a tarball you downloaded yourself "
+                                                            "(verified like a download). Repeatable.")] = None,
+) -> None:
+    """Download, verify and unpack the recipe's toolchain artifacts (the LLVM prebuilt).
+
+    Downloads resume after a dropped connection or Ctrl-C, are verified by sha256 (recorded in the lock file on
+    first use when the recipe has none), and are unpacked safely into a temporary folder, then published where
+    Triton looks ($TRITON_HOME/.triton/llvm/<name>/) with the version.txt FlagTree's setup.py expects. When the
+    published tree is current, fetch does no network I/O.
+    """
+    from ..fetch import FetchOptions, run_fetch
+    from ..mirrors import parse_mirrors
+
+    opts, stage_ctx, _ = opened(ctx)
+    fetch_options = FetchOptions(offline=offline, require_hashes=require_hashes, frozen=frozen,
+                                 cache_dir=cache_dir.expanduser() if cache_dir else None,
+                                 mirrors=parse_mirrors(mirrors or []),
+                                 from_files=named_paths("--from", from_files or [], list(stage_ctx.recipe.artifacts),
+                                                        "artifacts"))
+    with exclusive(opts, stage_ctx, "fetch"):
+        result = run_fetch(stage_ctx, fetch_options)
+    render.stage_result(opts.ui, result, "artifact")
+
+
+@app.command("python", cls=FlagtreeCommand, epilog=examples(
+    "flagtree-cpu python                         # <workdir>/.venv with the build and run-time prerequisites",
+    "flagtree-cpu python --skip-runtime          # the build prerequisites only (no torch)",
+    "flagtree-cpu python --python ~/venvs/ft/bin/python",
+    "PIP_FIND_LINKS=/media/usb/wheels flagtree-cpu python --offline",
+))
+def python_env(
+    ctx: typer.Context,
+    python: PythonOption = None,
+    offline: Annotated[bool, typer.Option("--offline", help="No pip downloads: list every missing prerequisite "
+                                          "and how to install it from local wheels.")] = False,
+    skip_runtime: Annotated[bool, typer.Option("--skip-runtime", help="Only the build prerequisites, not the "
+                                               "run-time ones the validation kernels need (torch).")] = False,
+) -> None:
+    """Create the workspace venv when needed and install the recipe's Python prerequisites into the interpreter.
+
+    The guide's steps 1.1-1.2, and setup's python stage: the build prerequisites, and the run-time ones (torch from
+    the recipe's index URL) unless --skip-runtime. What is already installed at a fitting version is left alone.
+    """
+    from ..python_stage import PythonOptions, run_python
+
+    opts, stage_ctx, target = opened(ctx, python=python)
+    with exclusive(opts, stage_ctx, "python"):
+        result = run_python(stage_ctx, PythonOptions(target, offline=offline, runtime=not skip_runtime,
+                                                           no_runtime_flag="--skip-runtime"))
+    render.stage_result(opts.ui, result, "step")
+
+
+@app.command(cls=FlagtreeCommand, epilog=examples(
+    "flagtree-cpu build",
+    "flagtree-cpu build --jobs 4          # an 8 GB board",
+    "flagtree-cpu build --offline         # check every input first, then build without network",
+    "flagtree-cpu build --wheel dist/     # one build, a wheel for many boards",
+    "flagtree-cpu build --force --verbose # rebuild and watch every line",
+))
+def build(
+    ctx: typer.Context,
+    offline: Annotated[bool, typer.Option("--offline", help="Check that every input is here, then build "
+                                          "without network (TRITON_OFFLINE_BUILD=1, PIP_NO_INDEX=1).")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Build even when the stamp says up to date.")] = False,
+    jobs: JobsOption = None,
+    python: PythonOption = None,
+    wheel: Annotated[Optional[Path], typer.Option("--wheel", metavar="DIR", help="Build a wheel into DIR "
+                                                  "instead of the editable install.")] = None,
+    ignore_host: Annotated[bool, typer.Option("--ignore-host", help="Build even though this machine is not a "
+                                              "target of the recipe (testing).")] = False,
+) -> None:
+    """Install the build prerequisites and run the recipe's build (pip install -e python/) in the right env.
+
+    Every input is checked first (sources at their pins, links, the LLVM tree, prerequisites) and all missing ones
+    are listed at once. Full output goes to <workdir>/logs/build-<time>.log; a failure is diagnosed from it. When
+    nothing changed since the last build, build says so in about a second and runs nothing.
+    """
+    from ..build import BuildOptions, run_build
+
+    wheel_dir = absolute(wheel)
+    opts, stage_ctx, target = opened(ctx, python=python, jobs=jobs, wheel_dir=wheel_dir)
+    build_options = BuildOptions(python=target, offline=offline, force=force, ignore_host=ignore_host,
+                                 wheel_dir=wheel_dir, verbose=opts.ui.verbose, jobs=build_jobs(stage_ctx))
+    with exclusive(opts, stage_ctx, "build"):
+        result = run_build(stage_ctx, build_options)
+    render.stage_result(opts.ui, result, "step")
+    wheel_info = result.actions[0].data.get("wheel")
+    if wheel_info and not opts.ui.json_mode:  # on their own lines, to copy
+        opts.ui.info(f"wheel:  {wheel_info['path']}")
+        opts.ui.info(f"sha256: {wheel_info['sha256']}")
+
+
+@app.command(cls=FlagtreeCommand, epilog=examples(
+    "flagtree-cpu lock",
+    "flagtree-cpu lock --update           # follow the branches again",
+))
+def lock(
+    ctx: typer.Context,
+    update: Annotated[bool, typer.Option("--update", help="Re-resolve every unpinned ref.")] = False,
+) -> None:
+    """Resolve unpinned refs to commits and write .flagtree-cpu/lock.yaml, without checking anything out."""
+    from ..sources import SyncOptions, run_lock
+
+    opts, stage_ctx, _ = opened(ctx)
+    with exclusive(opts, stage_ctx, "lock"):
+        result = run_lock(stage_ctx, SyncOptions(update=update))
+    render.stage_result(opts.ui, result, "source")
+    if not opts.ui.json_mode:
+        opts.ui.info(f"lock file: {stage_ctx.workspace.lock_file}")

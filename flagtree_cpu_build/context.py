@@ -1,0 +1,103 @@
+"""One context for every command: the recipe (overrides applied, this host's artifact variants
+selected, placeholders filled in), the workspace it applies to, the host, and the UI.
+
+Every command opens its context here — the stage commands, `status`, `doctor`, `env`, `clean`,
+`recipe show`'s resolved view — so they all see the same recipe in the same workspace. The
+assembly order matters and lives only here: load (with --set), select variants for the host,
+compute the placeholder values (which depend on the selected build section's memory settings),
+then resolve.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .workspace import Workspace, open_workspace, target_python
+
+if TYPE_CHECKING:
+    from .host import HostFacts
+    from .recipe import Recipe
+    from .stages import StageContext
+    from .ui import UI
+
+
+@dataclass(frozen=True)
+class ContextRequest:
+    """What the command line says about the context (the global options and a command's own)."""
+
+    recipe: str  # a name from `recipe list`, or a YAML file
+    overrides: tuple[str, ...] = ()  # --set KEY=VALUE
+    recipes_dirs: tuple[str, ...] = ()  # --recipes-dir (FLAGTREE_CPU_RECIPES is read by the loader)
+    workdir: str | None = None  # --workdir / FLAGTREE_CPU_WORKDIR; None: the workspace around the current folder
+    lock_file: str | None = None  # --lock-file / FLAGTREE_CPU_LOCK_FILE
+    python: Path | None = None  # --python; None: the active venv, else the workspace venv
+    jobs: int | None = None  # --jobs; None: from cores and memory
+    wheel_dir: Path | None = None  # build --wheel DIR
+    sysroot: Path = Path("/")  # whose /etc and /proc describe the host (doctor --sysroot: a board's snapshot)
+
+
+@dataclass(frozen=True)
+class ResolvedView:
+    """`recipe show`'s resolved recipe and the line that says for what it was resolved."""
+
+    recipe: Recipe  # as loaded (overrides applied, nothing resolved): file, digest and warnings come from it
+    shown: Recipe  # variants selected and placeholders filled in
+    context: str  # "resolved for workdir ... on aarch64 ubuntu (8 jobs)"
+
+
+def chosen_python(request: ContextRequest, ws: Workspace) -> Path:
+    """The target interpreter: --python (absolute), else an active venv, else the workspace's own venv."""
+    if request.python is not None:
+        return Path(os.path.abspath(request.python.expanduser()))
+    return target_python(ws, os.environ)
+
+
+def requested_recipe(request: ContextRequest) -> Recipe:
+    """The recipe as written, with --set overrides applied (validated like the file)."""
+    from .recipe.files import load_recipe, user_recipe_dirs
+
+    return load_recipe(request.recipe, request.overrides, user_recipe_dirs(request.recipes_dirs))
+
+
+def resolve_for(loaded: Recipe, request: ContextRequest, ws: Workspace, host: HostFacts) -> tuple[Recipe, str]:
+    """``loaded`` for this workspace and host, and the jobs count its placeholders got."""
+    from .placeholders import placeholder_values
+    from .recipe import resolve, select_variants
+
+    selected = select_variants(loaded, host.os_id, host.arch)
+    values = placeholder_values(selected, ws, host, os.environ, jobs=request.jobs,
+                                python=chosen_python(request, ws) if request.python else None,
+                                wheel_dir=request.wheel_dir)
+    return resolve(selected, ws.root, values), values["jobs"]
+
+
+def open_context(request: ContextRequest, ui: UI) -> StageContext:
+    """The recipe resolved for the workspace and host the request names: what every stage is given."""
+    from .host import read_host
+    from .stages import StageContext
+
+    loaded = requested_recipe(request)
+    host = read_host(request.sysroot)
+    ws = open_workspace(request.workdir, request.lock_file)
+    recipe, _ = resolve_for(loaded, request, ws, host)
+    return StageContext(recipe, ws, host, ui)
+
+
+def resolved_view(request: ContextRequest, name: str | None = None) -> ResolvedView:
+    """The lighter context of `recipe show`: the recipe ``name`` (default: the request's) resolved for the
+    workspace and host, without a UI or a stage context."""
+    from dataclasses import replace
+
+    from .host import read_host
+
+    if name is not None:
+        request = replace(request, recipe=name)
+    loaded = requested_recipe(request)
+    host = read_host(request.sysroot)
+    ws = open_workspace(request.workdir, request.lock_file)
+    shown, jobs = resolve_for(loaded, request, ws, host)
+    context = f"resolved for workdir {ws.root} on {host.arch} {host.os_id or 'unknown-os'} ({jobs} jobs)"
+    return ResolvedView(loaded, shown, context)
