@@ -96,6 +96,22 @@ class ValidationReport:
     def counts(self) -> dict[str, int]:
         return {s: sum(r.status == s for r in self.results) for s in ("pass", "fail", "skip")}
 
+    def failure(self, fix: str) -> ValidationFailed:
+        """The required kernels that failed, as one error: each with its message and fix; the first one's
+        log and diagnosis (the known failure it matched, if any) for --json."""
+        failed = self.failed
+        details: list[str] = []
+        for r in failed:
+            details += [f"{r.kernel}: {r.message}"] + ([f"   fix: {r.fix}"] if r.fix else []) + \
+                       ([f"   log: {r.log}"] if r.log else [])
+        first = failed[0]
+        signature, excerpt = first.details.get("signature"), first.details.get("excerpt")
+        return ValidationFailed(
+            f"{len(failed)} required validation kernel{'s' if len(failed) > 1 else ''} failed",
+            details=tuple(details), fix=fix, log=first.log,
+            diagnosis={"signature": signature if isinstance(signature, str) else None, "cause": first.message,
+                       "line": None, "excerpt": [str(line) for line in excerpt] if isinstance(excerpt, list) else []})
+
     def to_json(self) -> dict[str, Any]:
         return {"schema": REPORT_SCHEMA, "ok": not self.failed, "recipe": self.recipe, "python": str(self.python),
                 "started": self.started, "seconds": round(self.seconds, 3), "summary": self.counts(),
@@ -315,14 +331,8 @@ def validate_for_setup(ctx: StageContext, options: SetupOptions, report: SetupRe
         write_junit(validation, options.junit)
         report.junit_written = True
     if validation.failed:
-        details: list[str] = []
-        for r in validation.failed:
-            details += [f"{r.kernel}: {r.message}"] + ([f"   fix: {r.fix}"] if r.fix else []) + \
-                       ([f"   log: {r.log}"] if r.log else [])
-        raise ValidationFailed(f"{len(validation.failed)} required validation kernel"
-                               f"{'s' if len(validation.failed) > 1 else ''} failed", details=tuple(details),
-                               fix="fix the cause above, then `flagtree-cpu setup` again (or `flagtree-cpu validate` "
-                               "to re-run just the kernels)")
+        raise validation.failure("fix the cause above, then `flagtree-cpu setup` again (or `flagtree-cpu validate` "
+                                 "to re-run just the kernels)")
     counts = validation.counts()
     detail = f"{counts['pass']} passed" + (f", {counts['fail']} optional failed" if counts["fail"] else "")
     skipped = [f"{r.kernel}: {r.message}" for r in validation.results if r.status == "skip"]

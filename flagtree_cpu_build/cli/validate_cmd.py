@@ -13,9 +13,7 @@ from .session import Verdict
 from .stage_cmds import absolute, exclusive, opened
 
 if TYPE_CHECKING:
-    from ..errors import ValidationFailed
     from ..stages import StageContext
-    from ..validate import ValidationReport
 
 
 @app.command(cls=FlagtreeCommand, epilog=examples(
@@ -70,7 +68,8 @@ def validate(
         write_junit(report, junit_path)
     render.validation(opts.ui, report, junit_path)
     if report.failed:
-        raise Verdict(failure(report))
+        raise Verdict(report.failure("fix the cause above, then `flagtree-cpu validate` again (`--kernel NAME` "
+                                     "re-runs one)"))
 
 
 def _list(stage_ctx: StageContext, python: Path) -> None:
@@ -82,23 +81,3 @@ def _list(stage_ctx: StageContext, python: Path) -> None:
          "required": bool(settings[info.name].required) if info.name in settings else None,
          "proves": info.proves, "script": str(KERNELS_DIR / info.script)} for info in CATALOG]
     render.kernel_list(stage_ctx.ui, KERNELS_DIR, rows, python)
-
-
-def failure(report: ValidationReport) -> ValidationFailed:
-    """The required kernels that failed, as one error: each with its message and fix; the first one's log and
-    diagnosis (the known failure it matched, if any) for --json."""
-    from ..errors import ValidationFailed
-
-    failed = report.failed
-    details: list[str] = []
-    for r in failed:
-        details += [f"{r.kernel}: {r.message}"] + ([f"   fix: {r.fix}"] if r.fix else []) + \
-                   ([f"   log: {r.log}"] if r.log else [])
-    first = failed[0]
-    signature = first.details.get("signature")
-    excerpt = first.details.get("excerpt")
-    return ValidationFailed(
-        f"{len(failed)} required validation kernel{'s' if len(failed) > 1 else ''} failed", details=tuple(details),
-        fix="fix the cause above, then `flagtree-cpu validate` again (`--kernel NAME` re-runs one)", log=first.log,
-        diagnosis={"signature": signature if isinstance(signature, str) else None, "cause": first.message,
-                   "line": None, "excerpt": [str(line) for line in excerpt] if isinstance(excerpt, list) else []})

@@ -126,3 +126,19 @@ def test_junit_is_valid_xml_even_with_terminal_escapes_in_the_output(tmp_path: P
     assert cases["decode-e2e"].find("failure").get("type") == "optional"  # type: ignore[union-attr]
     assert cases["tle-rms-norm"].find("skipped").get("message") == "needs torch"  # type: ignore[union-attr]
     assert not list(target.parent.glob("*.tmp"))
+
+
+def test_a_failed_validation_is_one_error_with_the_first_kernels_log_and_diagnosis(tmp_path: Path) -> None:
+    """What `validate` and setup's validate stage raise: the envelope's error carries log and diagnosis."""
+    log = tmp_path / "validate-vector-add.log"
+    failed = KernelResult("vector-add", "fail", True, message="FLAGTREE_BACKEND=cpu was not set", fix="eval ...",
+                          log=log, details={"signature": "assembler-junk", "excerpt": ["junk at end of line"]})
+    optional = KernelResult("decode-e2e", "fail", False, message="too slow")
+    passed = KernelResult("backend", "pass", True)
+    report = ValidationReport("r", Path("/venv/bin/python"), (passed, failed, optional), (), 1.0, "now")
+    error = report.failure("fix it")
+    assert error.exit_code == 6 and error.message == "1 required validation kernel failed" and error.fix == "fix it"
+    assert error.log == str(log)
+    assert error.diagnosis == {"signature": "assembler-junk", "cause": "FLAGTREE_BACKEND=cpu was not set",
+                               "line": None, "excerpt": ["junk at end of line"]}
+    assert any("decode-e2e" in d for d in error.details) is False  # an optional kernel does not fail the run
