@@ -203,7 +203,7 @@ def _source_problems(recipe: Recipe, ctx: StageContext) -> list[str]:
 
     lock = read_lock(ctx.workspace.lock_file)
     return [f"source {i.subject}: {i.detail} — run `flagtree-cpu sync`"
-            for i in plan_sources(ctx, lock, Scope(python=Path())) if i.will != "ok"]
+            for i in plan_sources(ctx, lock, Scope(python=Path()), count_changes=False) if i.will != "ok"]
 
 
 def _artifact_problems(recipe: Recipe, ctx: StageContext) -> list[str]:

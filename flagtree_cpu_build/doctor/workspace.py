@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from pathlib import Path
 
 from ..extract import read_stamp
@@ -32,8 +33,16 @@ def _not_set_up(c: DoctorContext, what: str) -> Outcome:
     return skip(f"not set up yet: no workspace at {c.workspace.root} ({what}); `flagtree-cpu setup` creates it")
 
 
+_PLANNING = threading.Lock()  # the checks run in a thread pool; the plans are made once for all four
+
+
 def _plans(c: DoctorContext, area: str) -> list[PlanItem]:
     """The stages' own plans (read-only, offline): doctor says what `status` says and `setup` would do."""
+    with _PLANNING:
+        return [i for i in _all_plans(c) if i.area == area]
+
+
+def _all_plans(c: DoctorContext) -> list[PlanItem]:
     if "plans" not in c.cache:
         from ..registry import plan_all
         from ..stages import StageContext
@@ -41,7 +50,7 @@ def _plans(c: DoctorContext, area: str) -> list[PlanItem]:
 
         ctx = StageContext(c.recipe, c.workspace, c.host, UI(quiet=True))
         c.cache["plans"] = plan_all(ctx, Scope(python=c.python))  # asks no server
-    return [i for i in c.cache["plans"] if i.area == area]
+    return c.cache["plans"]
 
 
 def _behind(items: list[PlanItem]) -> list[PlanItem]:

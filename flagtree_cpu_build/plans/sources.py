@@ -30,11 +30,13 @@ def wanted_commit(source: Source, entry: SourceLock | None, *, update: bool = Fa
     return None
 
 
-def plan_sources(ctx: StageContext, lock: Lock | None, scope: Scope) -> list[PlanItem]:
-    return [_plan_one(ctx, name, lock, scope) for name in ctx.recipe.sources_in_order()]
+def plan_sources(ctx: StageContext, lock: Lock | None, scope: Scope, *, count_changes: bool = True) -> list[PlanItem]:
+    """``count_changes=False`` (build's preflight, which only asks "current?") skips counting the local
+    changes of a checkout that is at its pin: they decide nothing there, and git status is the slow part."""
+    return [_plan_one(ctx, name, lock, scope, count_changes) for name in ctx.recipe.sources_in_order()]
 
 
-def _plan_one(ctx: StageContext, name: str, lock: Lock | None, scope: Scope) -> PlanItem:
+def _plan_one(ctx: StageContext, name: str, lock: Lock | None, scope: Scope, count_changes: bool) -> PlanItem:
     from ..errors import FlagtreeCpuError
     from ..gitcmd import head, modified_files, submodules_off
 
@@ -53,13 +55,16 @@ def _plan_one(ctx: StageContext, name: str, lock: Lock | None, scope: Scope) -> 
         return PlanItem("sources", name, "missing", f"not checked out at {checkout}", f"clone {name} {pin}",
                         "missing", data, "created")
     at = head(checkout) or ""
-    try:
-        changed = modified_files(checkout)
-    except FlagtreeCpuError as exc:  # a checkout git cannot read: say so, as a change nobody should build on
-        changed = [f"(git status failed: {exc.message})"]
-    data.update(head=at or None, modified_files=len(changed))
-    dirty = f"; {len(changed)} modified tracked file{'s' if len(changed) != 1 else ''}" if changed else ""
     target = wanted or tip
+    changed: list[str] = []
+    if count_changes or at != target:  # at another commit, local changes decide between moving and stopping
+        try:
+            changed = modified_files(checkout)
+        except FlagtreeCpuError as exc:  # a checkout git cannot read: a change nobody should build on
+            changed = [f"(git status failed: {exc.message})"]
+        data["modified_files"] = len(changed)
+    data["head"] = at or None
+    dirty = f"; {len(changed)} modified tracked file{'s' if len(changed) != 1 else ''}" if changed else ""
     if target is None:
         why = "not in the lock file" if not lock or name not in lock.sources else "the recipe's ref or url changed"
         return PlanItem("sources", name, "differs", f"at {at[:12]}; nothing locked for {source.ref!r}{dirty}",
