@@ -144,6 +144,21 @@ STATES: dict[str, Callable[[ContractWorld], None]] = {
     f.__name__: f for f in (fresh, all_current, pin_moved, ref_changed, url_changed_same_sha, artifact_missing,
                             tree_foreign, build_stale, validation_stale)}
 
+# What each state must plan (so the readers cannot agree on a wrong answer): per stage, or "stop" and the
+# exit code. Stages not named must plan "ok".
+EXPECTED: dict[str, dict[str, str | int]] = {
+    "fresh": {"sources": "created", "artifacts": "created", "links": "created", "build": "created",
+              "validate": "created"},
+    "all_current": {},
+    "pin_moved": {"sources": "updated", "build": "updated", "validate": "created"},
+    "ref_changed": {"sources": "updated", "build": "updated", "validate": "created"},
+    "url_changed_same_sha": {},  # the same bytes: nothing to download, nothing to rebuild
+    "artifact_missing": {"artifacts": "created"},  # unpacked again from the cache; the build stays current
+    "tree_foreign": {"stop": "artifacts", "exit_code": 4},
+    "build_stale": {"build": "updated", "validate": "created"},
+    "validation_stale": {"validate": "created"},
+}
+
 
 @pytest.fixture
 def cw(world: GitWorld, tmp_path: Path, http_server: LoopbackHTTPServer) -> ContractWorld:
@@ -176,6 +191,12 @@ def test_the_dry_run_status_doctor_and_build_agree_with_what_setup_does(cw: Cont
     dry = cw.setup("--dry-run", "--json")
     plan = result_of(dry.stdout)
     wills, stop = planned_stages(plan)
+    expected = EXPECTED[state]
+    if "stop" in expected:
+        assert stop is not None and (stop["stage"], stop["exit_code"]) == (expected["stop"], expected["exit_code"])
+    else:
+        assert stop is None, (state, stop)
+        assert {s: w for s, w in wills.items() if w != "ok"} == expected, (state, wills)
     not_current = {(i["area"], i["subject"]) for i in plan["items"] if i["will"] not in ("ok", "skipped")}
 
     # status: the same items are not current (it reads the same plans, without the network)
