@@ -11,14 +11,19 @@ where the real run would stop.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import DoctorFailed, ExitCode
 from .stages import Action, StageContext, StageResult
 from .system_packages import missing_system_packages as missing_system_packages  # importable here, as before
 from .system_packages import system_install_argv as system_install_argv
 from .system_packages import system_packages_action
+
+if TYPE_CHECKING:
+    from .doctor import DoctorReport, Finding
+    from .plans import PlanItem
 
 
 class PreflightOptions(Protocol):
@@ -43,7 +48,7 @@ def preflight_checks(options: PreflightOptions) -> tuple[str, ...]:
     return PREFLIGHT_ALWAYS if options.skip_build else PREFLIGHT_ALWAYS + PREFLIGHT_FOR_BUILD
 
 
-def run_preflight_checks(ctx: StageContext, options: PreflightOptions) -> Any:
+def run_preflight_checks(ctx: StageContext, options: PreflightOptions) -> DoctorReport:
     from .cpuinfo import read_cpu
     from .doctor import DoctorContext, run_doctor
 
@@ -57,7 +62,7 @@ _STOP_CODES = {"sources": ExitCode.SOURCE, "links": ExitCode.SOURCE, "artifacts"
                "python": ExitCode.BUILD, "build": ExitCode.BUILD, "validation": ExitCode.VALIDATION}
 
 
-def would_stop(preflight_stops: list[Any], items: Any) -> dict[str, Any] | None:
+def would_stop(preflight_stops: Sequence[Finding], items: Iterable[PlanItem]) -> dict[str, Any] | None:
     """Where the real setup would stop, seen from a dry run: preflight, or the first item to stop at."""
     if preflight_stops:
         return {"stage": "preflight", "exit_code": int(ExitCode.DOCTOR),
@@ -69,7 +74,7 @@ def would_stop(preflight_stops: list[Any], items: Any) -> dict[str, Any] | None:
     return None
 
 
-def blocking(findings: Any, options: PreflightOptions) -> list[Any]:
+def blocking(findings: Iterable[Finding], options: PreflightOptions) -> list[Finding]:
     return [f for f in findings if f.status == "fail" and (not options.ignore_host or f.id in NEVER_IGNORED)]
 
 

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .host import HostFacts
 from .recipe import Recipe
 from .ui import UI
 from .workspace import Workspace
+
+if TYPE_CHECKING:
+    from .mirrors import MirrorRule
 
 Status = Literal["ok", "created", "updated", "skipped"]
 _RANK = {"ok": 0, "skipped": 0, "updated": 1, "created": 2}
@@ -74,7 +77,7 @@ class SetupOptions:
     install_system_packages: bool = False
     git_cache: Path | None = None
     cache_dir: Path | None = None
-    mirrors: tuple[Any, ...] = ()  # MirrorRule
+    mirrors: tuple[MirrorRule, ...] = ()
     jobs: int = 1  # MAX_JOBS the build gets (for the out-of-memory advice)
     model: Path | None = None
     junit: Path | None = None
