@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from ..errors import FlagtreeCpuError, RecipeError, UsageError
 from .app import FlagtreeCommand, examples, options, recipe_app
 from .render import count
 from .session import Verdict
 
 if TYPE_CHECKING:
     from ..recipe import Recipe
-    from ..recipe.files import RecipeRef
     from ..ui import UI
 
 
@@ -24,38 +21,22 @@ if TYPE_CHECKING:
 ))
 def recipe_list(ctx: typer.Context) -> None:
     """List bundled recipes and user recipes (--recipes-dir, FLAGTREE_CPU_RECIPES)."""
-    from ..recipe import files as recipes
+    from ..recipe.catalog import catalog
+    from ..recipe.files import user_recipe_dirs
 
     opts = options(ctx)
-    user_dirs = recipes.user_recipe_dirs(opts.recipes_dirs)
+    user_dirs = user_recipe_dirs(opts.recipes_dirs)
     for folder in user_dirs:  # a typo in a folder name would otherwise just show fewer recipes
         if not folder.is_dir():
             opts.ui.warn(f"recipes folder {folder} ({'is not a folder' if folder.exists() else 'does not exist'}) "
                          "is skipped; check --recipes-dir and FLAGTREE_CPU_RECIPES")
-    entries = [_entry(ref) for ref in recipes.list_recipes(user_dirs)]
+    entries = [e.to_json() for e in catalog(user_dirs)]
     if opts.ui.json_mode:
         opts.ui.emit_json({"recipes": entries})
         return
     opts.ui.table(["name", "origin", "status", "description"],
                   [[e["name"], str(e["origin"]) + (" (hides bundled)" if e["shadows"] else ""), e["status"],
                     e["description"] or e["file"]] for e in entries])
-
-
-def _entry(ref: RecipeRef) -> dict[str, object]:
-    """One row of `recipe list`: the recipe and whether it loads."""
-    from ..recipe.files import load_recipe_file
-
-    problems: list[dict[str, object]] = []
-    try:
-        loaded = load_recipe_file(ref.path)
-        status, description = "valid", loaded.description
-    except RecipeError as exc:
-        status, description = f"invalid ({len(exc.problems)} problems)", ""
-        problems = [p.to_json() for p in exc.problems]
-    except FlagtreeCpuError as exc:
-        status, description, problems = "unreadable", "", [{"message": exc.message}]
-    return {"name": ref.name, "origin": ref.origin, "file": str(ref.path), "status": status,
-            "description": description, "shadows": str(ref.shadows) if ref.shadows else None, "problems": problems}
 
 
 @recipe_app.command("show", cls=FlagtreeCommand, epilog=examples(
@@ -124,44 +105,29 @@ def recipe_validate(
     Exit code 2 when any recipe is invalid. Overrides given with --set are applied to
     each recipe and checked like the file itself.
     """
-    from ..recipe import files as recipes
+    from ..recipe.catalog import check_recipes, invalid
+    from ..recipe.files import user_recipe_dirs
 
     opts = options(ctx)
-    user_dirs = recipes.user_recipe_dirs(opts.recipes_dirs)
-    if all_recipes:
-        paths = [ref.path for ref in recipes.list_recipes(user_dirs)]
-    else:
-        paths = [recipes.find_recipe(t, user_dirs).path for t in (targets or [opts.recipe])]
-    results, failures = [], []
-    for path in paths:
-        try:
-            loaded = recipes.load_recipe_file(path, opts.overrides)
-        except FlagtreeCpuError as exc:
-            failures.append(exc)
-            results.append({"file": str(path), "ok": False, "error": exc.to_json()})
-            if not opts.ui.json_mode:
-                opts.ui.error(exc)
-            continue
-        warnings = recipes.recipe_warnings(loaded)
-        results.append({"file": str(path), "ok": True, "name": loaded.name, "digest": loaded.digest,
-                        "warnings": [{"key": w.key, "message": w.message} for w in warnings]})
-        if not opts.ui.json_mode:
-            links = len(loaded.links.entries) if loaded.links else 0
-            opts.ui.success(f"{path}: recipe {loaded.name} is valid ({count(len(loaded.sources), 'source')}, "
-                            f"{count(len(loaded.artifacts), 'artifact')}, {count(links, 'link')})")
-            for warning in warnings:
-                opts.ui.warn(f"{warning.key}: {warning.message}")
+    checks = check_recipes(targets or [opts.recipe], opts.overrides, user_recipe_dirs(opts.recipes_dirs),
+                           every=all_recipes)
     if opts.ui.json_mode:
-        opts.ui.emit_json({"ok": not failures, "results": results})
-    if failures:
-        raise Verdict(failures[0] if len(failures) == 1 else _invalid(failures, paths))
-
-
-def _invalid(failures: list[FlagtreeCpuError], paths: list[Path]) -> FlagtreeCpuError:
-    error = UsageError(f"{len(failures)} of {len(paths)} recipes are invalid", details=tuple(
-        f.message for f in failures), fix="correct each one as listed above (`recipe validate FILE` checks one)")
-    error.kind = "recipe"
-    return error
+        opts.ui.emit_json({"ok": all(c.error is None for c in checks), "results": [c.to_json() for c in checks]})
+    else:
+        for check in checks:
+            if check.error is not None:
+                opts.ui.error(check.error)
+                continue
+            loaded = check.recipe
+            assert loaded is not None
+            links = len(loaded.links.entries) if loaded.links else 0
+            opts.ui.success(f"{check.file}: recipe {loaded.name} is valid ({count(len(loaded.sources), 'source')}, "
+                            f"{count(len(loaded.artifacts), 'artifact')}, {count(links, 'link')})")
+            for warning in check.warnings:
+                opts.ui.warn(f"{warning.key}: {warning.message}")
+    failure = invalid(checks)
+    if failure is not None:
+        raise Verdict(failure)
 
 
 @recipe_app.command("schema", cls=FlagtreeCommand, epilog=examples(

@@ -74,7 +74,7 @@ def test_validate_json_reports_each_file(tmp_path) -> None:
 
 
 def test_unexpected_errors_have_no_traceback_unless_verbose(monkeypatch) -> None:
-    from flagtree_cpu_build.recipe import files as recipe
+    from flagtree_cpu_build.recipe import catalog as recipe  # what `recipe list` calls
 
     def explode(*args, **kwargs):
         raise ZeroDivisionError("boom")
@@ -90,7 +90,7 @@ def test_unexpected_errors_have_no_traceback_unless_verbose(monkeypatch) -> None
 
 
 def test_keyboard_interrupt_exits_130(monkeypatch) -> None:
-    from flagtree_cpu_build.recipe import files as recipe
+    from flagtree_cpu_build.recipe import catalog as recipe  # what `recipe list` calls
 
     def interrupt(*args, **kwargs):
         raise KeyboardInterrupt
