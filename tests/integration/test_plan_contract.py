@@ -234,6 +234,12 @@ def test_the_dry_run_status_doctor_and_build_agree_with_what_setup_does(cw: Cont
         checked = ORDER[1:]
     for stage in checked:
         assert done[stage] == wills.get(stage, "skipped"), (state, stage, done, wills)
+    # item by item where the plan's subjects are the stage's own (each source, each artifact)
+    actions = {(s["stage"], a["subject"]): a["status"] for s in report["stages"] for a in s["actions"]}
+    for item in plan["items"]:
+        stage = STAGE_OF_AREA[item["area"]]
+        if item["area"] in ("sources", "artifacts") and stage in checked:
+            assert actions[(stage, item["subject"])] == item["will"], (state, item, actions)
     if stop is None:
         again = result_of(cw.setup("--dry-run", "--json").stdout)
         assert all(i["will"] in ("ok", "skipped") for i in again["items"]), (state, again["items"])
