@@ -39,14 +39,14 @@ def run_setup(ctx: StageContext, options: SetupOptions) -> SetupReport:
     report = SetupReport(ctx.recipe.name, ctx.workspace.root, options.python,
                          datetime.now(timezone.utc).isoformat(timespec="seconds"),
                          [StageRecord(stage, "not run") for stage in STAGE_NAMES])
-    current = "preflight"
+    current = ["preflight"]  # the stages running now
     try:
         with ctx.ui.group("flagtree-cpu setup: preflight"):
             began = time.monotonic()
             _finish(report.record("preflight"), run_preflight(ctx, options), time.monotonic() - began, ctx)
         for group in _in_turn(STAGES):
-            current = group[0].name
-            with ctx.ui.group(f"flagtree-cpu setup: {current}"):
+            current = [stage.name for stage in group]
+            with ctx.ui.group(f"flagtree-cpu setup: {group[0].name}"):
                 if len(group) > 1:
                     _side_by_side(ctx, options, report, group)
                     continue
@@ -58,7 +58,7 @@ def run_setup(ctx: StageContext, options: SetupOptions) -> SetupReport:
         ctx.ui.cancel.set()
         _mark_unfinished(report, current, "interrupted", exc.name if isinstance(exc, Terminated) else "Ctrl-C")
         # name what was running: with sources ∥ artifacts, only the one that had not finished
-        running = [r.stage for r in report.records if r.status == "interrupted"] or [current]
+        running = [r.stage for r in report.records if r.status == "interrupted"] or current
         report.error = Interrupted(f"setup ({' and '.join(running)})", cause=exc)
         report.error.fix = ("run the same command again: finished stages are kept and a download resumes where it "
                             "stopped")
@@ -106,14 +106,12 @@ def _summary(result: StageResult) -> str:
     return ", ".join(parts) or "nothing to do"
 
 
-def _mark_unfinished(report: SetupReport, current: str, status: str, detail: str) -> None:
+def _mark_unfinished(report: SetupReport, current: list[str], status: str, detail: str) -> None:
+    """The stages that were running when setup stopped (both of a side-by-side pair: whichever had not
+    finished) get ``status``."""
     for record in report.records:
-        if record.status == "not run" and record.stage == current:
+        if record.status == "not run" and record.stage in current:
             record.status, record.detail = status, detail
-    if current == "sources":  # the concurrent pair: whichever did not finish
-        for record in (report.record("sources"), report.record("artifacts")):
-            if record.status == "not run":
-                record.status, record.detail = status, detail
 
 
 def _skipped(stage: str, why: str) -> StageResult:
