@@ -132,7 +132,7 @@ def _plan_validate(ctx: StageContext, lock: Lock | None, scope: Scope, earlier: 
 
 
 def _run_validate(ctx: StageContext, options: SetupOptions, report: SetupReport) -> StageResult:
-    from .validate import validate_for_setup
+    from .validate_stage import validate_for_setup
 
     return validate_for_setup(ctx, options, report)
 

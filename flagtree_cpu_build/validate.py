@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -38,10 +38,7 @@ from .kernel_catalog import KERNELS_DIR, KernelInfo, configured, kernel_info
 from .kernels._common import MARKER
 from .proc import log_path, run_logged
 from .recipe import Recipe
-from .stages import Action, SetupOptions, StageContext, StageResult
-
-if TYPE_CHECKING:
-    from .setup_report import SetupReport
+from .stages import StageContext
 
 REPORT_SCHEMA = "flagtree-cpu/validate/v1"
 Status = Literal["pass", "fail", "skip"]
@@ -305,38 +302,3 @@ def _crashed(result: Any, output: str, common: dict[str, Any]) -> KernelResult:
     return KernelResult(status="fail", figure="crashed", message=f"crashed ({how}): {last}",
                         fix=f"read the kernel's output: {result.log}",
                         details={"excerpt": list(diagnosis.excerpt)}, **common)
-
-
-# --- as a stage of setup ------------------------------------------------------------------------------------
-
-
-def validate_for_setup(ctx: StageContext, options: SetupOptions, report: SetupReport) -> StageResult:
-    """setup's validate stage: skipped when the last full report passed for this very build (``--junit``
-    always runs the kernels: its report is for this run); a failed required kernel stops setup."""
-    from .junit import write_junit
-    from .plans.validation import current_validation
-
-    if not configured(ctx.recipe):
-        return StageResult("validate", (Action("validate", "skipped", "the recipe has no validation kernels"),))
-    last = current_validation(ctx, options.python, options.model) if options.junit is None else None
-    if last is not None:
-        report.validation = last
-        counts = last["summary"]
-        return StageResult("validate", (Action("kernels", "ok", f"passed before for this build ({counts['pass']} "
-                                               f"passed, {counts['skip']} skipped at {last['started']})"),))
-    validation = run_validate(ctx, ValidateOptions(python=options.python, model=options.model,
-                                                   timeout=options.timeout, verbose=options.verbose))
-    report.validation = validation.to_json()
-    if options.junit is not None:
-        write_junit(validation, options.junit)
-        report.junit_written = True
-    if validation.failed:
-        raise validation.failure("fix the cause above, then `flagtree-cpu setup` again (or `flagtree-cpu validate` "
-                                 "to re-run just the kernels)")
-    counts = validation.counts()
-    detail = f"{counts['pass']} passed" + (f", {counts['fail']} optional failed" if counts["fail"] else "")
-    skipped = [f"{r.kernel}: {r.message}" for r in validation.results if r.status == "skip"]
-    if skipped:
-        detail += f", {len(skipped)} skipped ({'; '.join(skipped)})"
-    return StageResult("validate", (Action("kernels", "created", detail, {"report": validation.to_json()}),),
-                       validation.warnings)
