@@ -84,8 +84,12 @@ def run_doctor(ctx: DoctorContext, only: Sequence[str] = ()) -> DoctorReport:
 def _run_one(check_: Check, ctx: DoctorContext) -> Outcome:
     if check_.live_only and not ctx.live:
         return skip("not part of a --sysroot snapshot (checked on the machine itself)")
+    from ..errors import FlagtreeCpuError
+
     try:
         return check_.run(ctx)
+    except FlagtreeCpuError as exc:  # a known problem (a damaged lock file, ...): its message and fix
+        return fail(exc.message, exc.fix)
     except Exception as exc:  # noqa: BLE001 - one broken check must not take doctor down
         return fail(f"the check itself failed: {type(exc).__name__}: {exc}",
                     "this is a bug in flagtree-cpu's doctor: please report it with `flagtree-cpu doctor --json`")

@@ -212,6 +212,18 @@ def test_workspace_checks_are_read_only(synced: Workspace) -> None:
     assert tree_state(Path(os.environ["HOME"]) / ".triton") == llvm_before
 
 
+def test_a_damaged_lock_file_is_a_failed_check_with_its_fix_not_a_bug_report(synced: Workspace) -> None:
+    """The workspace checks read the stages' plans, which read the lock: its damage is named, with the way out,
+    and the file is left as it was."""
+    synced.lock_file.write_text("sources: [unclosed\n")
+    before = synced.lock_file.read_bytes()
+    result = synced.run("doctor", "--json", "--offline")
+    sources = findings(result)["workspace.sources"]
+    assert sources["status"] == "fail" and str(synced.lock_file) in sources["detail"], sources
+    assert "bug" not in sources["detail"] + (sources["fix"] or "") and "flagtree-cpu lock" in sources["fix"]
+    assert synced.lock_file.read_bytes() == before
+
+
 def test_broken_workspace_is_reported_with_the_commands(synced: Workspace) -> None:
     (synced.flagtree / "third_party/sleef").unlink()
     tip = synced.world["flagtree"].commits["tip"]
