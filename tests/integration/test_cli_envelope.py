@@ -92,7 +92,7 @@ def test_usage_errors_print_the_envelope_on_stdout(argv: list[str], command: str
 
 def test_unexpected_and_interrupted_runs_are_envelopes_too(monkeypatch: pytest.MonkeyPatch,
                                                            validator: jsonschema.Draft202012Validator) -> None:
-    from flagtree_cpu_build.recipe import files
+    from flagtree_cpu_build.recipe import catalog as files  # what `recipe list` calls
 
     def explode(*args: object) -> None:
         raise ZeroDivisionError("boom")
