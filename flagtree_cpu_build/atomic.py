@@ -23,9 +23,13 @@ def temporary_name(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp-{owner}")
 
 
-def write_atomic(path: Path, data: str | bytes, *, mode: int | None = None) -> None:
-    """Write ``data`` (text is UTF-8) to ``path`` atomically and durably: the temporary is fsynced
-    before it replaces the old file, so a power cut leaves one version or the other, whole.
+def write_atomic(path: Path, data: str | bytes, *, mode: int | None = None, durable: bool = False) -> None:
+    """Write ``data`` (text is UTF-8) to ``path`` atomically: a reader sees the old file or the new one.
+
+    ``durable`` also fsyncs the temporary before it replaces the old file, so a power cut leaves one
+    version or the other, whole: for what cannot be made again (the lock file a user commits). The
+    rest (stamps, notes, reports) is rewritten by the next run, and an fsync right after a large
+    unpack can wait for the whole tree's writeback.
 
     Without ``mode`` the file gets the permissions any new file of this user would (0666 less the
     umask); with it, exactly ``mode``."""
@@ -37,8 +41,9 @@ def write_atomic(path: Path, data: str | bytes, *, mode: int | None = None) -> N
             if mode is not None:
                 os.fchmod(out.fileno(), mode)
             out.write(content)
-            out.flush()
-            os.fsync(out.fileno())
+            if durable:
+                out.flush()
+                os.fsync(out.fileno())
         os.replace(tmp, path)
     except BaseException:
         _remove(tmp)

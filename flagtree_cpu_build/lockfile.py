@@ -156,5 +156,5 @@ def write_lock(path: Path, lock: Lock) -> None:
               "# re-resolves, `--frozen` refuses to change it.\n")
     body = yaml.safe_dump(rs.to_data(lock), sort_keys=False, width=100)
     # a lock file is shared (committed next to a CI config), so it gets the permissions any file of this
-    # user would, which is write_atomic's default
-    write_atomic(path, header + body)
+    # user would, which is write_atomic's default; and it is the one record that cannot be made again
+    write_atomic(path, header + body, durable=True)

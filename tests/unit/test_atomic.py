@@ -1,4 +1,4 @@
-"""Atomic writes and symlink swaps: one temporary name, fsynced, gone after any failure."""
+"""Atomic writes and symlink swaps: one temporary name (fsynced when durable), gone after any failure."""
 
 from __future__ import annotations
 
@@ -55,14 +55,28 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path: Pat
     path = tmp_path / "lock.yaml"
     path.write_text("old\n")
 
-    def fail(fd: int) -> None:
+    def fail(*args: object) -> None:
         raise failure
 
     monkeypatch.setattr(atomic.os, "fsync", fail)
     with pytest.raises(type(failure)):
+        write_atomic(path, "new\n", durable=True)
+    assert path.read_text() == "old\n"
+    assert _leftovers(tmp_path) == []
+    monkeypatch.setattr(atomic.os, "replace", fail)  # the same at the last step of a write that is not durable
+    with pytest.raises(type(failure)):
         write_atomic(path, "new\n")
     assert path.read_text() == "old\n"
     assert _leftovers(tmp_path) == []
+
+
+def test_only_a_durable_write_waits_for_the_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[int] = []
+    monkeypatch.setattr(atomic.os, "fsync", synced.append)
+    write_atomic(tmp_path / "stamp.json", "{}\n")
+    assert synced == []
+    write_atomic(tmp_path / "lock.yaml", "sources: {}\n", durable=True)
+    assert len(synced) == 1 and (tmp_path / "lock.yaml").read_text() == "sources: {}\n"
 
 
 def test_a_write_into_a_missing_folder_raises_and_leaves_nothing(tmp_path: Path) -> None:
