@@ -10,12 +10,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..context import ContextRequest
 from ..ui import UI
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from ..context import ContextRequest
     from ..errors import FlagtreeCpuError
 
 
@@ -34,6 +34,8 @@ class Options:
     def request(self, *, python: Path | None = None, jobs: int | None = None,
                 wheel_dir: Path | None = None) -> ContextRequest:
         """What `context.open_context` needs, from these options and a command's own."""
+        from ..context import ContextRequest  # not at start-up: --version and --help need no workspace
+
         return ContextRequest(self.recipe, tuple(self.overrides), tuple(self.recipes_dirs), self.workdir,
                               self.lock_file, python=python, jobs=jobs, wheel_dir=wheel_dir)
 
