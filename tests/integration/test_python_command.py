@@ -13,16 +13,7 @@ from tests.support.cli import Workspace, new_workspace
 from tests.support.envelope import error_of, result_of
 from tests.support.gitworld import GitWorld
 from tests.support.httpserver import LoopbackHTTPServer
-from tests.support.venvs import tiny_wheel
-
-
-def simple_index(server: LoopbackHTTPServer, prefix: str, wheel: Path) -> str:
-    """A PEP 503 index on the loopback server holding one wheel; its URL."""
-    project = wheel.name.split("-")[0].replace("_", "-")
-    server.serve(f"{prefix}/files/{wheel.name}", wheel.read_bytes())
-    page = f'<html><body><a href="{prefix}/files/{wheel.name}">{wheel.name}</a></body></html>'
-    server.serve(f"{prefix}/{project}/", page.encode(), **{"Content-Type": "text/html"})
-    return server.url(f"{prefix}/")
+from tests.support.venvs import simple_index, tiny_wheel
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from tests.support.envelope import envelope_of, result_of
 from tests.support.gitworld import GitWorld
 from tests.support.httpserver import Faults, LoopbackHTTPServer
 from tests.support.tarballs import TOP, Tarball, llvm_tarball
-from tests.support.venvs import PREREQUISITES, TOOLS, build_venv, tiny_wheel
+from tests.support.venvs import PREREQUISITES, TOOLS, build_venv, simple_index, tiny_wheel
 
 RUNTIME = "python.runtime=[torch>=2.0, numpy]"
 LLVM_PATH = f"/public/llvm-builds/{TOP}.tar.gz"
@@ -298,15 +298,6 @@ def test_offline_with_nothing_here_lists_what_is_missing(sw: SetupWorld) -> None
 
 
 # --- a bare host: the venv, the Python prerequisites, the system packages ---------------------------
-
-
-def simple_index(server: LoopbackHTTPServer, prefix: str, wheel: Path) -> str:
-    """A PEP 503 index on the loopback server holding one wheel; its URL."""
-    project = wheel.name.split("-")[0].replace("_", "-")
-    server.serve(f"{prefix}/files/{wheel.name}", wheel.read_bytes())
-    page = f'<html><body><a href="{prefix}/files/{wheel.name}">{wheel.name}</a></body></html>'
-    server.serve(f"{prefix}/{project}/", page.encode(), **{"Content-Type": "text/html"})
-    return server.url(f"{prefix}/")
 
 
 @pytest.mark.parametrize("validating", [True, False], ids=["kernels-run", "skip-validate"])

@@ -19,6 +19,8 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
+from tests.support.httpserver import LoopbackHTTPServer
+
 
 def _closure(names: list[str]) -> set[str]:
     seen: set[str] = set()
@@ -107,3 +109,12 @@ def tiny_wheel(tmp_path: Path, name: str, version: str) -> Path:
                     "--no-index", "-w", str(wheelhouse), str(project)], check=True, capture_output=True)
     [wheel] = wheelhouse.glob(f"{module}-{version}-*.whl")
     return wheel
+
+
+def simple_index(server: LoopbackHTTPServer, prefix: str, wheel: Path) -> str:
+    """A PEP 503 index on the loopback server holding one wheel; its URL."""
+    project = wheel.name.split("-")[0].replace("_", "-")
+    server.serve(f"{prefix}/files/{wheel.name}", wheel.read_bytes())
+    page = f'<html><body><a href="{prefix}/files/{wheel.name}">{wheel.name}</a></body></html>'
+    server.serve(f"{prefix}/{project}/", page.encode(), **{"Content-Type": "text/html"})
+    return server.url(f"{prefix}/")
