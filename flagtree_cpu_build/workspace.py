@@ -109,8 +109,11 @@ def open_workspace(workdir: str | Path | None, lock_file: str | Path | None = No
 def enclosing_workspace(folder: Path) -> Path | None:
     """The workspace ``folder`` is in (or is), if any: the nearest ancestor holding a state folder."""
     for candidate in (folder, *folder.parents):
-        if (candidate / STATE_DIRNAME).is_dir():
-            return candidate
+        try:
+            if (candidate / STATE_DIRNAME).is_dir():
+                return candidate
+        except OSError:  # a folder above that this user may not look into (EACCES): not a workspace of theirs
+            continue
     return None
 
 
