@@ -25,8 +25,7 @@ from typing import Any
 from . import pythonenv
 from .buildenv import BuildEnv, compute_build_env, stamp_env
 from .diagnose import diagnose_file
-from .digest import hash_text
-from .download import hash_file
+from .digest import hash_file, hash_text
 from .errors import BuildError
 from .extract import read_stamp
 from .links import plan_links
@@ -372,8 +371,7 @@ def _new_wheel(folder: Path, before: dict[Path, float]) -> dict[str, Any]:
         raise BuildError(f"the build succeeded but wrote no wheel into {folder}",
                          fix="check the recipe's build.wheel_argv writes to {wheel_dir}")
     wheel = max(fresh, key=lambda p: p.stat().st_mtime)
-    digest, size = hash_file(wheel)
-    return {"path": str(wheel), "size": size, "sha256": digest}
+    return {"path": str(wheel), "size": wheel.stat().st_size, "sha256": hash_file(wheel)}
 
 
 def _duration(seconds: float) -> str:

@@ -358,11 +358,6 @@ def _total_from(content_range: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def hash_file(path: Path) -> tuple[str, int]:
-    """(sha256, size) of a file already on disk (imports, verification)."""
-    part = _Part(path)
-    part.sync_with_disk()
-    return part.digest.hexdigest(), part.size
 
 
 def remote_size(url: str) -> int | None:
