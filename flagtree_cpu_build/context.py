@@ -37,6 +37,7 @@ class ContextRequest:
     jobs: int | None = None  # --jobs; None: from cores and memory
     wheel_dir: Path | None = None  # build --wheel DIR
     sysroot: Path = Path("/")  # whose /etc and /proc describe the host (doctor --sysroot: a board's snapshot)
+    variant: str | None = None  # --variant; None: the recipe's default
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ def requested_recipe(request: ContextRequest) -> Recipe:
     """The recipe as written, with --set overrides applied (validated like the file)."""
     from .recipe.files import load_recipe, user_recipe_dirs
 
-    return load_recipe(request.recipe, request.overrides, user_recipe_dirs(request.recipes_dirs))
+    return load_recipe(request.recipe, request.overrides, user_recipe_dirs(request.recipes_dirs), request.variant)
 
 
 def resolve_for(loaded: Recipe, request: ContextRequest, ws: Workspace, host: HostFacts) -> tuple[Recipe, str]:
@@ -67,19 +68,21 @@ def resolve_for(loaded: Recipe, request: ContextRequest, ws: Workspace, host: Ho
     from .placeholders import placeholder_values
     from .recipe import resolve, select_variants
 
-    selected = select_variants(loaded, host.os_id, host.arch)
+    selected = select_variants(loaded, host.os_id, host.arch, host.glibc)
     values = placeholder_values(selected, ws, host, os.environ, jobs=request.jobs,
                                 python=chosen_python(request, ws) if request.python else None,
                                 wheel_dir=request.wheel_dir)
-    return resolve(selected, ws.root, values), values["jobs"]
+    return resolve(selected, ws.root, values, os.environ), values["jobs"]
 
 
 def open_context(request: ContextRequest, ui: UI) -> StageContext:
     """The recipe resolved for the workspace and host the request names: what every stage is given."""
     from .host import read_host
+    from .recipe.upgrade import note_upgraded
     from .stages import StageContext
 
     loaded = requested_recipe(request)
+    note_upgraded(ui, loaded)  # a version 1 file: one line on stderr saying `recipe upgrade` rewrites it
     host = read_host(request.sysroot)
     ws = open_workspace(request.workdir, request.lock_file)
     recipe, _ = resolve_for(loaded, request, ws, host)

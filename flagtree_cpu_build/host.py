@@ -23,6 +23,7 @@ class HostFacts:
     cpu_count: int  # CPUs this process may run on (respects taskset and cpusets)
     mem_total: int | None  # bytes
     mem_available: int | None  # bytes
+    glibc: str | None = None  # "2.35" (artifact variants may select on it); None when unknown
 
 
 def parse_os_release(text: str) -> dict[str, str]:
@@ -84,7 +85,17 @@ def read_host(root: Path = Path("/")) -> HostFacts:
         cpu_count=cpus,
         mem_total=meminfo.get("MemTotal"),
         mem_available=meminfo.get("MemAvailable", meminfo.get("MemFree")),
+        glibc=_glibc() if root == Path("/") else None,
     )
+
+
+def _glibc() -> str | None:
+    """This machine's glibc version (None on musl or when the C library does not say)."""
+    try:
+        name, _, version = (os.confstr("CS_GNU_LIBC_VERSION") or "").partition(" ")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not glibc / not POSIX
+        return None
+    return version if name == "glibc" and version else None
 
 
 def _snapshot_machine(root: Path) -> str | None:

@@ -49,5 +49,8 @@ def placeholder_values(
         "jobs": str(job_count),
         "link_jobs": str(min(counts.link_jobs, job_count)),
         "arch": host.arch,
+        "host.arch": host.arch,
+        "target.arch": recipe.target_arch(host.arch),
+        "variant": recipe.variant or "",
         "wheel_dir": str(wheel_dir or ws.root / "dist"),
     }

@@ -26,7 +26,7 @@ from .session import Options, Run
 if TYPE_CHECKING:
     from typer._click.core import Context, HelpFormatter, Parameter
 
-_GLOBAL_VALUE_OPTIONS = {"--recipe", "-r", "--workdir", "-w", "--set", "--recipes-dir", "--lock-file"}
+_GLOBAL_VALUE_OPTIONS = {"--recipe", "-r", "--variant", "--workdir", "-w", "--set", "--recipes-dir", "--lock-file"}
 _GLOBAL_FLAGS = {"--json", "--verbose", "-v", "--quiet", "-q", "--wait"}
 
 
@@ -163,9 +163,10 @@ def _complete_recipes(incomplete: str) -> list[str]:
 
 
 def complete_kernels(incomplete: str) -> list[str]:
-    from ..validate import CATALOG
+    from ..presets import PRESETS
 
-    return [k.name for k in CATALOG if k.name.startswith(incomplete)]
+    names = [name.rsplit("/", 1)[-1] for name in PRESETS]  # a preset's check is named after it by default
+    return [n for n in names if n.startswith(incomplete)]
 
 
 app = typer.Typer(
@@ -191,6 +192,9 @@ def main_options(
     recipe: Annotated[str, typer.Option(
         "--recipe", "-r", envvar="FLAGTREE_CPU_RECIPE", metavar="NAME|PATH", autocompletion=_complete_recipes,
         help="Recipe to use: a name from `recipe list` or a YAML file.")] = "flagtree-cpu-arm64",
+    variant: Annotated[Optional[str], typer.Option(
+        "--variant", envvar="FLAGTREE_CPU_VARIANT", metavar="NAME",
+        help="The recipe's variant to use (`recipe show` lists them).  \\[default: the recipe's own default]")] = None,
     workdir: Annotated[Optional[str], typer.Option(
         "--workdir", "-w", envvar="FLAGTREE_CPU_WORKDIR", metavar="DIR",
         help="Workspace folder.  \\[default: the workspace the current folder is in, else "
@@ -220,6 +224,7 @@ def main_options(
     """
     run_of(ctx).options = Options(
         recipe=recipe,
+        variant=variant or None,  # FLAGTREE_CPU_VARIANT= (empty) means the default, as if unset
         workdir=workdir,
         overrides=list(overrides or []),
         recipes_dirs=list(recipes_dirs or []),

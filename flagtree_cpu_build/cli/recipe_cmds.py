@@ -1,4 +1,5 @@
-"""`recipe list`, `recipe show`, `recipe validate`, `recipe schema`: recipes without a workspace change."""
+"""`recipe list`, `recipe show`, `recipe validate`, `recipe schema`, `recipe upgrade`: recipes, without a
+workspace change (`recipe upgrade` rewrites the one file it is given, nothing else)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from .render import count
 from .session import Verdict
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ..errors import RecipeWarning
     from ..recipe import Recipe
     from ..ui import UI
 
@@ -43,6 +47,7 @@ def recipe_list(ctx: typer.Context) -> None:
     "flagtree-cpu recipe show",
     "flagtree-cpu recipe show flagtree-cpu-arm64 --workdir /data/ft",
     "flagtree-cpu recipe show ./my-recipe.yaml --raw",
+    "flagtree-cpu recipe show my-recipe --variant cuda",
     "flagtree-cpu recipe show --set artifacts.llvm.url=https://mirror.example/llvm.tar.gz --json",
 ))
 def recipe_show(
@@ -55,7 +60,8 @@ def recipe_show(
     """Print a recipe as YAML, resolved for this workspace and host.
 
     Placeholders such as {workdir} and {artifacts.llvm.path} are filled in, and the
-    artifact variant for this host is applied. Overrides given with --set are included.
+    artifact variant for this host is applied. Overrides given with --set are included, and the
+    recipe's variant (--variant, else its default) is merged in; the header lists the others.
     """
     from dataclasses import replace
 
@@ -76,22 +82,35 @@ def _show(ui: UI, loaded: Recipe, shown: Recipe, context: str, *, resolved: bool
     from ..recipe.files import recipe_warnings
     from ..recipe.schema import to_data
 
-    for warning in recipe_warnings(loaded):
-        ui.warn(f"{warning.key}: {warning.message}")
+    _warn(ui, loaded, recipe_warnings(loaded))
     data = to_data(shown)
+    variants = sorted(loaded.variants)
     if ui.json_mode:
         ui.emit_json({"file": loaded.file, "digest": loaded.digest, "resolved": resolved, "context": context,
-                      "recipe": data})
+                      "variant": loaded.variant, "variants": variants, "recipe": data})
         return
     import yaml
 
     header = f"# {loaded.name} from {loaded.file}\n# digest: sha256:{loaded.digest}\n# {context}\n"
+    if loaded.variant is not None:
+        header += f"# variant: {loaded.variant} (of {', '.join(variants)}; --variant NAME picks another)\n"
     ui.emit_text(header + yaml.safe_dump(data, sort_keys=False, width=100, allow_unicode=True))
+
+
+def _warn(ui: UI, recipe: Recipe, warnings: Sequence[RecipeWarning]) -> None:
+    """A recipe's warnings on stderr; that it is an old schema version is the one-line upgrade notice."""
+    from ..recipe.upgrade import note_upgraded
+
+    note_upgraded(ui, recipe)
+    for warning in warnings:
+        if not (warning.key == "schema_version" and recipe.upgraded_from is not None):
+            ui.warn(f"{warning.key}: {warning.message}")
 
 
 @recipe_app.command("validate", cls=FlagtreeCommand, epilog=examples(
     "flagtree-cpu recipe validate my-recipe.yaml other.yaml",
     "flagtree-cpu recipe validate --all",
+    "flagtree-cpu recipe validate my-recipe.yaml --variant cuda",
     "flagtree-cpu --set sources.flagtree.commit=<sha> recipe validate",
 ))
 def recipe_validate(
@@ -103,14 +122,20 @@ def recipe_validate(
     """Check recipes strictly and report every problem with file:line and a fix.
 
     Exit code 2 when any recipe is invalid. Overrides given with --set are applied to
-    each recipe and checked like the file itself.
+    each recipe and checked like the file itself. A recipe with variants is checked as
+    its default and as each of its other variants (--variant: only that one).
     """
     from ..recipe.catalog import check_recipes, invalid
     from ..recipe.files import user_recipe_dirs
 
     opts = options(ctx)
     checks = check_recipes(targets or [opts.recipe], opts.overrides, user_recipe_dirs(opts.recipes_dirs),
-                           every=all_recipes)
+                           every=all_recipes, variant=opts.variant)
+    for check in checks:
+        if check.recipe is not None:
+            from ..recipe.upgrade import note_upgraded
+
+            note_upgraded(opts.ui, check.recipe)
     if opts.ui.json_mode:
         opts.ui.emit_json({"ok": all(c.error is None for c in checks), "results": [c.to_json() for c in checks]})
     else:
@@ -121,10 +146,11 @@ def recipe_validate(
             loaded = check.recipe
             assert loaded is not None
             links = len(loaded.links.entries) if loaded.links else 0
-            opts.ui.success(f"{check.file}: recipe {loaded.name} is valid ({count(len(loaded.sources), 'source')}, "
-                            f"{count(len(loaded.artifacts), 'artifact')}, {count(links, 'link')})")
-            for warning in check.warnings:
-                opts.ui.warn(f"{warning.key}: {warning.message}")
+            what = f"variant {check.variant} of recipe {loaded.name}" if check.variant else f"recipe {loaded.name}"
+            opts.ui.success(f"{check.file}: {what} is valid ({count(len(loaded.sources), 'source')}, "
+                            f"{count(len(loaded.artifacts), 'artifact')}, {count(links, 'link')}, "
+                            f"{count(len(loaded.checks), 'check')})")
+            _warn(opts.ui, loaded, check.warnings)
     failure = invalid(checks)
     if failure is not None:
         raise Verdict(failure)
@@ -140,3 +166,76 @@ def recipe_schema_cmd(ctx: typer.Context) -> None:
     from ..recipe.json_schema import recipe_json_schema
 
     options(ctx).ui.emit_json(recipe_json_schema())
+
+
+@recipe_app.command("upgrade", cls=FlagtreeCommand, epilog=examples(
+    "flagtree-cpu recipe upgrade my-recipe.yaml",
+    "# the original stays as my-recipe.v1.yaml; compare, then delete it",
+    "diff my-recipe.v1.yaml my-recipe.yaml",
+    "flagtree-cpu recipe upgrade my-recipe.yaml --stdout > my-recipe.v2.yaml",
+    "flagtree-cpu recipe upgrade my-recipe.yaml --no-backup",
+))
+def recipe_upgrade(
+    ctx: typer.Context,
+    file: Annotated[str, typer.Argument(metavar="FILE", help="The recipe file to rewrite.")],
+    to_stdout: Annotated[bool, typer.Option(
+        "--stdout", help="Print the upgraded recipe instead of rewriting the file.")] = False,
+    no_backup: Annotated[bool, typer.Option(
+        "--no-backup", help="Do not keep the original as <name>.v1.yaml next to it.")] = False,
+) -> None:
+    """Rewrite a schema version 1 recipe as version 2, keeping its comments.
+
+    Sections the new version leaves alone are copied line for line; changed ones are
+    rewritten with their comments kept above them. The result is read back and must be
+    the very recipe the old file meant, or nothing is written. The original is kept as
+    <name>.v1.yaml unless --no-backup. An invalid recipe is refused with its problems
+    (exit code 2): fix it first, `recipe validate FILE` lists them.
+    """
+    from ..atomic import write_atomic
+    from ..errors import FlagtreeCpuError, UsageError
+    from ..recipe import loader
+    from ..recipe.files import find_recipe, load_recipe_file, parse_recipe, patch_dirs, user_recipe_dirs
+    from ..recipe.schema import to_data
+    from ..recipe.upgrade import UpgradeError, upgrade_text
+
+    opts = options(ctx)
+    if opts.overrides:
+        raise UsageError("--set does not apply to `recipe upgrade`: it rewrites the file as written",
+                         fix="edit the file, or upgrade it first and then use --set")
+    path = find_recipe(file, user_recipe_dirs(opts.recipes_dirs)).path
+    old = load_recipe_file(path)  # an invalid recipe stops here (exit 2), before anything is written
+    if old.upgraded_from is None:
+        opts.ui.success(f"{path} is already schema version {old.schema_version}; nothing to do")
+        if opts.ui.json_mode:
+            opts.ui.emit_json({"file": str(path), "changed": False, "schema_version": old.schema_version})
+        return
+    text = loader.read_text(path)
+    internal = f"could not rewrite {path} as schema version 2 without changing what it means (a flagtree-cpu bug)"
+    fix = "please report it with the file attached; the file was not changed"
+    try:
+        upgraded = upgrade_text(text)
+        new = parse_recipe(upgraded, str(path), patch_dirs=patch_dirs(path))
+    except (UpgradeError, FlagtreeCpuError) as exc:
+        raise FlagtreeCpuError(internal, fix=fix, details=(str(getattr(exc, "message", exc)),)) from exc
+    if to_data(new) != to_data(old):
+        raise FlagtreeCpuError(internal, fix=fix, details=("the rewritten file reads as a different recipe",))
+    if to_stdout:
+        if opts.ui.json_mode:
+            opts.ui.emit_json({"file": str(path), "changed": False, "schema_version": 2, "text": upgraded})
+        else:
+            opts.ui.emit_text(upgraded)
+        return
+    target = path.resolve()  # a symlinked recipe: rewrite the file it points to, keep the link
+    backup = None if no_backup else target.with_name(f"{target.stem}.v1{target.suffix}")
+    if backup is not None and backup.exists() and backup.read_bytes() != text.encode():
+        raise UsageError(f"{backup} already exists (an earlier original?); not overwriting it",
+                         fix="move it away, or pass --no-backup")
+    mode = target.stat().st_mode & 0o7777
+    if backup is not None:
+        write_atomic(backup, text, mode=mode)
+    write_atomic(target, upgraded, mode=mode)
+    kept = f"; the original is {backup}" if backup is not None else ""
+    opts.ui.success(f"{path}: rewritten as schema version 2{kept}")
+    if opts.ui.json_mode:
+        opts.ui.emit_json({"file": str(path), "changed": True, "schema_version": 2,
+                           "backup": str(backup) if backup is not None else None})

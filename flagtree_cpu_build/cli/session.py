@@ -30,6 +30,7 @@ class Options:
     ui: UI = field(default_factory=UI)
     wait: bool = False  # queue behind another run that holds the workspace, instead of exiting 8
     lock_file: str | None = None  # --lock-file: the lock kept outside the workspace
+    variant: str | None = None  # --variant: the recipe's variant; None: the recipe's default
 
     def request(self, *, python: Path | None = None, jobs: int | None = None,
                 wheel_dir: Path | None = None) -> ContextRequest:
@@ -37,7 +38,7 @@ class Options:
         from ..context import ContextRequest  # not at start-up: --version and --help need no workspace
 
         return ContextRequest(self.recipe, tuple(self.overrides), tuple(self.recipes_dirs), self.workdir,
-                              self.lock_file, python=python, jobs=jobs, wheel_dir=wheel_dir)
+                              self.lock_file, python=python, jobs=jobs, wheel_dir=wheel_dir, variant=self.variant)
 
 
 class Verdict(Exception):

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import FlagtreeCpuError, RecipeError, UsageError
-from .files import RecipeRef, find_recipe, list_recipes, load_recipe_file, recipe_warnings
+from .files import RecipeRef, find_recipe, list_recipes, load_recipe_file, recipe_variants, recipe_warnings
 
 if TYPE_CHECKING:
     from ..errors import RecipeWarning
@@ -56,30 +56,43 @@ class RecipeCheck:
     recipe: Recipe | None = None
     error: FlagtreeCpuError | None = None
     warnings: tuple[RecipeWarning, ...] = field(default=())
+    variant: str | None = None  # the variant checked (None: a recipe without variants)
 
     def to_json(self) -> dict[str, Any]:
         if self.recipe is None:
             assert self.error is not None
-            return {"file": str(self.file), "ok": False, "error": self.error.to_json()}
-        return {"file": str(self.file), "ok": True, "name": self.recipe.name, "digest": self.recipe.digest,
-                "warnings": [{"key": w.key, "message": w.message} for w in self.warnings]}
+            return {"file": str(self.file), "variant": self.variant, "ok": False, "error": self.error.to_json()}
+        return {"file": str(self.file), "variant": self.variant, "ok": True, "name": self.recipe.name,
+                "digest": self.recipe.digest, "warnings": [{"key": w.key, "message": w.message} for w in self.warnings]}
 
 
 def check_recipes(targets: Sequence[str], overrides: Sequence[str], user_dirs: Sequence[Path], *,
-                  every: bool = False) -> list[RecipeCheck]:
-    """Each named recipe (``every``: each one `recipe list` shows) loaded strictly; a name that matches no
-    recipe is a usage error before anything is checked."""
+                  every: bool = False, variant: str | None = None) -> list[RecipeCheck]:
+    """Each named recipe (``every``: each one `recipe list` shows) loaded strictly, as ``variant``, or else as
+    its default and then as each of its other variants (a variant's overlay can break what the default
+    leaves alone); a name that matches no recipe is a usage error before anything is checked."""
     paths = [ref.path for ref in list_recipes(user_dirs)] if every else \
         [find_recipe(t, user_dirs).path for t in targets]
     checks = []
     for path in paths:
-        try:
-            loaded = load_recipe_file(path, overrides)
-        except FlagtreeCpuError as exc:
-            checks.append(RecipeCheck(path, error=exc))
-            continue
-        checks.append(RecipeCheck(path, loaded, warnings=tuple(recipe_warnings(loaded))))
+        first = _check(path, overrides, variant)
+        checks.append(first)
+        if variant is None and first.recipe is not None:
+            checks += [_check(path, overrides, name) for name in recipe_variants(first.recipe)
+                       if name != first.recipe.variant]
     return checks
+
+
+def _check(path: Path, overrides: Sequence[str], variant: str | None) -> RecipeCheck:
+    try:
+        loaded = load_recipe_file(path, overrides, variant)
+    except RecipeError as exc:
+        if variant is not None and not exc.message.startswith("variant "):
+            exc.message = f"variant {variant} of {exc.message}"  # which of the file's variants is broken
+        return RecipeCheck(path, error=exc, variant=variant)
+    except FlagtreeCpuError as exc:
+        return RecipeCheck(path, error=exc, variant=variant)
+    return RecipeCheck(path, loaded, warnings=tuple(recipe_warnings(loaded)), variant=loaded.variant)
 
 
 def invalid(checks: Sequence[RecipeCheck]) -> FlagtreeCpuError | None:

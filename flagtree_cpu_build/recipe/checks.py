@@ -32,11 +32,16 @@ PLACEHOLDERS: dict[str, str] = {
     "python": "the target Python interpreter (the workspace venv unless one is active)",
     "jobs": "parallel compile jobs, from CPU cores and available memory",
     "link_jobs": "parallel link jobs, from available memory",
-    "arch": "the host machine architecture (e.g. aarch64)",
+    "arch": "the host machine architecture (e.g. aarch64); the same as {host.arch}",
+    "host.arch": "the architecture of the machine the build runs on",
+    "target.arch": "the architecture the products run on (platform.target.arch; the host's when native)",
+    "variant": "the chosen variant (--variant, else the recipe's default; empty when it has none)",
     "wheel_dir": "where `build --wheel DIR` puts wheels (default {workdir}/dist)",
 }
 SOURCE_PLACEHOLDERS = {"path": "absolute path of the source's checkout"}
 ARTIFACT_PLACEHOLDERS = {"path": "absolute path of the published tree", "url": "the download URL"}
+TOOLCHAIN_PLACEHOLDERS = {"path": "the pre-provisioned toolchain's folder on this host"}
+ENV_PLACEHOLDER = "env.NAME"  # {env.PATH}: the inherited value of a variable ("" when unset)
 
 ARCHES = ("aarch64", "x86_64", "riscv64", "ppc64le", "s390x")
 _ARCH_ALIASES = {"arm64": "aarch64", "amd64": "x86_64", "x64": "x86_64", "x86-64": "x86_64"}
@@ -102,6 +107,55 @@ def check_sha256(value: str, ctx: Context, path: Path_) -> None:
                    "digest on first download")
 
 
+DIGEST_LENGTHS = {"md5": 32, "sha256": 64, "sha512": 128}
+
+
+def check_digests(value: Mapping[str, str], ctx: Context, path: Path_) -> None:
+    """md5 / sha256 / sha512 -> hexadecimal digests of the right length."""
+    for algorithm, digest in value.items():
+        length = DIGEST_LENGTHS.get(algorithm)
+        if length is None:
+            hint = suggest(algorithm, DIGEST_LENGTHS)
+            ctx.report(path + (algorithm,), f"unknown digest algorithm {algorithm!r}{hint}",
+                       f"use one of: {', '.join(DIGEST_LENGTHS)}")
+        elif not (len(digest) == length and _HEX_RE.fullmatch(digest)):
+            ctx.report(path + (algorithm,), f"{digest!r} is not an {algorithm} digest ({length} hexadecimal "
+                       f"characters, got {len(digest)})", f"run `{algorithm}sum FILE`, or copy the digest the "
+                       "publisher lists next to the download")
+
+
+def check_digest_agrees(artifact: Any, ctx: Context, path: Path_) -> None:
+    """`sha256:` and `digest: {sha256: ...}` both given must agree."""
+    both = getattr(artifact, "sha256", None), (getattr(artifact, "digest", None) or {}).get("sha256")
+    if all(both) and both[0].lower() != both[1].lower():
+        ctx.report(path + ("digest", "sha256"), "sha256 and digest.sha256 disagree", "keep one of them")
+
+
+def check_regex(value: str, ctx: Context, path: Path_) -> None:
+    try:
+        re.compile(value)
+    except re.error as exc:
+        ctx.report(path, f"{value!r} is not a regular expression: {exc}",
+                   "escape literal characters such as . ( [ with a backslash")
+
+
+def check_json_path(value: str, ctx: Context, path: Path_) -> None:
+    if not value or any(not part for part in value.split(".")):
+        ctx.report(path, f"{value!r} is not a JSON path", "write keys (and list indexes) separated by dots, "
+                   "e.g. llvm_hash or builds.0.hash")
+
+
+def check_variant_names(value: tuple[str, ...], ctx: Context, path: Path_) -> None:
+    known = ctx.facts.get("variants")
+    if known is None:
+        return
+    for i, name in enumerate(value):
+        if name not in known:
+            have = ", ".join(sorted(known)) or "none"
+            ctx.report(path + (i,), f"there is no variant named {name!r}{suggest(name, known)}",
+                       f"the recipe's variants: {have}")
+
+
 def check_artifact_sizes(artifact: object, ctx: Context, path: Path_) -> None:
     """size, unpacked_size and unpacked_entries are counts: a zero or negative one is a typo."""
     for key in ("size", "unpacked_size", "unpacked_entries"):
@@ -143,11 +197,20 @@ def check_env_names(value: Any, ctx: Context, path: Path_) -> None:
 
 
 def check_env_patterns(value: tuple[str, ...], ctx: Context, path: Path_) -> None:
-    """Variable names, or a prefix ending in '*' (LLVM_* drops every inherited LLVM_ variable)."""
+    """Variable names, or globs with '*' (LLVM_* drops every inherited LLVM_ variable, *_HOME every ..._HOME)."""
     for i, name in enumerate(value):
-        if not _ENV_NAME_RE.fullmatch(name.removesuffix("*")):
-            ctx.report(path + (i,), f"{name!r} is not an environment variable name or NAME_* pattern",
-                       "use letters, digits and '_', optionally ending in '*'")
+        if not name.strip("*") or not _ENV_NAME_RE.fullmatch(name.replace("*", "X")):
+            ctx.report(path + (i,), f"{name!r} is not an environment variable name or a glob like LLVM_*",
+                       "use letters, digits and '_', with '*' for any run of characters")
+
+
+def check_script_path(value: str, ctx: Context, path: Path_) -> None:
+    """A script to source: absolute (a vendor toolkit), or relative to the workdir without leaving it."""
+    if not value.strip():
+        ctx.report(path, "the script path is empty")
+    elif not value.startswith(("/", "{")) and escapes(value):
+        ctx.report(path, f"script {value!r} escapes the workdir", "give an absolute path (e.g. under a "
+                   "toolchain: {toolchains.NAME.path}/set_env.sh) or one inside the workdir")
 
 
 def check_arches(value: tuple[str, ...], ctx: Context, path: Path_) -> None:
@@ -194,7 +257,8 @@ check_source_ref = _known("sources", "source")
 
 def check_placeholders(value: Any, ctx: Context, path: Path_) -> None:
     """Every {placeholder} in an interpolated field must be one the tool can fill in."""
-    known = placeholder_catalog(ctx.facts.get("sources", ()), ctx.facts.get("artifacts", ()))
+    known = placeholder_catalog(ctx.facts.get("sources", ()), ctx.facts.get("artifacts", ()),
+                                ctx.facts.get("toolchains", ()))
     for where, text in _strings(value, path):
         try:
             parts = list(string.Formatter().parse(text))
@@ -204,11 +268,13 @@ def check_placeholders(value: Any, ctx: Context, path: Path_) -> None:
         for _literal, name, fmt, conversion in parts:
             if name is None:
                 continue
-            if name not in known:
+            inherited = name.startswith("env.") and _ENV_NAME_RE.fullmatch(name[4:])
+            if not inherited and name not in known:
                 ctx.report(where, f"unknown placeholder {{{name}}}{suggest(name, known)}",
-                           "placeholders are: " + ", ".join("{" + k + "}" for k in known))
+                           "placeholders are: " + ", ".join("{" + k + "}" for k in known + [ENV_PLACEHOLDER]))
             elif fmt or conversion:
-                ctx.report(where, f"placeholder {{{name}}} has a format; only plain {{name}} works")
+                ctx.report(where, f"placeholder {{{name}}} has a format; only plain {{name}} works",
+                           f"write {{{name}}}, without !conversion or :format")
 
 
 def check_no_artifact_placeholders(value: str, ctx: Context, path: Path_) -> None:
@@ -229,10 +295,11 @@ def _strings(value: Any, path: Path_) -> Iterable[tuple[Path_, str]]:
             yield from _strings(item, path + (key,))
 
 
-def placeholder_catalog(sources: Iterable[str], artifacts: Iterable[str]) -> list[str]:
+def placeholder_catalog(sources: Iterable[str], artifacts: Iterable[str], toolchains: Iterable[str] = ()) -> list[str]:
     names = list(PLACEHOLDERS)
     names += [f"sources.{s}.{k}" for s in sorted(sources) for k in SOURCE_PLACEHOLDERS]
     names += [f"artifacts.{a}.{k}" for a in sorted(artifacts) for k in ARTIFACT_PLACEHOLDERS]
+    names += [f"toolchains.{t}.{k}" for t in sorted(toolchains) for k in TOOLCHAIN_PLACEHOLDERS]
     return names
 
 

@@ -20,7 +20,7 @@ from ..errors import RecipeError, RecipeNotFound, RecipeProblem, RecipeWarning
 from . import loader
 from . import schema as rs
 from .loader import LoadedData, format_path
-from .model import SCHEMA_VERSION, Recipe
+from .model import SCHEMA_VERSION, SUPPORTED_VERSIONS, Recipe
 from .overrides import apply_override
 from .schema import Context, suggest
 
@@ -101,12 +101,12 @@ def find_recipe(name_or_path: str, user_dirs: Sequence[Path] = ()) -> RecipeRef:
 
 
 def load_recipe(name_or_path: str, overrides: Sequence[str] = (),
-                user_dirs: Sequence[Path] = ()) -> Recipe:
+                user_dirs: Sequence[Path] = (), variant: str | None = None) -> Recipe:
     ref = find_recipe(name_or_path, user_dirs)
-    return load_recipe_file(ref.path, overrides)
+    return load_recipe_file(ref.path, overrides, variant)
 
 
-def load_recipe_file(path: Path, overrides: Sequence[str] = ()) -> Recipe:
+def load_recipe_file(path: Path, overrides: Sequence[str] = (), variant: str | None = None) -> Recipe:
     try:
         text = loader.read_text(path)
     except UnicodeDecodeError as exc:
@@ -117,7 +117,7 @@ def load_recipe_file(path: Path, overrides: Sequence[str] = ()) -> Recipe:
     except OSError as exc:
         raise RecipeNotFound(f"cannot read recipe {path}: {exc}",
                              fix="check the file exists and is readable UTF-8 text") from exc
-    return parse_recipe(text, str(path), overrides, patch_dirs=patch_dirs(path))
+    return parse_recipe(text, str(path), overrides, patch_dirs=patch_dirs(path), variant=variant)
 
 
 def patch_dirs(recipe_file: str | Path) -> list[Path]:
@@ -127,8 +127,9 @@ def patch_dirs(recipe_file: str | Path) -> list[Path]:
 
 
 def parse_recipe(text: str, origin: str, overrides: Sequence[str] = (),
-                 patch_dirs: Sequence[Path] = ()) -> Recipe:
-    """Validate a recipe text (plus overrides); raises RecipeError listing every problem."""
+                 patch_dirs: Sequence[Path] = (), variant: str | None = None) -> Recipe:
+    """Validate a recipe text (plus overrides) as its variant ``variant`` (default: the recipe's own
+    default); raises RecipeError listing every problem. A version 1 recipe is upgraded in memory first."""
     loaded = loader.load(text, origin)
     for assignment in overrides:
         apply_override(loaded, assignment)
@@ -144,11 +145,21 @@ def parse_recipe(text: str, origin: str, overrides: Sequence[str] = (),
     version_problem = _schema_version_problem(data, loaded)
     if version_problem:
         raise RecipeError(origin, [version_problem])
+    upgraded_from = None
+    if data["schema_version"] == 1:
+        from .upgrade import upgrade_data, upgrade_positions
+
+        loaded.positions = upgrade_positions(loaded.positions, data)  # problems still name the v1 line
+        data, upgraded_from = upgrade_data(data), 1
+    data = _apply_variant(data, loaded, origin, variant)
 
     ctx = Context(
         facts={
             "sources": _mapping_keys(data.get("sources")),
             "artifacts": _mapping_keys(data.get("artifacts")),
+            "toolchains": _mapping_keys(data.get("toolchains")),
+            "variants": _mapping_keys(data.get("variants")),
+            "host_arches": _host_arches(data),
             "patch_dirs": tuple(patch_dirs),
         },
         raw_text={p: pos.raw for p, pos in loaded.positions.items() if pos.raw is not None},
@@ -156,15 +167,84 @@ def parse_recipe(text: str, origin: str, overrides: Sequence[str] = (),
     )
     recipe = rs.convert(data, Recipe, ctx)
     if ctx.problems:
+        from .upgrade import moved_key_problem
+
         problems = []
         for problem in ctx.problems:
             pos = loaded.position(problem.path)
-            problems.append(RecipeProblem(pos.origin, pos.line, format_path(problem.path),
-                                          problem.message, problem.fix))
+            message, fix = problem.message, problem.fix
+            if upgraded_from is None and message.startswith("unknown key "):  # a version 1 name in a v2 file?
+                message, fix = moved_key_problem(problem.path, data) or (message, fix)
+            problems.append(RecipeProblem(pos.origin, pos.line, format_path(problem.path), message, fix))
         problems.sort(key=lambda p: (p.origin != origin, p.line or 0))
         raise RecipeError(origin, problems)
     canonical = json.dumps(rs.to_data(recipe), sort_keys=True, separators=(",", ":"))
-    return replace(recipe, file=origin, digest=hashlib.sha256(canonical.encode()).hexdigest())
+    return replace(recipe, file=origin, digest=hashlib.sha256(canonical.encode()).hexdigest(),
+                   upgraded_from=upgraded_from)
+
+
+def _apply_variant(data: dict[str, Any], loaded: LoadedData, origin: str, asked: str | None) -> dict[str, Any]:
+    """The recipe with its chosen variant's overlay merged in; ``variant`` names the one chosen.
+
+    The overlay's keys keep their own file lines, so a mistake inside a variant is reported where it
+    is written."""
+    variants = data.get("variants")
+    chosen = asked if asked is not None else data.get("variant")
+    if chosen is None:
+        return data
+    if not isinstance(variants, dict) or chosen not in variants:
+        names = sorted(k for k in variants if isinstance(k, str)) if isinstance(variants, dict) else []
+        if asked is None:
+            return data  # the default names no variant: the validator reports it at `variant:`
+        pos = loaded.position(("variants",))
+        have = ", ".join(names) or "none (the recipe has no variants)"
+        raise RecipeError(origin, [RecipeProblem(pos.origin, pos.line, "variants",
+                                                 f"recipe has no variant {asked!r}{suggest(asked, names)}",
+                                                 f"use --variant with one of: {have}")])
+    entry = variants[chosen]
+    overlay = entry.get("overlay") if isinstance(entry, dict) else None
+    merged = dict(data)
+    if isinstance(overlay, dict):
+        base_path = ("variants", chosen, "overlay")
+        keep = frozenset(p for p, pos in loaded.positions.items() if pos.from_override)
+        for path, pos in list(loaded.positions.items()):
+            if path[:3] == base_path and len(path) > 3 and path[3:] not in keep:
+                loaded.positions[path[3:]] = pos
+        merged = _deep_merge(merged, overlay, keep)
+    merged["variant"] = chosen
+    return merged
+
+
+def _deep_merge(base: Any, overlay: Any, keep: frozenset[tuple[Any, ...]] = frozenset(),
+                path: tuple[Any, ...] = ()) -> Any:
+    """Mappings merge key by key; anything else replaces; a null in the overlay removes the key. Paths in
+    ``keep`` (what --set gave) keep the base's value: the command line has the last word."""
+    if path in keep:
+        return base
+    if not (isinstance(base, dict) and isinstance(overlay, dict)):
+        return overlay
+    out = dict(base)
+    for key, value in overlay.items():
+        if path + (key,) in keep:
+            continue
+        if value is None:
+            out.pop(key, None)
+        elif key in out:
+            out[key] = _deep_merge(out[key], value, keep, path + (key,))
+        else:
+            out[key] = value
+    return out
+
+
+def _host_arches(data: dict[str, Any]) -> tuple[str, ...]:
+    host = (data.get("platform") or {}).get("host") if isinstance(data.get("platform"), dict) else None
+    arches = host.get("arch") if isinstance(host, dict) else None
+    return tuple(a for a in arches if isinstance(a, str)) if isinstance(arches, list) else ()
+
+
+def recipe_variants(recipe: Recipe) -> list[str]:
+    """Every variant name, the default first."""
+    return sorted(recipe.variants, key=lambda name: (name != recipe.variant, name))
 
 
 def _yaml_fix(origin: str, loaded: LoadedData) -> str | None:
@@ -183,12 +263,12 @@ def _schema_version_problem(data: dict[str, Any], loaded: LoadedData) -> RecipeP
                              "'schema_version'", f"add `schema_version: {SCHEMA_VERSION}` as the "
                              "first line")
     version = data["schema_version"]
-    if version != SCHEMA_VERSION or isinstance(version, bool):
+    if version not in SUPPORTED_VERSIONS or isinstance(version, bool):
         from .. import __version__
 
         return RecipeProblem(pos.origin, pos.line, "schema_version",
                              f"schema_version {version!r} is not supported by flagtree-cpu "
-                             f"{__version__}, which reads version {SCHEMA_VERSION}",
+                             f"{__version__}, which reads versions 1 and {SCHEMA_VERSION}",
                              "upgrade flagtree-cpu (pip install -U flagtree-cpu) if the recipe is "
                              f"newer, or rewrite it for version {SCHEMA_VERSION}")
     return None
@@ -214,7 +294,10 @@ def recipe_warnings(recipe: Recipe) -> list[RecipeWarning]:
             warnings.append(RecipeWarning(f"sources.{name}", f"no pinned commit: {source.ref!r} is "
                                           "resolved at the first sync and recorded in the lock file"))
     for name, artifact in recipe.artifacts.items():
-        if artifact.sha256 is None:
-            warnings.append(RecipeWarning(f"artifacts.{name}", "no sha256: trusted on first "
-                                          "download and recorded in the lock file"))
+        if not artifact.expected_digests():
+            warnings.append(RecipeWarning(f"artifacts.{name}", "no digest: trusted on first "
+                                          "download and its sha256 recorded in the lock file"))
+    if recipe.upgraded_from is not None:
+        warnings.append(RecipeWarning("schema_version", f"schema version {recipe.upgraded_from}, read as version "
+                                      f"{SCHEMA_VERSION}; `flagtree-cpu recipe upgrade {recipe.file}` rewrites it"))
     return warnings

@@ -17,15 +17,21 @@ from .checks import (
     check_arches,
     check_artifact_sizes,
     check_commit,
+    check_digest_agrees,
+    check_digests,
     check_download_url,
     check_file_in_source,
     check_git_url,
+    check_json_path,
     check_link_path,
     check_no_artifact_placeholders,
     check_placeholders,
+    check_regex,
     check_sha256,
     check_source_path,
     check_source_ref,
+    check_specifier,
+    check_variant_names,
     escapes,
     find_patch,
 )
@@ -74,30 +80,68 @@ class Source:
                            "put the file there, or fix its name")
 
 
-@dataclass(frozen=True, kw_only=True)
-class HostSelector:
-    """Which hosts an artifact variant is for; every listed condition must hold."""
+@dataclass(frozen=True)
+class SelectorFacts:
+    """What a `when:` is judged against: this host, the recipe's target and the chosen variant."""
 
+    arch: str
+    target_arch: str
+    os_id: str = ""
+    glibc: str | None = None  # "2.35"; None when unknown (a snapshot, musl)
+    variant: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Selector:
+    """When something applies; every listed condition must hold."""
+
+    arch: tuple[str, ...] = spec("host architectures (uname -m names)", default=(), checks=check_arches)
+    target_arch: tuple[str, ...] = spec("target architectures", default=(), checks=check_arches)
     os_id: tuple[str, ...] = spec("/etc/os-release ID values, e.g. almalinux", default=())
-    arch: tuple[str, ...] = spec("architectures", default=(), checks=check_arches)
+    glibc: str | None = spec("a version range the host's glibc must satisfy, e.g. '<=2.28'", default=None,
+                             checks=check_specifier)
+    variant: tuple[str, ...] = spec("variants of the recipe", default=(), checks=check_variant_names)
 
     def check(self, ctx: Context, path: Path_) -> None:
-        if not self.os_id and not self.arch:
-            ctx.report(path, "`when` needs at least one condition (os_id or arch)")
+        if not (self.arch or self.target_arch or self.os_id or self.glibc or self.variant):
+            ctx.report(path, "`when` needs at least one condition (arch, target_arch, os_id, glibc or variant)")
+        host_arches = ctx.facts.get("host_arches") or ()
+        impossible = [a for a in self.arch if host_arches and a not in host_arches]
+        if impossible:
+            ctx.report(path + ("arch",), f"{', '.join(impossible)} is not a host this recipe builds on "
+                       f"(platform.host.arch: {', '.join(host_arches)}), so this can never apply",
+                       "add the architecture to platform.host.arch, or use target_arch for where the products run")
 
-    def matches(self, os_id: str, arch: str) -> bool:
-        return (not self.os_id or os_id in self.os_id) and (not self.arch or arch in self.arch)
+    def matches(self, facts: SelectorFacts) -> bool:
+        if self.arch and facts.arch not in self.arch:
+            return False
+        if self.target_arch and facts.target_arch not in self.target_arch:
+            return False
+        if self.os_id and facts.os_id not in self.os_id:
+            return False
+        if self.variant and facts.variant not in self.variant:
+            return False
+        if self.glibc is not None:
+            from packaging.specifiers import SpecifierSet
+
+            return facts.glibc is not None and SpecifierSet(self.glibc).contains(facts.glibc, prereleases=True)
+        return True
+
+
+HostSelector = Selector  # the v1 name
 
 
 @dataclass(frozen=True, kw_only=True)
 class ArtifactVariant:
     """Replacement url/sha256/path for the hosts matched by `when` (first match wins)."""
 
-    when: HostSelector = spec("the hosts this variant is for")
+    when: Selector = spec("the hosts (and variants) this replacement is for")
     url: str | None = spec("download URL on those hosts", default=None,
                            checks=(check_download_url, check_no_artifact_placeholders,
                                    check_placeholders), interpolate=True)
     sha256: str | None = spec("expected sha256 on those hosts", default=None, checks=check_sha256)
+    digest: dict[str, str] = spec("expected digests on those hosts: md5, sha256 and/or sha512", default_factory=dict,
+                                  checks=check_digests)
     path: str | None = spec("publish path on those hosts", default=None, interpolate=True,
                             checks=(check_no_artifact_placeholders, check_placeholders))
     size: int | None = spec("approximate download size in bytes", default=None, json={"minimum": 1})
@@ -108,21 +152,62 @@ class ArtifactVariant:
 
     def check(self, ctx: Context, path: Path_) -> None:
         check_artifact_sizes(self, ctx, path)
+        check_digest_agrees(self, ctx, path)
 
 
 @dataclass(frozen=True, kw_only=True)
 class SourcePin:
-    """Ties an artifact to a source file: the file's first `chars` characters must appear
-    in the artifact URL (FlagTree names its LLVM tarball after cmake/llvm-hash.txt)."""
+    """Ties an artifact to a source file: a piece of the file must appear in the artifact URL, checked
+    before anything is downloaded (FlagTree names its LLVM tarball after the first 8 characters of
+    cmake/llvm-hash.txt; triton-cpu keeps the hash in cmake/llvm-info.json)."""
 
     source: str = spec("source holding the file", checks=check_source_ref)
     file: str = spec("file in that source", checks=check_file_in_source)
-    chars: int = spec("how many leading characters of the file must appear in the URL",
-                      default=8, json={"minimum": 1, "maximum": 64})
+    chars: int | None = spec("how many leading characters of the file must appear in the URL (the default, 8, "
+                             "when neither regex nor json_path is given)", default=None,
+                             json={"minimum": 1, "maximum": 64})
+    regex: str | None = spec("a regular expression; its first group (else the whole match) must appear in the URL",
+                             default=None, checks=check_regex)
+    json_path: str | None = spec("a dotted path into the file's JSON (e.g. llvm_hash, or builds.0.hash); the value "
+                                 "must appear in the URL", default=None, checks=check_json_path)
 
     def check(self, ctx: Context, path: Path_) -> None:
-        if not 1 <= self.chars <= 64:
+        given = [k for k in ("chars", "regex", "json_path") if getattr(self, k) is not None]
+        if len(given) > 1:
+            ctx.report(path, f"give one of chars, regex and json_path, not {' and '.join(given)}",
+                       "keep the one that reads the file as it is written")
+        if self.chars is not None and not 1 <= self.chars <= 64:
             ctx.report(path + ("chars",), f"chars must be between 1 and 64, got {self.chars}")
+
+    @property
+    def leading_chars(self) -> int | None:
+        """How many leading characters to compare (the default rule), or None for regex/json_path."""
+        if self.regex is None and self.json_path is None:
+            return self.chars or 8
+        return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArtifactRoot:
+    """Which folder of the archive becomes the published tree."""
+
+    strip: int = spec("leading path components to drop while unpacking", default=0, json={"minimum": 0})
+    find: str | None = spec("publish the shallowest folder that holds this entry (e.g. bin) instead", default=None,
+                            checks=check_file_in_source)
+
+    def check(self, ctx: Context, path: Path_) -> None:
+        if self.strip < 0:
+            ctx.report(path + ("strip",), "strip cannot be negative")
+        if self.strip and self.find:
+            ctx.report(path, "give strip or find, not both", "find already picks the folder to publish")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AfterUnpack:
+    """A clean-up applied to the unpacked tree before it is published."""
+
+    remove: str = spec("a glob, relative to the published tree, of what to delete (e.g. sysroot/lib64/cmake/*)",
+                       checks=check_file_in_source)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -134,11 +219,15 @@ class Artifact:
     sha256: str | None = spec("expected sha256; absent = recorded on first download (lock file)",
                               default=None, checks=check_sha256,
                               json={"pattern": "^[0-9a-fA-F]{64}$"})
-    kind: Literal["tarball"] = spec("archive kind", default="tarball")
+    digest: dict[str, str] = spec("expected digests: md5, sha256 and/or sha512 (any one verifies the download; "
+                                  "sha256 is also computed, as the cache key)", default_factory=dict,
+                                  checks=check_digests)
+    kind: Literal["tarball", "zip", "file"] = spec("tarball (gz, xz, bz2 or plain tar), zip, or a plain file",
+                                                   default="tarball")
     path: str = spec("where the unpacked tree is published (relative = inside the workdir)",
                      interpolate=True, checks=(check_no_artifact_placeholders, check_placeholders))
-    strip_components: int = spec("leading path components to drop while unpacking", default=0,
-                                 json={"minimum": 0})
+    root: ArtifactRoot = spec("which folder of the archive is published", default_factory=ArtifactRoot)
+    after_unpack: tuple[AfterUnpack, ...] = spec("clean-ups applied before publishing", default=())
     version_file: str | None = spec("file written inside the tree holding the URL exactly", default=None,
                                     checks=check_file_in_source)
     size: int | None = spec("approximate download size in bytes (for plans and the free-space check)",
@@ -154,9 +243,22 @@ class Artifact:
     variants: tuple[ArtifactVariant, ...] = spec("per-host replacements", default=())
 
     def check(self, ctx: Context, path: Path_) -> None:
-        if self.strip_components < 0:
-            ctx.report(path + ("strip_components",), "strip_components cannot be negative")
         check_artifact_sizes(self, ctx, path)
+        check_digest_agrees(self, ctx, path)
+        if self.kind == "file" and (self.root.strip or self.root.find or self.after_unpack):
+            ctx.report(path + ("kind",), "a plain file has no folders: root and after_unpack do not apply",
+                       "remove them, or set kind: tarball / zip")
+
+    def expected_digests(self) -> dict[str, str]:
+        """Every digest the recipe states, lower-case (sha256 from either key)."""
+        found = {k.lower(): v.lower() for k, v in self.digest.items()}
+        if self.sha256:
+            found["sha256"] = self.sha256.lower()
+        return found
+
+    @property
+    def strip_components(self) -> int:  # the v1 name, still read by the unpacker
+        return self.root.strip
 
 
 @dataclass(frozen=True, kw_only=True)

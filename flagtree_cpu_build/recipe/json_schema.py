@@ -2,6 +2,11 @@
 
 ``flagtree-cpu recipe schema`` prints it for editors (``# yaml-language-server: $schema=...``);
 generated from the same field specs the loader uses, it cannot drift from the format.
+
+It describes schema version 2 only. Version 1 files are still read (the loader upgrades them in
+memory), but their layout is not described here: `flagtree-cpu recipe upgrade FILE` rewrites one.
+A few rules need the whole recipe or the bundled presets (a check's single kind, a preset's
+parameters, `when: {variant: ...}` naming a variant); those only the loader enforces.
 """
 
 from __future__ import annotations
@@ -11,14 +16,18 @@ import types
 from dataclasses import MISSING
 from typing import Any, Literal, Union, get_args, get_origin
 
-from .model import SCHEMA_VERSION, Recipe
+from .model import SCHEMA_VERSION, SUPPORTED_VERSIONS, Recipe
 from .schema import field_spec, public_fields, to_data, type_hints, yaml_key
 
 
 def recipe_json_schema() -> dict[str, Any]:
-    schema = json_schema(Recipe, title="flagtree-cpu recipe (schema version 1)",
-                         schema_id="https://flagtree-cpu.invalid/schema/recipe-v1.json")
-    schema["properties"]["schema_version"]["const"] = SCHEMA_VERSION
+    schema = json_schema(Recipe, title=f"flagtree-cpu recipe (schema version {SCHEMA_VERSION})",
+                         schema_id=f"https://flagtree-cpu.invalid/schema/recipe-v{SCHEMA_VERSION}.json")
+    schema["description"] += (f" This schema describes version {SCHEMA_VERSION}; version 1 files are still read "
+                              "(upgraded in memory) but not described here: `flagtree-cpu recipe upgrade FILE` "
+                              "rewrites one.")
+    # The loader reads both versions, so an editor should not flag the version line itself.
+    schema["properties"]["schema_version"]["enum"] = list(SUPPORTED_VERSIONS)
     return schema
 
 
@@ -56,6 +65,8 @@ def _type_schema(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
         return {"type": "array", "items": _type_schema(get_args(tp)[0], defs)}
     if origin is dict:
         return {"type": "object", "additionalProperties": _type_schema(get_args(tp)[1], defs)}
+    if tp is object:  # free-form data (a variant's overlay, a preset's parameters): its owner checks it
+        return {}
     return {str: {"type": "string"}, bool: {"type": "boolean"}, int: {"type": "integer"},
             float: {"type": "number"}}[tp]
 
@@ -68,7 +79,7 @@ def _object_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
         fs = field_spec(f)
         prop = _type_schema(hints[f.name], defs)
         if fs.json:
-            prop = _merge(prop, fs.json)
+            prop = _merge_extra(prop, fs.json)
         prop = {"description": fs.doc, **prop}
         if f.default is not MISSING and f.default is not None:
             prop["default"] = to_data(f.default)
@@ -81,6 +92,15 @@ def _object_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
     if required:
         schema["required"] = required
     return schema
+
+
+def _merge_extra(prop: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """A field's extra keywords (pattern, enum, bounds) apply to its value, not to the null of an optional
+    field: `arch: null` is as valid as leaving the key out."""
+    arms = prop.get("anyOf")
+    if isinstance(arms, list) and len(arms) == 2 and arms[1] == {"type": "null"}:
+        return {**prop, "anyOf": [_merge(arms[0], extra), arms[1]]}
+    return _merge(prop, extra)
 
 
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:

@@ -15,18 +15,27 @@ from .checks import PLACEHOLDERS
 from .model import Recipe
 from .schema import map_interpolated
 
+TOOLCHAIN_ENV = "FLAGTREE_CPU_TOOLCHAIN_"  # FLAGTREE_CPU_TOOLCHAIN_CUDA=/opt/cuda-12.4: this host's own path
 
-def select_variants(recipe: Recipe, os_id: str, arch: str) -> Recipe:
-    """Apply, per artifact, the first variant whose `when` matches this host."""
+
+def toolchain_override_var(name: str) -> str:
+    return TOOLCHAIN_ENV + name.upper().replace("-", "_")
+
+
+def select_variants(recipe: Recipe, os_id: str, arch: str, glibc: str | None = None) -> Recipe:
+    """Apply, per artifact, the first variant whose `when` matches this host (and the recipe's variant)."""
+    facts = recipe.selector_facts(arch, os_id, glibc)
     artifacts = {}
     for name, artifact in recipe.artifacts.items():
         for variant in artifact.variants:
-            if variant.when.matches(os_id, arch):
+            if variant.when.matches(facts):
+                new_file = bool(variant.url or variant.sha256 or variant.digest)
                 artifact = replace(
                     artifact,
                     url=variant.url or artifact.url,
-                    # another URL is another file: the default's sha256 cannot apply to it
-                    sha256=variant.sha256 if variant.url or variant.sha256 else artifact.sha256,
+                    # another URL is another file: the default's digests cannot apply to it
+                    sha256=variant.sha256 if new_file else artifact.sha256,
+                    digest=dict(variant.digest) if new_file else artifact.digest,
                     path=variant.path or artifact.path,
                     size=variant.size if variant.size is not None else artifact.size,
                     # another URL is another tarball: the default's expectations cannot apply to it
@@ -40,32 +49,44 @@ def select_variants(recipe: Recipe, os_id: str, arch: str) -> Recipe:
     return replace(recipe, artifacts=artifacts)
 
 
-def expand(text: str, values: Mapping[str, str]) -> str:
-    """Replace {name} placeholders; the recipe was validated, so every name is known."""
+def expand(text: str, values: Mapping[str, str], environ: Mapping[str, str] | None = None) -> str:
+    """Replace {name} placeholders; the recipe was validated, so every name is known.
+    {env.NAME} is the inherited value of NAME ("" when unset)."""
     out = []
     for literal, name, _fmt, _conv in string.Formatter().parse(text):
         out.append(literal)
         if name is not None:
-            out.append(values[name])
+            if name.startswith("env.") and name not in values:
+                out.append((environ or {}).get(name[4:], ""))
+            else:
+                out.append(values[name])
     return "".join(out)
 
 
-def resolve(recipe: Recipe, workdir: Path, base: Mapping[str, str]) -> Recipe:
+def resolve(recipe: Recipe, workdir: Path, base: Mapping[str, str], environ: Mapping[str, str] | None = None) -> Recipe:
     """The recipe with every placeholder filled in, for this workspace and host.
 
     ``base`` holds the values of PLACEHOLDERS (see placeholders.placeholder_values); the
-    per-source and per-artifact values are derived here.
+    per-source, per-artifact and per-toolchain values are derived here. ``environ`` gives {env.NAME}
+    and the per-host toolchain paths (FLAGTREE_CPU_TOOLCHAIN_<NAME>).
     """
+    import os
+
+    environ = os.environ if environ is None else environ
     missing = set(PLACEHOLDERS) - set(base)
     if missing:  # a programming error, not a user one
         raise KeyError(f"placeholder values missing: {sorted(missing)}")
     values = dict(base)
     for name in recipe.sources:
         values[f"sources.{name}.path"] = str(workdir / recipe.source_path(name))
+    for name, toolchain in recipe.toolchains.items():
+        values[f"toolchains.{name}.path"] = environ.get(toolchain_override_var(name)) or expand(
+            toolchain.path, values, environ)
     for name, artifact in recipe.artifacts.items():
-        values[f"artifacts.{name}.url"] = expand(artifact.url, values)
-        values[f"artifacts.{name}.path"] = str(workdir / expand(artifact.path, values))
-    resolved = map_interpolated(recipe, lambda text, _path: expand(text, values))
+        values[f"artifacts.{name}.url"] = expand(artifact.url, values, environ)
+        values[f"artifacts.{name}.path"] = str(workdir / expand(artifact.path, values, environ))
+    resolved = map_interpolated(recipe, lambda text, _path: expand(text, values, environ))
     # a relative artifact path means "inside the workdir", in the field as in its placeholder
     artifacts = {name: replace(a, path=values[f"artifacts.{name}.path"]) for name, a in resolved.artifacts.items()}
-    return replace(resolved, artifacts=artifacts)
+    toolchains = {name: replace(t, path=values[f"toolchains.{name}.path"]) for name, t in resolved.toolchains.items()}
+    return replace(resolved, artifacts=artifacts, toolchains=toolchains)

@@ -247,6 +247,8 @@ def _convert_mapping(data: Any, value_tp: Any, ctx: Context, path: Path_) -> Any
 
 
 def _convert_scalar(data: Any, tp: Any, ctx: Context, path: Path_) -> Any:
+    if tp is object:  # free-form data (a variant's overlay, a preset's parameters): checked by its owner
+        return data
     if tp is str:
         if isinstance(data, str):
             return data

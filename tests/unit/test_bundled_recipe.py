@@ -59,18 +59,21 @@ def test_every_link_target_lands_in_the_flagtree_cpu_checkout_or_the_backend(rec
 
 
 def test_build_environment_encodes_the_traps(recipe) -> None:
-    env = recipe.build.env
+    env = recipe.build.env.set
     assert env["FLAGTREE_BACKEND"] == "cpu"
     assert env["TRITON_BUILD_PROTON"] == "OFF"
     assert env["TRITON_APPEND_CMAKE_ARGS"] == "-DCMAKE_INSTALL_PREFIX={home}/.flagtree_install"
     nvidia = ["TRITON_PTXAS_PATH", "TRITON_CUOBJDUMP_PATH", "TRITON_NVDISASM_PATH", "TRITON_CUDACRT_PATH",
               "TRITON_CUDART_PATH", "TRITON_CUPTI_INCLUDE_PATH", "TRITON_CUPTI_LIB_PATH"]
     assert all(env[name] == "{empty_dir}" for name in nvidia)
-    assert recipe.build.offline_env["TRITON_OFFLINE_BUILD"] == "1"  # not "ON"
-    assert {"LLVM_*", "TRITON_OFFLINE_BUILD"} <= set(recipe.build.unset_env)  # the guide's stale exports
+    assert recipe.build.offline_env.set["TRITON_OFFLINE_BUILD"] == "1"  # not "ON"
+    assert {"LLVM_*", "TRITON_OFFLINE_BUILD"} <= set(recipe.build.env.unset)  # the guide's stale exports
+    assert [(c.command, c.set) for c in recipe.build.env.if_command] == [
+        ("ccache", {"TRITON_BUILD_WITH_CCACHE": "true"})]
     assert recipe.build.argv[1:] == ("-m", "pip", "install", "-e", "python/", "--no-build-isolation", "-v")
-    assert recipe.runtime.env["FLAGTREE_BACKEND"] == "cpu"
-    assert recipe.runtime.env["FLAGGEMS_VENDOR"] == "arm"
+    assert recipe.runtime.env.set["FLAGTREE_BACKEND"] == "cpu"
+    assert recipe.runtime.env.set["FLAGGEMS_VENDOR"] == "arm"
+    assert recipe.runtime.only_with == {"FLAGGEMS_VENDOR": "flag_gems"}
 
 
 def test_prerequisites_are_split_into_build_and_runtime(recipe) -> None:
@@ -81,16 +84,22 @@ def test_prerequisites_are_split_into_build_and_runtime(recipe) -> None:
 
 
 def test_platform_and_validation_expectations(recipe) -> None:
-    assert recipe.platform.arch == ("aarch64",)
-    assert set(recipe.platform.cpu_features) >= {"sve2", "i8mm", "bf16"}
-    assert recipe.platform.sve_vector_bits == 128
-    backend = recipe.validation.backend
-    assert set(backend.builder_methods) == FACTS_BUILDER_METHODS
-    assert backend.triton_version == "==3.3.*"
-    rms = recipe.validation.tle_rms_norm
-    assert (rms.dtype, rms.dim, rms.eps) == ("bfloat16", 128, 1e-6)
-    assert rms.max_error >= 0.0143  # the FEP's clean run must pass
-    assert recipe.validation.decode_e2e.required is False
+    assert recipe.platform.host.arch == ("aarch64",)
+    assert recipe.platform.target.arch is None  # native: the products run where they are built
+    assert set(recipe.platform.target.cpu_features) >= {"sve2", "i8mm", "bf16"}
+    assert recipe.platform.target.sve_vector_bits == 128
+    [compiler] = recipe.platform.host.requires.compilers
+    assert compiler.min == {"gcc": 12, "clang": 14} and compiler.flags == ("-march=armv9-a+sve2+i8mm+bf16",)
+    checks = {c.uses: c for c in recipe.checks}
+    assert list(checks) == ["flagtree/backend", "flagtree/tle-rms-norm", "flagtree/vector-add", "flagtree/softmax",
+                            "flagtree/decode-e2e"]
+    backend = checks["flagtree/backend"].with_
+    assert set(backend["builder_methods"]) == FACTS_BUILDER_METHODS
+    assert backend["triton_version"] == "==3.3.*"
+    rms = checks["flagtree/tle-rms-norm"].with_
+    assert (rms["dtype"], rms["dim"], rms["eps"]) == ("bfloat16", 128, 1e-6)
+    assert rms["max_error"] >= 0.0143  # the FEP's clean run must pass
+    assert checks["flagtree/decode-e2e"].required is False
 
 
 def test_resolved_for_an_ubuntu_arm_board(recipe, tmp_path: Path) -> None:
@@ -98,7 +107,7 @@ def test_resolved_for_an_ubuntu_arm_board(recipe, tmp_path: Path) -> None:
     environ = {"HOME": "/home/edge"}
     chosen = select_variants(recipe, ARM_BOARD.os_id, ARM_BOARD.arch)
     resolved = resolve(chosen, ws.root, placeholder_values(chosen, ws, ARM_BOARD, environ))
-    env = resolved.build.env
+    env = resolved.build.env.set
     assert resolved.build.cwd == str(ws.root / "FlagTree")
     assert resolved.build.argv[0] == str(ws.root / ".venv/bin/python")
     assert env["LLVM_SYSPATH"] == "/home/edge/.triton/llvm/llvm-a66376b0-ubuntu-arm64"
@@ -114,4 +123,4 @@ def test_almalinux_gets_the_almalinux_tarball(recipe, tmp_path: Path) -> None:
     ws = Workspace(tmp_path)
     host = HostFacts("linux", "aarch64", "almalinux", "9.4", "AlmaLinux", 4, None, None)
     resolved = resolve(chosen, ws.root, placeholder_values(chosen, ws, host, {"HOME": "/h", "TRITON_HOME": "/t"}))
-    assert resolved.build.env["LLVM_SYSPATH"] == "/t/.triton/llvm/llvm-a66376b0-almalinux-arm64"
+    assert resolved.build.env.set["LLVM_SYSPATH"] == "/t/.triton/llvm/llvm-a66376b0-almalinux-arm64"

@@ -63,7 +63,8 @@ def test_schema_is_valid_json_schema_and_accepts_the_bundled_recipe(schema: dict
 
 @pytest.mark.parametrize("name", ["01-unknown-key-typo", "03-commit-not-hex", "04-sha256-wrong-length",
                                   "12-unsupported-schema-version", "13-list-expected",
-                                  "14-yaml-boolean-trap", "18-missing-required-key", "21-arch-alias"])
+                                  "14-yaml-boolean-trap", "18-missing-required-key", "21-arch-alias",
+                                  "44-step-without-run", "58-v1-key-in-v2-file"])
 def test_schema_rejects_structurally_invalid_recipes(schema: dict, name: str) -> None:
     data = yaml.safe_load((CORPUS / f"{name}.yaml").read_text())
     assert list(jsonschema.Draft202012Validator(schema).iter_errors(data)), name
@@ -72,8 +73,34 @@ def test_schema_rejects_structurally_invalid_recipes(schema: dict, name: str) ->
 def test_schema_documents_keys_for_editors(schema: dict) -> None:
     source = schema["$defs"]["Source"]["properties"]
     assert "pinned commit" in source["commit"]["description"]
-    assert schema["$defs"]["Validation"]["properties"]["tle-rms-norm"]["anyOf"][0]["$ref"].endswith("RmsNormKernel")
-    assert schema["properties"]["schema_version"]["const"] == 1
+    check = schema["$defs"]["Check"]["properties"]
+    assert check["import"]["anyOf"][0]["$ref"].endswith("ImportCheck")  # YAML keys, not attribute names
+    assert check["with"] == {"description": "the preset's parameters", "type": "object", "additionalProperties": {}}
+    assert schema["properties"]["schema_version"]["enum"] == [1, 2]
+    assert "describes version 2" in schema["description"]
+    assert schema["title"].endswith("(schema version 2)")
+
+
+def test_schema_describes_the_v2_shapes(schema: dict) -> None:
+    defs = schema["$defs"]
+    strings = {"type": "array", "items": {"type": "string"}}
+    assert {k: v for k, v in defs["Step"]["properties"]["run"].items() if k != "description"} == {
+        "type": "array", "items": strings}
+    assert defs["EnvOps"]["properties"]["prepend"]["additionalProperties"] == strings
+    assert defs["Variant"]["properties"]["overlay"]["type"] == "object"
+    assert defs["Variant"]["properties"]["overlay"]["additionalProperties"] == {}
+    # an optional field's extra keywords apply to its value, not to its null
+    arch = defs["TargetPlatform"]["properties"]["arch"]
+    assert arch["anyOf"][0]["enum"][0] == "aarch64" and arch["anyOf"][1] == {"type": "null"}
+    validator = jsonschema.Draft202012Validator(schema)
+    overlaid = {"schema_version": 2, "name": "x", "platform": {"host": {"arch": ["x86_64"]}, "target": {"arch": None}},
+                "sources": {}, "variant": "a",
+                "variants": {"a": {"overlay": {"build": None, "anything": [1, {"goes": True}]}}},
+                "steps": [{"name": "s", "phase": "pre-build", "cwd": "{workdir}",
+                           "run": [["make"], ["make", "install"]]}],
+                "checks": [{"uses": "flagtree/vector-add", "with": {"size": 8}}]}
+    assert not list(validator.iter_errors(overlaid))
+    assert list(validator.iter_errors({**overlaid, "steps": [{**overlaid["steps"][0], "run": ["make"]}]}))
 
 
 def test_recipe_json_schema_is_deterministic() -> None:
@@ -85,7 +112,7 @@ def test_show_resolves_and_raw_does_not(tmp_path) -> None:
     assert resolved.exit_code == 0, resolved.stderr
     data = yaml.safe_load(resolved.stdout)
     assert data["build"]["cwd"] == str(tmp_path / "FlagTree")
-    assert "{" not in data["build"]["env"]["LLVM_SYSPATH"]
+    assert "{" not in data["build"]["env"]["set"]["LLVM_SYSPATH"]
     raw = CliRunner().invoke(app, ["recipe", "show", "--raw"])
     assert yaml.safe_load(raw.stdout)["build"]["cwd"] == "{sources.flagtree.path}"
     assert "# digest: sha256:" in raw.stdout
