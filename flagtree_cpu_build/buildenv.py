@@ -1,18 +1,23 @@
-"""PURE: the build and run environments, computed from recipe + host facts + paths.
+"""The build and run environments, computed from recipe + host facts + paths.
 
-Nothing here reads the machine or starts processes; callers pass the facts in, so every
-rule is unit-tested with plain numbers.
+Nothing here reads the machine or starts processes, with one exception made explicit: a recipe's
+``source`` ops run their script (``envops.source_script``, replaceable by a parameter). Callers pass the
+facts in, so every rule is unit-tested with plain numbers.
 """
 
 from __future__ import annotations
 
-import os
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
-from .recipe import BuildSpec
+from .envops import SEP, Applied, CommandLookup, EnvChange, EnvLayer, Sourced, SourceRunner, apply_layers, on_path
+from .recipe import BuildSpec, EnvOps, Recipe, SelectorFacts
+
+__all__ = ["GIB", "Applied", "BuildEnv", "EnvChange", "EnvLayer", "JobCounts", "compute_build_env", "compute_jobs",
+           "render_exports", "runtime_env", "stamp_env", "toolchain_layers"]
 
 GIB = 1024**3
 
@@ -57,26 +62,15 @@ Shell = Literal["bash", "zsh", "fish"]
 
 
 @dataclass(frozen=True)
-class EnvChange:
-    name: str
-    action: Literal["set", "overridden", "dropped", "prepended"]
-    old: str | None
-    new: str | None
-
-    def describe(self) -> str:
-        if self.action == "dropped":
-            return f"{self.name} dropped (was {self.old!r})"
-        if self.action == "overridden":
-            return f"{self.name} overridden: {self.old!r} -> {self.new!r}"
-        if self.action == "prepended":
-            return f"PATH starts with {self.new}"
-        return f"{self.name}={self.new!r}"
-
-
-@dataclass(frozen=True)
 class BuildEnv:
-    env: dict[str, str]  # the complete environment of the build process
+    """A computed environment (the build's, a step's, or the run-time one) and how it differs from the inherited
+    one."""
+
+    env: dict[str, str]  # the complete environment of the process
     changes: tuple[EnvChange, ...]  # how it differs from the inherited one
+    sourced: tuple[Sourced, ...] = ()  # what each sourced script changed
+    named: tuple[str, ...] = ()  # the variables the recipe's ops assign
+    path_prefix: str | None = None  # the target Python's bin, put in front of PATH (not the recipe's doing)
 
     @property
     def conflicts(self) -> list[EnvChange]:
@@ -84,15 +78,30 @@ class BuildEnv:
         return [c for c in self.changes if c.action in ("dropped", "overridden")]
 
     def settings(self) -> dict[str, str]:
-        """The variables the tool sets (for `env --build` and the stamp)."""
-        return {c.name: self.env[c.name] for c in self.changes if c.action != "dropped"}
+        """The variables whose values differ from the inherited ones (for `env --build`)."""
+        return {c.name: self.env[c.name] for c in self.changes if c.name in self.env}
+
+    def exports(self) -> dict[str, str]:
+        """Every variable the ops assign, changed or not, then the other changes (for `flagtree-cpu env`)."""
+        names = [*self.named, *(c.name for c in self.changes if c.name not in self.named)]
+        return {name: self.env[name] for name in names if name in self.env}
 
     def removed(self) -> list[str]:
         return [c.name for c in self.changes if c.action == "dropped" and c.name not in self.env]
 
 
-def _matches(name: str, pattern: str) -> bool:
-    return name.startswith(pattern[:-1]) if pattern.endswith("*") else name == pattern
+def toolchain_layers(recipe: Recipe, facts: SelectorFacts) -> list[EnvLayer]:
+    """The env ops of the recipe's toolchains that apply on this host (their ``when``), in recipe order."""
+    from .recipe.resolve import toolchain_override_var
+
+    layers = []
+    for name, toolchain in recipe.toolchains.items():
+        if toolchain.env.is_empty() or (toolchain.when is not None and not toolchain.when.matches(facts)):
+            continue
+        fix = toolchain.fix or f"install {name} at {toolchain.path}"
+        fix += f" (or point {toolchain_override_var(name)} at this host's copy)"
+        layers.append(EnvLayer(toolchain.env, f"toolchains.{name}.env", fix))
+    return layers
 
 
 def compute_build_env(
@@ -100,48 +109,84 @@ def compute_build_env(
     inherited: Mapping[str, str],
     *,
     offline: bool,
-    commands_available: Mapping[str, bool],
+    commands_available: Mapping[str, bool] | None = None,
     path_prefix: str | None = None,
+    extra_ops: Sequence[EnvLayer | EnvOps] = (),
+    workdir: Path | None = None,
+    source: SourceRunner | None = None,
 ) -> BuildEnv:
-    """The build environment: inherited, minus ``unset_env``, plus the recipe's env, the env of
-    available commands (ccache), ``offline_env`` when offline, and ``path_prefix`` (the target
-    venv's bin, so ninja and cmake installed there are found) in front of PATH."""
-    env = dict(inherited)
-    changes: dict[str, EnvChange] = {}
-    for name in list(env):
-        if any(_matches(name, pattern) for pattern in build.unset_env):
-            changes[name] = EnvChange(name, "dropped", env.pop(name), None)
-    layers = [build.env]
-    layers += [c.env for c in build.env_if_command if commands_available.get(c.command)]
+    """The build environment: ``inherited`` with ``build.env``, then ``extra_ops`` (the env of the toolchains
+    that apply — ``toolchain_layers`` — and a step's own env, in that order), then ``offline_env`` when
+    offline, then ``path_prefix`` (the target venv's bin, so ninja and cmake installed there are found) in
+    front of PATH.
+
+    ``commands_available`` answers ``if_command`` (command -> present); None looks each command up on the
+    PATH computed so far with ``path_prefix`` in front. Relative ``source`` scripts are found under
+    ``workdir``; ``source`` runs them (default: bash).
+    """
+    layers = [EnvLayer(build.env, "build.env"), *(_layer(x) for x in extra_ops)]
     if offline:
-        layers.append(build.offline_env)
-    for layer in layers:
-        for name, value in layer.items():
-            before = inherited.get(name)
-            if before is None:
-                changes[name] = EnvChange(name, "set", None, value)
-            elif before != value:
-                changes[name] = EnvChange(name, "overridden", before, value)
-            else:
-                changes.pop(name, None)  # inherited exactly as wanted: nothing to say
-            env[name] = value
-    if path_prefix:
-        parts = env.get("PATH", "").split(os.pathsep) if env.get("PATH") else []
-        if not parts or parts[0] != path_prefix:
-            env["PATH"] = os.pathsep.join([path_prefix, *[p for p in parts if p != path_prefix]])
-            changes["PATH"] = EnvChange("PATH", "prepended", inherited.get("PATH"), path_prefix)
-    return BuildEnv(env, tuple(changes.values()))
+        layers.append(EnvLayer(build.offline_env, "build.offline_env"))
+    has_command: CommandLookup = (
+        on_path if commands_available is None else (lambda command, _path: bool(commands_available.get(command))))
+    applied = apply_layers(layers, inherited, workdir=workdir, has_command=has_command, source=source,
+                           path_prefix=path_prefix)
+    return BuildEnv(applied.env, applied.changes, applied.sourced, applied.named, path_prefix)
+
+
+def runtime_env(
+    recipe: Recipe,
+    inherited: Mapping[str, str],
+    *,
+    facts: SelectorFacts,
+    workdir: Path | None = None,
+    extra_ops: Sequence[EnvLayer | EnvOps] = (),
+    has_command: CommandLookup = on_path,
+    source: SourceRunner | None = None,
+) -> BuildEnv:
+    """The environment programs using the result get (`flagtree-cpu env`, validation checks):
+    ``inherited`` with ``runtime.env``, then the env of the toolchains that apply on this host (``facts``),
+    then ``extra_ops`` (a check's own ``env``: ``EnvLayer(check.env, f"checks[{i}].env")``).
+
+    Relative ``source`` scripts are found under ``workdir`` (the workspace root); a missing or failing
+    script raises SourceScriptError (a build error, exit code 5).
+    """
+    layers = [EnvLayer(recipe.runtime.env, "runtime.env"), *toolchain_layers(recipe, facts),
+              *(_layer(x) for x in extra_ops)]
+    applied = apply_layers(layers, inherited, workdir=workdir, has_command=has_command, source=source)
+    return BuildEnv(applied.env, applied.changes, applied.sourced, applied.named)
+
+
+def _layer(ops: EnvLayer | EnvOps) -> EnvLayer:
+    return ops if isinstance(ops, EnvLayer) else EnvLayer(ops, "env")
 
 
 def stamp_env(build_env: BuildEnv, ignores: Sequence[str]) -> dict[str, str | None]:
-    """The part of the build environment that determines the result (job counts do not)."""
-    relevant = {c.name: c.new for c in build_env.changes if c.name not in ignores and c.name != "PATH"}
+    """The part of the build environment that determines the result (job counts do not).
+
+    A variable set (by the recipe or a sourced script) stamps its value; a dropped one None; a PATH-like
+    one extended around its inherited value stamps the added entries around ``$NAME`` (the machine's own
+    entries, and the target Python's bin, are not the recipe's doing).
+    """
+    relevant: dict[str, str | None] = {}
+    for change in build_env.changes:
+        if change.name in ignores:
+            continue
+        if change.action in ("prepended", "appended"):
+            front = [e for e in change.front if not (change.name == "PATH" and e == build_env.path_prefix)]
+            if front or change.back:
+                relevant[change.name] = SEP.join([*front, f"${change.name}", *change.back])
+        else:
+            relevant[change.name] = change.new
     return dict(sorted(relevant.items()))
 
 
-def render_exports(values: Mapping[str, str], unset: Sequence[str] = (), shell: Shell = "bash") -> str:
-    """Shell commands that set ``values`` and remove ``unset``, for `eval "$(flagtree-cpu env)"`."""
-    lines = []
+def render_exports(values: Mapping[str, str], unset: Sequence[str] = (), shell: Shell = "bash",
+                   notes: Sequence[str] = ()) -> str:
+    """Shell commands that set ``values`` and remove ``unset``, for `eval "$(flagtree-cpu env)"`; ``notes`` become
+    comment lines first (every supported shell reads `#` as a comment). A value is the variable's whole new
+    value (a prepended PATH included), so evaluating the output twice changes nothing more."""
+    lines = [f"# {line}" for note in notes for line in note.splitlines()]
     for name in unset:
         lines.append(f"set -e {name};" if shell == "fish" else f"unset {name}")
     for name, value in values.items():

@@ -63,6 +63,11 @@ def env_command(
 ) -> None:
     """Print shell exports of the run-time environment (FLAGTREE_BACKEND=cpu ...), or with --build the build's.
 
+    The recipe's env operations (unset, source, set, if_command, prepend, append) and those of its toolchains are
+    applied to this shell's environment; the output sets what they changed (whole values: a prepended PATH is
+    printed in full) and unsets what they removed. A sourced vendor script is run once here, and what it changed
+    is printed like the rest.
+
     Kernels JIT-compile when they first run, so the run-time variables matter then too: without FLAGTREE_BACKEND=cpu
     the GNU assembler rejects the generated kernel.s ("junk at end of line").
     """
@@ -75,22 +80,30 @@ def env_command(
         raise UsageError("--offline changes only the build environment, and this prints the run-time one",
                          fix="add --build (flagtree-cpu env --build --offline), or drop --offline")
     opts, stage_ctx, target = opened(ctx, python=python)
-    recipe = stage_ctx.recipe
+    recipe, host = stage_ctx.recipe, stage_ctx.host
     if build_env:
         if recipe.build is None:
             raise UsageError(f"recipe {recipe.name} has no build section")
         from ..build import build_environment
 
-        computed = build_environment(recipe, target, offline=offline)
+        computed = build_environment(recipe, target, offline=offline, host=host, workdir=stage_ctx.workspace.root)
         values, unset = computed.settings(), computed.removed()
         for conflict in computed.conflicts:
             opts.ui.warn(f"inherited {conflict.describe()}")
     else:
-        values, unset = dict(recipe.runtime.env), []
+        from ..buildenv import runtime_env
+
+        computed = runtime_env(recipe, os.environ, facts=recipe.selector_facts(host.arch, host.os_id, host.glibc),
+                               workdir=stage_ctx.workspace.root)
+        values, unset = computed.exports(), computed.removed()
     if opts.ui.json_mode:
-        opts.ui.emit_json({"kind": "build" if build_env else "runtime", "set": values, "unset": unset})
+        opts.ui.emit_json({"kind": "build" if build_env else "runtime", "set": values, "unset": unset,
+                           "changes": [c.to_json() for c in computed.changes],
+                           "sourced": [s.to_json() for s in computed.sourced]})
     else:
-        opts.ui.emit_text(render_exports(values, unset, shell))  # type: ignore[arg-type]
+        notes = [f"from {s.script} ({s.key}): {len(s.changed)} variable{'' if len(s.changed) == 1 else 's'} changed"
+                 for s in computed.sourced]
+        opts.ui.emit_text(render_exports(values, unset, shell, notes))  # type: ignore[arg-type]
 
 
 @app.command(cls=FlagtreeCommand, epilog=examples(

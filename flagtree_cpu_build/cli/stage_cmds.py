@@ -48,7 +48,7 @@ def absolute(path: Path | None) -> Path | None:
 
 def build_jobs(stage_ctx: StageContext) -> int:
     """MAX_JOBS as the build's environment gets it (for the out-of-memory advice)."""
-    return int(stage_ctx.recipe.build.env.get("MAX_JOBS", "1")) if stage_ctx.recipe.build else 1
+    return int(stage_ctx.recipe.build.env.set.get("MAX_JOBS", "1")) if stage_ctx.recipe.build else 1
 
 
 def named_paths(option: str, values: list[str], names: list[str], kind: str) -> dict[str, Path]:
