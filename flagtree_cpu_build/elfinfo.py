@@ -28,6 +28,16 @@ class NotElf(ValueError):
     pass
 
 
+def machine_of(header: bytes) -> str | None:
+    """The architecture an ELF file is for, from its first 20 bytes; None when they are not an ELF header
+    (a wheel's members are read this way, without unpacking them)."""
+    if len(header) < 20 or header[:4] != b"\x7fELF":
+        return None
+    end = "<" if header[5] == 1 else ">"
+    number = struct.unpack_from(end + "H", header, 18)[0]
+    return _MACHINES.get(number, f"unknown (e_machine {number})")
+
+
 def read_versions(path: Path) -> ElfVersions:
     with open(path, "rb") as f:
         ident = f.read(64)

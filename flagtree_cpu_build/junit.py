@@ -1,4 +1,4 @@
-"""JUnit XML, as Jenkins, GitLab and GitHub test reporters read it: the validation's kernels, one
+"""JUnit XML, as Jenkins, GitLab and GitHub test reporters read it: the validation's checks, one
 testcase each, or — when they did not run — one case that says why (skipped) or what stopped the run
 (error), so a CI step that uploads the file always finds one."""
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 def write_junit(report: ValidationReport, path: Path) -> None:
-    """JUnit XML as Jenkins, GitLab and GitHub test reporters read it: one testcase per kernel."""
+    """JUnit XML as Jenkins, GitLab and GitHub test reporters read it: one testcase per check."""
     counts = report.counts()
     suite_attrs = {"name": f"flagtree-cpu validate ({report.recipe})", "tests": str(len(report.results)),
                    "failures": str(counts["fail"]), "errors": "0", "skipped": str(counts["skip"]),
@@ -28,6 +28,8 @@ def write_junit(report: ValidationReport, path: Path) -> None:
     properties = ET.SubElement(suite, "properties")
     ET.SubElement(properties, "property", {"name": "python", "value": str(report.python)})
     ET.SubElement(properties, "property", {"name": "recipe", "value": report.recipe})
+    if report.variant:
+        ET.SubElement(properties, "property", {"name": "variant", "value": report.variant})
     for result in report.results:
         case = ET.SubElement(suite, "testcase", {"classname": f"flagtree-cpu.validate.{report.recipe}",
                                                   "name": result.kernel, "time": f"{result.seconds:.3f}"})
@@ -44,7 +46,7 @@ def write_junit(report: ValidationReport, path: Path) -> None:
 
 
 def write_junit_verdict(path: Path, recipe: str, kind: str, message: str, text: str = "") -> None:
-    """A JUnit report for a run whose kernels did not run: one testcase that is ``skipped`` (with the
+    """A JUnit report for a run whose checks did not run: one testcase that is ``skipped`` (with the
     reason) or an ``error`` (what stopped the run and its fix), so a CI step that uploads the file
     always finds one that says what happened."""
     errors = "1" if kind == "error" else "0"

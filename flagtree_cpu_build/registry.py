@@ -126,7 +126,7 @@ def _run_build(ctx: StageContext, options: SetupOptions, report: SetupReport) ->
 def _plan_validate(ctx: StageContext, lock: Lock | None, scope: Scope, earlier: list[PlanItem]) -> list[PlanItem]:
     from .plans.validation import plan_validate
 
-    # the kernels' last verdict stands while the build and the interpreter stay as they are
+    # the checks' last verdict stands while the build and the interpreter stay as they are
     built = [i for i in earlier if i.area in ("python", "build")]
     return plan_validate(ctx, scope, built_current=all(i.will == "ok" for i in built))
 

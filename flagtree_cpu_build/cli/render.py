@@ -52,7 +52,7 @@ def setup(ui: UI, report: SetupReport, *, workdir_given: bool) -> None:
         ui.info("next:")
         if report.record("build").status not in ("skipped", "not run"):
             ui.info(f"  source {shlex.quote(str(report.python.parent / 'activate'))}")
-        ui.info(f'  eval "$(flagtree-cpu{workdir} env)"   # FLAGTREE_BACKEND=cpu and the run-time variables')
+        ui.info(f'  eval "$(flagtree-cpu{workdir} env)"   # the run-time variables of the recipe')
         ui.info(f"  flagtree-cpu{workdir} status")
 
 
@@ -138,14 +138,18 @@ def validation(ui: UI, report: ValidationReport, junit: Path | None) -> None:
             f"{report.seconds:.1f}s with {report.python}" + (f"; JUnit report: {junit}" if junit else ""))
 
 
-def kernel_list(ui: UI, folder: Path, rows: list[dict[str, object]], python: Path) -> None:
+def check_listing(ui: UI, listing: dict[str, object], python: Path) -> None:
+    """``validate --list``: the recipe's checks, then the preset library."""
     if ui.json_mode:
-        ui.emit_json({"folder": str(folder), "kernels": rows})
+        ui.emit_json(listing)
         return
-    ui.table(["kernel", "in recipe", "proves"],
-             [[r["kernel"], ("required" if r["required"] else "optional") if r["configured"] else "no", r["proves"]]
-              for r in rows])
-    ui.info(f"scripts: {folder} (run one by hand: {python} {folder / 'vector_add.py'})")
+    checks: list[dict[str, object]] = listing["checks"]  # type: ignore[assignment]
+    presets: list[dict[str, object]] = listing["presets"]  # type: ignore[assignment]
+    ui.table(["check", "kind", "preset", "required", "proves"],
+             [[c["name"], c["kind"], c["preset"] or "", "required" if c["required"] else "optional", c["proves"]]
+              for c in checks])
+    ui.table(["preset", "proves"], [[p["preset"], p["proves"]] for p in presets])
+    ui.info(f"preset scripts: {listing['folder']} (run one by hand: {python} <script> --expect '{{...}}')")
 
 
 def doctor(ui: UI, report: DoctorReport, areas: Sequence[str], board: str | None) -> None:

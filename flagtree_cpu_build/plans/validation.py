@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ..digest import hash_text
 from ..state import read_state, write_state
 from . import PlanItem, Scope
-from .build import STAMP
+from .build import stamp_path
 
 if TYPE_CHECKING:
     from ..stages import StageContext
@@ -19,16 +19,14 @@ LAST_REPORT = "last-validation.json"
 
 def plan_validate(ctx: StageContext, scope: Scope, built_current: bool) -> list[PlanItem]:
     """``built_current``: every earlier item is current (a build to come makes any old result stale)."""
-    from ..kernel_catalog import configured
-
-    if not configured(ctx.recipe):
+    if not ctx.recipe.checks:
         return []
     if scope.skip_build or scope.skip_validate:  # --skip-build skips validation too: name the flag given
         why = "--skip-build" if scope.skip_build else "--skip-validate"
         return [PlanItem("validation", "kernels", "skipped", why, will="skipped")]
     last = last_validation(ctx)
-    kernels = len(configured(ctx.recipe))
-    run = f"run {kernels} kernels"
+    checks = len(ctx.recipe.checks)
+    run = f"run {checks} check{'s' if checks != 1 else ''}"
     if last is None:
         return [PlanItem("validation", "kernels", "missing", "no validation report in this workspace", run,
                          "never validated", will="created")]
@@ -50,7 +48,7 @@ def plan_validate(ctx: StageContext, scope: Scope, built_current: bool) -> list[
 def save_last(ctx: StageContext, report: dict[str, Any], key: str | None) -> None:
     """The last report, for `status`, `setup` and bug reports; only in a workspace that exists.
 
-    ``key`` (set when every kernel ran) says what was validated: `setup` skips validating again
+    ``key`` (set when every check ran) says what was validated: `setup` skips validating again
     while the key is unchanged."""
     if ctx.workspace.state_dir.is_dir():
         write_state(ctx.workspace.state_dir / LAST_REPORT, {**report, "key": key})
@@ -58,9 +56,9 @@ def save_last(ctx: StageContext, report: dict[str, Any], key: str | None) -> Non
 
 def validation_key(ctx: StageContext, python: Path, model: Path | None) -> str:
     """What a full validation depends on: the build (its stamp digest), the interpreter, the recipe's
-    expectations and run-time environment, and the model given."""
+    checks, variant and run-time environment, and the model given."""
     build_stamp = None
-    stamp = read_state(ctx.workspace.state_dir / STAMP, needs=("digest", "components"))
+    stamp = read_state(stamp_path(ctx), needs=("digest", "components")) if ctx.recipe.build else None
     try:
         if stamp is not None and stamp["components"]["python"]["path"] == str(python):
             build_stamp = stamp["digest"]
@@ -70,8 +68,8 @@ def validation_key(ctx: StageContext, python: Path, model: Path | None) -> str:
 
     recipe = ctx.recipe
     facts = {"build": build_stamp, "python": str(python), "model": str(model) if model else None,
-             "validation": to_data(recipe.validation) if recipe.validation else None,
-             "runtime_env": dict(recipe.runtime.env),
+             "checks": [to_data(check) for check in recipe.checks], "variant": recipe.variant,
+             "runtime_env": to_data(recipe.runtime.env),
              "runtime": [r.requirement for r in recipe.python.runtime]}
     return hash_text(json.dumps(facts, sort_keys=True, default=str))
 
@@ -81,7 +79,7 @@ def last_validation(ctx: StageContext) -> dict[str, Any] | None:
 
 
 def current_validation(ctx: StageContext, python: Path, model: Path | None) -> dict[str, Any] | None:
-    """The last report when it passed every kernel for exactly this build, interpreter and recipe."""
+    """The last report when it passed every check for exactly this build, interpreter and recipe."""
     last = last_validation(ctx)
     if last and last.get("ok") and last.get("key") and last["key"] == validation_key(ctx, python, model):
         return last

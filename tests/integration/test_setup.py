@@ -312,7 +312,7 @@ def test_a_bare_host_gets_a_venv_and_the_prerequisites_from_their_indexes(
     result = sw.ws.run("setup", "--ignore-host", *flags, sets=(
         "python.build=[fixture-build-tool]",
         f'python.runtime=[{{requirement: "fixture-torch==2.0", index_url: "{torch_index}"}}]',
-        'build.argv=["{python}", -c, "print(42)"]', "validation=null"))
+        'build.argv=["{python}", -c, "print(42)"]', "checks=[]"))
     assert result.exit_code == 0, result.stderr
     venv_python = sw.ws.root / ".venv" / "bin" / "python"
     assert venv_python.is_file()

@@ -1,4 +1,5 @@
-"""`flagtree-cpu validate` end to end: the bundled kernels run in a real target interpreter.
+"""`flagtree-cpu validate` end to end: the bundled recipe's checks (the flagtree presets) run in a real
+target interpreter.
 
 The target is the fixture FlagTree, synced, linked and built by the tool itself into a venv that
 also has torch and numpy; its triton package (tests/fixtures/projects/flagtree-base/python/triton)
@@ -100,7 +101,7 @@ def test_a_built_flagtree_passes_every_kernel(built: Built, tmp_path: Path) -> N
 
 def test_json_report_carries_each_kernels_figures_and_the_recipes_expectations(built: Built) -> None:
     result = built.validate("--json", "--kernel", "backend", "--kernel", "tle-rms-norm", "--kernel", "vector-add",
-                            sets=("validation.vector-add.size=1000", "validation.tle-rms-norm.dim=64"))
+                            sets=("checks.2.with.size=1000", "checks.1.with.dim=64"))
     assert result.exit_code == 0, result.stderr
     document = report(result)
     assert document["schema"] == "flagtree-cpu/validate/v1" and document["ok"] is True
@@ -117,7 +118,7 @@ def test_json_report_carries_each_kernels_figures_and_the_recipes_expectations(b
 
 @pytest.mark.parametrize(("mode", "missing", "extra", "fix"), [
     ("missing-op", ["create_cpu_swiglu"], [], "flagtree-cpu build --force"),
-    ("extra-op", [], ["create_cpu_gelu"], "validation.backend.builder_methods"),
+    ("extra-op", [], ["create_cpu_gelu"], "`with: builder_methods`"),
 ])
 def test_a_missing_or_extra_tle_op_fails_backend_naming_it(built: Built, monkeypatch: pytest.MonkeyPatch, mode: str,
                                                            missing: list[str], extra: list[str], fix: str) -> None:
@@ -155,12 +156,13 @@ def test_wrong_numbers_fail_each_numeric_kernel_and_the_junit_counts_them(built:
 
 def test_without_flagtree_backend_cpu_the_assembler_junk_is_explained(built: Built) -> None:
     # the recipe's run-time env is what gives kernels FLAGTREE_BACKEND=cpu; without it, GNU as rejects kernel.s
-    result = built.validate("--json", "--kernel", "vector-add", sets=("runtime.env.FLAGTREE_BACKEND=nvidia",))
+    result = built.validate("--json", "--kernel", "vector-add", sets=("runtime.env.set.FLAGTREE_BACKEND=nvidia",))
     assert result.exit_code == 6
     vector_add = by_kernel(report(result), "vector-add")
     assert vector_add["details"]["signature"] == "assembler-junk"
     assert "FLAGTREE_BACKEND=cpu was not set" in vector_add["message"]
-    assert vector_add["fix"].startswith('export the run-time variables before running kernels: eval "$(flagtree-cpu')
+    assert vector_add["fix"].startswith("export the run-time variables before running kernels")
+    assert 'eval "$(flagtree-cpu env)"' in vector_add["fix"]
     assert any("junk at end of line" in line for line in vector_add["details"]["excerpt"])
 
 
@@ -178,7 +180,7 @@ def test_sigill_points_at_the_cpu_features(built: Built, monkeypatch: pytest.Mon
     assert result.exit_code == 6
     softmax = by_kernel(report(result), "softmax")
     assert softmax["figure"] == "SIGILL"
-    assert "SVE2, i8mm, bf16" in softmax["message"]
+    assert "the recipe's target needs asimd, sve2, i8mm, bf16" in softmax["message"]
     assert softmax["fix"].startswith("flagtree-cpu doctor --check cpu.features")
 
 
@@ -290,23 +292,26 @@ def test_decode_e2e_is_optional_skipped_without_a_model_and_reported_with_one(bu
 def test_usage_errors(built: Built, tmp_path: Path) -> None:
     typo = built.validate("--kernel", "softmx")
     assert typo.exit_code == 2 and "did you mean 'softmax'?" in typo.stderr
-    not_configured = built.validate("--kernel", "softmax", sets=("validation.softmax=null",))
-    assert not_configured.exit_code == 2 and "does not configure the softmax kernel" in not_configured.stderr
+    only_backend = 'checks=[{uses: flagtree/backend, with: {triton_version: "==3.3.*"}}]'
+    not_configured = built.validate("--check", "softmax", sets=(only_backend,))
+    assert not_configured.exit_code == 2 and "has no check 'softmax'" in not_configured.stderr
     nowhere = built.ws.run("validate", "--python", str(tmp_path / "no" / "python"))
     assert nowhere.exit_code == 6
     assert "there is no Python at" in nowhere.stderr and "flagtree-cpu build" in nowhere.stderr
     assert "Traceback" not in typo.stderr + not_configured.stderr + nowhere.stderr
 
 
-def test_list_names_every_kernel_and_its_script(built: Built) -> None:
+def test_list_names_every_check_and_its_script(built: Built) -> None:
     listed = built.ws.run("validate", "--list", "--json")
     assert listed.exit_code == 0
     document = result_of(listed.stdout)
-    kernels = document["kernels"]
-    assert (Path(document["folder"]) / "vector_add.py").is_file()
-    assert [k["kernel"] for k in kernels] == EVERY_KERNEL[1:]
-    assert all(Path(k["script"]).is_file() for k in kernels)
-    assert {k["kernel"]: k["required"] for k in kernels}["decode-e2e"] is False
+    checks = document["checks"]
+    assert (Path(document["folder"]) / "flagtree" / "vector_add.py").is_file()
+    assert [c["name"] for c in checks] == EVERY_KERNEL[1:]
+    assert {c["kind"] for c in checks} == {"uses"} and checks[0]["preset"] == "flagtree/backend"
+    assert all(Path(c["script"]).is_file() for c in checks)
+    assert {c["name"]: c["required"] for c in checks}["decode-e2e"] is False
+    assert [p["preset"] for p in document["presets"]][:2] == ["flagtree/backend", "flagtree/tle-rms-norm"]
     table = built.ws.run("validate", "--list")
     assert "tle_ops.rms_norm" in table.stderr and "optional" in table.stderr
 
@@ -315,11 +320,11 @@ def test_a_kernel_runs_by_hand_with_the_builds_python(built: Built) -> None:
     """The scripts are standalone: what README tells users to run when they want to see for themselves."""
     import subprocess
 
-    from flagtree_cpu_build.validate import KERNELS_DIR
+    from flagtree_cpu_build.presets import PRESETS
 
     env = {**os.environ, "FLAGTREE_BACKEND": "cpu"}
-    result = subprocess.run([str(built.python), str(KERNELS_DIR / "vector_add.py")], capture_output=True, text=True,
-                            env=env, timeout=120)
+    result = subprocess.run([str(built.python), str(PRESETS["flagtree/vector-add"].path)], capture_output=True,
+                            text=True, env=env, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("vector-add: PASS — 98432 elements, 0 wrong")
 
@@ -343,7 +348,8 @@ def test_ordinary_kernels_pass_in_pypi_tritons_interpreter(pypi_triton: Workspac
     document = report(result)
     assert statuses(document) == {"prerequisites": "pass", "vector-add": "pass", "softmax": "pass"}
     assert by_kernel(document, "softmax")["details"]["max_error"] < 1e-5
-    assert any("TRITON_INTERPRET is set" in w for w in document["warnings"])  # and it says what that means
+    assert any(w.startswith("TRITON_INTERPRET=1: kernels run in Triton's Python interpreter")
+               for w in document["warnings"])  # and it says what that means
 
 
 def test_pypi_triton_is_not_flagtree(pypi_triton: Workspace) -> None:

@@ -70,10 +70,10 @@ def test_recipe_schema_validates_the_bundled_recipe(installed: Path, tmp_path: P
     jsonschema.Draft202012Validator(schema).validate(result_of(raw.stdout)["recipe"])
 
 
-def test_the_validation_kernels_ship_inside_the_package(installed: Path, tmp_path: Path) -> None:
+def test_the_preset_scripts_ship_inside_the_package(installed: Path, tmp_path: Path) -> None:
     result = run(installed, "--json", "validate", "--list", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     document = result_of(result.stdout)
-    assert "/site-packages/flagtree_cpu_build/kernels" in document["folder"]
-    assert all(Path(k["script"]).is_file() for k in document["kernels"])
-    assert (Path(document["folder"]) / "_common.py").is_file()
+    assert "/site-packages/flagtree_cpu_build/presets" in document["folder"]
+    assert all(Path(p["script"]).is_file() for p in document["presets"])
+    assert (Path(document["folder"]) / "flagtree" / "_common.py").is_file()

@@ -1,27 +1,25 @@
-"""validate's pure parts: the kernel catalog against the recipe, run-time failure signatures, the
-triton version judgement, the JSON and JUnit reports."""
+"""validate's pure parts: the presets against their scripts and the recipe, run-time failure signatures,
+the backend preset's triton version judgement, the JSON and JUnit reports."""
 
 from __future__ import annotations
 
 import ast
+import importlib.util
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
-from flagtree_cpu_build.diagnose import RUNTIME_SIGNATURES, diagnose
+from flagtree_cpu_build.check_catalog import chosen_checks, preset_of
+from flagtree_cpu_build.diagnose import diagnose, signatures_for
 from flagtree_cpu_build.errors import UsageError
 from flagtree_cpu_build.junit import write_junit
+from flagtree_cpu_build.presets import PRESETS, PRESETS_DIR, RESULT_MARKER
 from flagtree_cpu_build.recipe.files import load_recipe
-from flagtree_cpu_build.validate import (
-    CATALOG,
-    KERNELS_DIR,
-    KernelResult,
-    ValidationReport,
-    _judge_version,
-    configured,
-    kernel_info,
-)
+from flagtree_cpu_build.validate import KernelResult, ValidationReport
+
+FLAGTREE = PRESETS_DIR / "flagtree"
 
 # What users meet, as FlagTree's guide and FAQ quote it.
 RUNTIME_LINES = {
@@ -34,36 +32,45 @@ RUNTIME_LINES = {
 }
 
 
+RUN_SIGNATURES = signatures_for(load_recipe("flagtree-cpu-arm64"), "run")  # the recipe's, then the generic ones
+
+
 @pytest.mark.parametrize("signature_id", sorted(RUNTIME_LINES))
 def test_each_runtime_failure_is_recognized(signature_id: str) -> None:
     output = f"Traceback (most recent call last):\n  File \"kernel.py\", line 3\n{RUNTIME_LINES[signature_id]}\n"
-    diagnosis = diagnose(output, signatures=RUNTIME_SIGNATURES)
+    diagnosis = diagnose(output, signatures=RUN_SIGNATURES)
     assert diagnosis.signature is not None and diagnosis.signature.id == signature_id
 
 
 def test_every_runtime_signature_has_a_sample() -> None:
-    assert {s.id for s in RUNTIME_SIGNATURES} == set(RUNTIME_LINES)
+    assert {s.id for s in RUN_SIGNATURES} == set(RUNTIME_LINES)
 
 
 def test_the_missing_tle_import_forms_all_point_at_link() -> None:
     for line in ("ImportError: cannot import name 'tle_ops' from 'triton.language.extra.cpu'",
                  "ModuleNotFoundError: No module named 'triton.language.extra.cpu'"):
-        diagnosis = diagnose(line, signatures=RUNTIME_SIGNATURES)
+        diagnosis = diagnose(line, signatures=RUN_SIGNATURES)
         assert diagnosis.signature is not None and diagnosis.signature.fix.startswith("flagtree-cpu link")
 
 
-def test_the_catalog_matches_the_kernel_scripts_and_the_recipe() -> None:
-    scripts = {p.name for p in KERNELS_DIR.glob("*.py")} - {"__init__.py", "_common.py"}
-    assert {info.script for info in CATALOG} == scripts
+def test_the_presets_match_their_scripts_and_the_recipe() -> None:
+    scripts = {p.relative_to(PRESETS_DIR).as_posix() for p in PRESETS_DIR.glob("*/*.py")
+               if not p.name.startswith("_")}
+    assert {preset.script for preset in PRESETS.values()} == scripts
     recipe = load_recipe("flagtree-cpu-arm64")
-    assert [info.name for info, _ in configured(recipe)] == [info.name for info in CATALOG]
-    decode = dict((info.name, cfg) for info, cfg in configured(recipe))["decode-e2e"]
-    assert decode.required is False
+    assert [preset_of(check).name for check in recipe.checks] == list(PRESETS)  # type: ignore[union-attr]
+    assert [check.label for check in recipe.checks] == ["backend", "tle-rms-norm", "vector-add", "softmax",
+                                                        "decode-e2e"]
+    assert {check.label: check.required for check in recipe.checks}["decode-e2e"] is False
 
 
-def test_kernel_scripts_import_nothing_of_ours() -> None:
+def test_the_scripts_print_the_marker_the_runner_reads() -> None:
+    assert f'MARKER = "{RESULT_MARKER}"' in (FLAGTREE / "_common.py").read_text()
+
+
+def test_preset_scripts_import_nothing_of_ours() -> None:
     """They run in the target interpreter, which does not have flagtree-cpu installed."""
-    for script in KERNELS_DIR.glob("*.py"):
+    for script in PRESETS_DIR.glob("*/*.py"):
         tree = ast.parse(script.read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):
@@ -72,20 +79,42 @@ def test_kernel_scripts_import_nothing_of_ours() -> None:
                 assert not any(a.name.startswith("flagtree_cpu_build") for a in node.names), script.name
 
 
-def test_an_unknown_kernel_gets_a_suggestion() -> None:
+def test_an_unknown_check_gets_a_suggestion() -> None:
+    recipe = load_recipe("flagtree-cpu-arm64")
     with pytest.raises(UsageError, match="did you mean 'tle-rms-norm'"):
-        kernel_info("tle-rmsnorm")
+        chosen_checks(recipe, ["tle-rmsnorm"])
+    assert [c.label for c in chosen_checks(recipe, ["flagtree/softmax", "backend"])] == ["backend", "softmax"]
 
 
-@pytest.mark.parametrize(("wanted", "found", "status"), [
-    ("==3.3.*", "3.3.0", "pass"),
-    ("==3.3.*", "3.3.1+git3911e5b", "pass"),
-    ("==3.3.*", "3.4.0", "fail"),
-    ("==3.3.*", None, "fail"),
-    ("==3.3.*", "not-a-version", "fail"),
+@pytest.fixture(scope="module")
+def backend_script():  # type: ignore[no-untyped-def]
+    """The backend preset's script as a module (it imports its neighbour _common)."""
+    sys.path.insert(0, str(FLAGTREE))
+    try:
+        spec = importlib.util.spec_from_file_location("flagtree_backend_preset", FLAGTREE / "backend.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.path.remove(str(FLAGTREE))
+
+
+@pytest.mark.parametrize(("wanted", "found", "fits"), [
+    ("==3.3.*", "3.3.0", True),
+    ("==3.3.*", "3.3.1+git3911e5b", True),
+    ("==3.3.*", "3.4.0", False),
+    ("==3.3.*", "not-a-version", False),
+    (">=2.0,<3", "2.5.1", True),
+    (">=2.0,<3", "3.0", False),
+    ("==3.3", "3.3.0", True),
+    ("!=3.3.0", "3.3.0", False),
 ])
-def test_the_triton_version_is_judged_against_the_recipes_range(wanted: str, found: str | None, status: str) -> None:
-    assert _judge_version(wanted, found)[0] == status
+def test_the_triton_version_is_judged_against_the_recipes_range(backend_script, wanted: str, found: str,  # type: ignore[no-untyped-def]
+                                                                fits: bool) -> None:
+    """The backend preset judges the range itself, with packaging when the target has it and without."""
+    assert backend_script.version_fits(wanted, found) is fits
+    assert backend_script._fits_without_packaging(wanted, found) is fits
 
 
 def _report(*results: KernelResult) -> ValidationReport:
@@ -137,7 +166,7 @@ def test_a_failed_validation_is_one_error_with_the_first_kernels_log_and_diagnos
     passed = KernelResult("backend", "pass", True)
     report = ValidationReport("r", Path("/venv/bin/python"), (passed, failed, optional), (), 1.0, "now")
     error = report.failure("fix it")
-    assert error.exit_code == 6 and error.message == "1 required validation kernel failed" and error.fix == "fix it"
+    assert error.exit_code == 6 and error.message == "1 required validation check failed" and error.fix == "fix it"
     assert error.log == str(log)
     assert error.diagnosis == {"signature": "assembler-junk", "cause": "FLAGTREE_BACKEND=cpu was not set",
                                "line": None, "excerpt": ["junk at end of line"]}

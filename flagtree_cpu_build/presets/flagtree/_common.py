@@ -1,4 +1,4 @@
-"""What every validation kernel shares: its expectations (--expect JSON) and its result line."""
+"""What every script of this library shares: its expectations (--expect JSON) and its result line."""
 
 from __future__ import annotations
 
@@ -7,12 +7,17 @@ import json
 import sys
 import time
 
-MARKER = "FLAGTREE_CPU_RESULT "
+MARKER = "FLAGTREE_CPU_RESULT "  # the check runner reads the last line that starts with it
 _START = time.monotonic()
+
+# a kernel that compiled but computes wrong numbers: the sources or links are not the recipe's
+MISCOMPILED = ("a wrong result from a kernel that compiled: bring the sources to the recipe's pins and rebuild "
+               "(flagtree-cpu sync && flagtree-cpu link && flagtree-cpu build --force); if it persists, report it "
+               "with the log")
 
 
 def expectations(defaults: dict) -> dict:
-    """The recipe's expectations for this kernel (from --expect), over the FEP's defaults."""
+    """The recipe's parameters for this script (from --expect), over its own defaults."""
     parser = argparse.ArgumentParser(description=sys.modules["__main__"].__doc__)
     parser.add_argument("--expect", default="{}", help="JSON object of expectations (default: the FEP's)")
     parser.add_argument("--model", default=None, help="model folder (decode-e2e only)")
