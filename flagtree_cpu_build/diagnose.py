@@ -1,10 +1,11 @@
 """Known build failures: a signature in the log -> what went wrong and what fixes it.
 
-The table below is the single source of the README's build troubleshooting section (a test
-keeps them in sync). A log matches the first signature that occurs in it earliest, and the
-report shows the lines around that match — the first real error, not the last twenty
-lines of pip noise. An unknown failure still gets the first error-looking lines and the
-log path.
+The generic signatures live here; a recipe adds its own (``diagnosis:``), tried first
+(``signatures_for``). The bundled recipe's and the generic build signatures together are the
+single source of the README's build troubleshooting section (a test keeps them in sync). A log
+matches the first signature that occurs in it earliest, and the report shows the lines around
+that match — the first real error, not the last twenty lines of pip noise. An unknown failure
+still gets the first error-looking lines and the log path.
 """
 
 from __future__ import annotations
@@ -12,6 +13,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from .recipe import Recipe
+
+BUNDLED_RECIPE = "flagtree-cpu-arm64"  # whose signatures the README's table shows with the generic ones
 
 
 @dataclass(frozen=True)
@@ -24,31 +31,18 @@ class Signature:
 
 _GLIBC_NOT_FOUND = r"(GLIBCXX|GLIBC|CXXABI)_[0-9.]+'? not found"
 
+# Failures of any C++/CMake build driven by pip. What one project's build does wrong (its own variables,
+# its downloads) is that recipe's `diagnosis.build`, tried first (``signatures_for``).
 SIGNATURES: tuple[Signature, ...] = (
-    Signature(
-        "install-permission",
-        r"/usr/local\S*:? Permission denied|Permission denied.*/usr/local|(file INSTALL|cmake --install)"
-        r".*Permission denied",
-        "the install step (sleef's `cmake --install`) writes into /usr/local and is denied",
-        "keep the recipe's TRITON_APPEND_CMAKE_ARGS=-DCMAKE_INSTALL_PREFIX=$HOME/.flagtree_install "
-        "(check `flagtree-cpu env --build`); do not build as root to get around it",
-    ),
-    Signature(
-        "nvidia-download",
-        r"FileNotFoundError: .*(ptxas|cuobjdump|nvdisasm|cudart|cupti)|\.triton/nvidia/",
-        "FlagTree's setup.py looked for NVIDIA tools, which a CPU build never needs: the TRITON_*_PATH "
-        "variables were not set",
-        "build through `flagtree-cpu build` (it sets all seven); by hand: eval \"$(flagtree-cpu env --build)\"",
-    ),
     Signature(
         "llvm-incomplete",
         r"(Could not find a package configuration file provided by \"(MLIR|LLVM)\"|MLIRConfig\.cmake|"
         r"LLVMConfig\.cmake|include could not find (requested|load) file:?\s*(TableGen|AddLLVM|AddMLIR)|"
         r"Unknown CMake command \"(add_mlir|mlir_tablegen|add_llvm))",
-        "the LLVM tree at LLVM_SYSPATH is incomplete or for another architecture (CMake cannot load its "
+        "a downloaded LLVM/MLIR tree is incomplete or for another architecture (CMake cannot load its "
         "MLIR/LLVM configuration)",
-        "run `flagtree-cpu fetch` (it verifies and republishes the tree); `file $LLVM_SYSPATH/bin/mlir-tblgen` "
-        "must say aarch64",
+        "run `flagtree-cpu fetch` (it verifies and republishes the tree); `file <tree>/bin/*` must name this "
+        "machine's architecture",
     ),
     Signature(
         "out-of-memory",
@@ -58,18 +52,10 @@ SIGNATURES: tuple[Signature, ...] = (
         "re-run with fewer jobs: flagtree-cpu build --jobs {jobs_half}",
     ),
     Signature(
-        "compiler-too-old",
-        r"(unrecognized|unknown|invalid).*(armv9-a|-march=armv9|sve2)|error: unknown target CPU|"
-        r"invalid feature modifier",
-        "the C++ compiler does not know -march=armv9-a+sve2+i8mm+bf16 (FlagTree's CMake adds it on aarch64; "
-        "it needs GCC 12 or Clang 14)",
-        "install a newer compiler (sudo apt-get install -y gcc-12 g++-12) and build with CC=gcc-12 CXX=g++-12",
-    ),
-    Signature(
         "ninja-missing",
         r"\"-DCMAKE_MAKE_PROGRAM=\" \+|can only concatenate str \(not \"NoneType\"\) to str|"
         r"ninja: (command )?not found|CMAKE_MAKE_PROGRAM is not set",
-        "ninja is not on PATH (FlagTree's setup.py passes shutil.which('ninja') to CMake)",
+        "ninja is not on PATH (a setup.py that hands shutil.which('ninja') to CMake then fails on None)",
         "keep ninja in the recipe's python.build prerequisites (flagtree-cpu installs it into the venv and "
         "puts the venv's bin on PATH), or install ninja-build",
     ),
@@ -83,26 +69,21 @@ SIGNATURES: tuple[Signature, ...] = (
         "glibc-version",
         _GLIBC_NOT_FOUND,
         "a binary needs a newer libstdc++/glibc than this system provides",
-        "compare `strings /usr/lib/aarch64-linux-gnu/libstdc++.so.6 | grep GLIBCXX` with what is asked for; "
-        "install a newer libstdc++, or LD_PRELOAD the system library as FlagTree's guide describes",
+        "compare `strings $(g++ -print-file-name=libstdc++.so.6) | grep GLIBCXX` with what is asked for; "
+        "install a newer libstdc++, or LD_PRELOAD one that has the version",
     ),
     Signature(
         "cmake-too-old",
         r"CMake [0-9.]+ or higher is required\.\s*You are running version",
-        "CMake is older than FlagTree needs (3.18)",
+        "CMake is older than the project's cmake_minimum_required",
         "keep cmake in the recipe's python.build prerequisites (pip's cmake is recent) or upgrade the system one",
     ),
     Signature(
         "disk-full",
         r"No space left on device",
         "the disk is full",
-        "free space (the build needs several GB in the workdir and in ~/.triton), or use another --workdir",
-    ),
-    Signature(
-        "flagtree-offline-on",
-        r"FLAGTREE_OFFLINE_BUILD_DIR|OfflineBuildManager",
-        "TRITON_OFFLINE_BUILD=ON switched on FlagTree's own offline mode, which needs FLAGTREE_OFFLINE_BUILD_DIR",
-        "use TRITON_OFFLINE_BUILD=1 (flagtree-cpu build --offline does)",
+        "free space (`flagtree-cpu doctor --check resources.disk` shows what the recipe needs where), or use "
+        "another --workdir",
     ),
     Signature(
         "network-during-build",
@@ -113,27 +94,13 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
 )
 
-# What goes wrong when a built FlagTree runs kernels (validate). SIGILL and timeouts are told by the
-# exit status, not the output.
+# What goes wrong when the products run (validate checks); the recipe's `diagnosis.run` is tried first.
+# SIGILL and timeouts are told by the exit status, not the output.
 RUNTIME_SIGNATURES: tuple[Signature, ...] = (
-    Signature(
-        "assembler-junk",
-        r"junk at end of line",
-        "the generated kernel.s was assembled without FlagTree's CPU handling: FLAGTREE_BACKEND=cpu was not "
-        "set when the kernel was compiled",
-        'export the run-time variables before running kernels: eval "$(flagtree-cpu env)"',
-    ),
-    Signature(
-        "tle-missing",
-        r"No module named '?triton\.language\.extra\.cpu|cannot import name '?tle_ops",
-        "the TLE builtins (triton.language.extra.cpu.tle_ops) are not reachable: FlagTree's links into "
-        "flagtree-cpu are incomplete",
-        "flagtree-cpu link   # then rebuild if python/triton/language/extra/cpu was missing during the build",
-    ),
     Signature(
         "glibc-version",
         _GLIBC_NOT_FOUND,
-        "libtriton (or a JIT-compiled kernel) needs a newer libstdc++/glibc than this system provides",
+        "a built library (or a JIT-compiled kernel) needs a newer libstdc++/glibc than this system provides",
         "install a newer libstdc++ and preload it: export LD_PRELOAD=/path/to/newer/libstdc++.so.6 "
         "(flagtree-cpu doctor --check runtime.glibc shows which versions are missing)",
     ),
@@ -143,14 +110,17 @@ RUNTIME_SIGNATURES: tuple[Signature, ...] = (
         "a run-time Python package is missing in the target interpreter",
         "flagtree-cpu validate --install-prereqs",
     ),
-    Signature(
-        "triton-missing",
-        r"No module named 'triton'|libtriton[^ ]*\.so: cannot open shared object file|"
-        r"No module named '?triton\._C",
-        "triton is not built and installed in the target interpreter",
-        "flagtree-cpu build   # or pass --python with the interpreter the build installed into",
-    ),
 )
+
+GENERIC: dict[str, tuple[Signature, ...]] = {"build": SIGNATURES, "run": RUNTIME_SIGNATURES}
+
+
+def signatures_for(recipe: Recipe | None, kind: Literal["build", "run"]) -> tuple[Signature, ...]:
+    """The signatures a ``kind`` failure is matched against: the recipe's ``diagnosis`` first (its known
+    failures are more specific), then the generic ones."""
+    specs = getattr(recipe.diagnosis, kind) if recipe is not None else ()
+    return tuple(Signature(s.id, s.pattern, s.cause, s.fix) for s in specs) + GENERIC[kind]
+
 
 _ERRORISH = re.compile(r"(error|fatal|failed|traceback|exception|killed|not found|cannot|denied)", re.I)
 
@@ -189,8 +159,8 @@ def diagnose(log_text: str, context: int = 3, signatures: tuple[Signature, ...] 
     return Diagnosis(None, tuple(lines[n] for n in body[-10:]), None)
 
 
-def diagnose_file(log: Path) -> Diagnosis:
-    return diagnose(log.read_text(encoding="utf-8", errors="replace"))
+def diagnose_file(log: Path, signatures: tuple[Signature, ...] = SIGNATURES) -> Diagnosis:
+    return diagnose(log.read_text(encoding="utf-8", errors="replace"), signatures=signatures)
 
 
 def _excerpt(lines: list[str], body: list[int], number: int, context: int) -> tuple[str, ...]:
@@ -200,12 +170,15 @@ def _excerpt(lines: list[str], body: list[int], number: int, context: int) -> tu
 
 
 def markdown_table() -> str:
-    """The README's build troubleshooting table (`python -m flagtree_cpu_build.diagnose` prints it)."""
+    """The README's build troubleshooting table (`python -m flagtree_cpu_build.diagnose` prints it): the
+    bundled recipe's build signatures, then the generic ones — the order a build log is matched in."""
+    from .recipe.files import load_recipe
+
     def cell(text: str) -> str:
         return text.replace("|", "\\|")
 
     rows = ["| failure | what it means | fix |", "|---|---|---|"]
-    for s in SIGNATURES:
+    for s in signatures_for(load_recipe(BUNDLED_RECIPE), "build"):
         fix = s.fix.format(jobs_half="<half the jobs>", log="<log>")
         rows.append(f"| `{s.id}` | {cell(s.cause)} | {cell(fix)} |")
     return "\n".join(rows) + "\n"

@@ -80,7 +80,7 @@ def _plan_one(root: Path, real_root: Path, rel: str, target: str, recipe: Recipe
         if current == target:
             return PlannedLink(rel, target, "ok" if target_exists else "dangling", current, missing)
         if os.path.isabs(current) and target_exists and os.path.realpath(current) == os.path.realpath(expected):
-            return PlannedLink(rel, target, "ok", current, "absolute, same place (as FlagTree's build leaves it)")
+            return PlannedLink(rel, target, "ok", current, "absolute, same place (as a build may leave it)")
         if not target_exists:
             return PlannedLink(rel, target, "dangling", current, missing)
         return PlannedLink(rel, target, "update", current, f"points to {current}")

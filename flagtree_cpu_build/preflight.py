@@ -1,11 +1,11 @@
 """setup's preflight: the fast, blocking subset of doctor, run before anything is changed.
 
-Each check here would make a later stage fail after minutes (no git, an x86_64 host for an Armv9
-build, a full disk), so all of them are listed at once, each with its fix, and setup stops with
-exit 7. ``--ignore-host`` turns failures into warnings (except a missing git); the recipe's
-missing apt packages are a warning with the one command that installs them, run only with
-``--install-system-packages`` (``system_packages`` does both). ``would_stop`` tells `setup --dry-run`
-where the real run would stop.
+Each check here would make a later stage fail after minutes (no git, a host the recipe does not
+build on, a missing pre-provisioned toolchain, a full disk), so all of them are listed at once, each
+with its fix, and setup stops with exit 7. ``--ignore-host`` turns failures into warnings (except a
+missing git); the recipe's missing apt packages are a warning with the one command that installs
+them, run only with ``--install-system-packages`` (``system_packages`` does both). ``would_stop``
+tells `setup --dry-run` where the real run would stop.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ class PreflightOptions(Protocol):
 
 # The blocking subset of doctor: fast, and each one would make a later stage fail after minutes.
 PREFLIGHT_ALWAYS = ("toolchain.git", "resources.disk", "system.packages")
-PREFLIGHT_FOR_BUILD = ("host.arch", "cpu.features", "toolchain.compiler", "toolchain.cmake", "toolchain.ninja",
-                       "resources.memory")
+PREFLIGHT_FOR_BUILD = ("host.arch", "cpu.features", "host.devices", "toolchain.compiler", "toolchain.build-commands",
+                       "toolchain.provisioned", "resources.memory")
 # Without git nothing can be cloned, whatever --ignore-host says.
 NEVER_IGNORED = ("toolchain.git",)
 
@@ -90,7 +90,7 @@ def run_preflight(ctx: StageContext, options: PreflightOptions) -> StageResult:
                "anyway, for testing")
         if all(f.id in PREFLIGHT_FOR_BUILD for f in stops):  # e.g. an x86_64 laptop preparing for an Arm board
             fix = ("on this machine `flagtree-cpu setup --skip-build` is what works: it prepares the sources, the "
-                   "LLVM tree and the links (no build); build on a machine the recipe targets. Otherwise " + fix)
+                   "downloads and the links (no build); build where the recipe can build. Otherwise " + fix)
         raise DoctorFailed(f"{len(stops)} problem{'s' if len(stops) > 1 else ''} on this machine would make setup "
                            "fail later; nothing was changed", details=tuple(details), fix=fix)
     warnings, ignored = [], 0

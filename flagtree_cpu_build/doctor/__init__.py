@@ -1,5 +1,8 @@
 """doctor: named, read-only checks of host, toolchain and workspace, each with a fix.
 
+What a check asks for is the recipe's (its platform, toolchains, build hazards, run-time environment,
+resources): no project's rules live in the checks themselves.
+
 Every check has a stable id (``cpu.features``), an area, and returns a status (ok, warn,
 fail, skip), a one-line detail and — for warn and fail — a copy-pasteable fix. Nothing is
 written, downloaded or built.
@@ -9,7 +12,7 @@ written, downloaded or built.
     machine    what a board is: host, CPU, system packages, memory (readable from a --sysroot snapshot)
     local      this machine's tools, Python, C/C++ runtime, disk
     network    can clones and downloads reach what they would use
-    workspace  sources, links, the LLVM tree, the last build, the build and run-time environment
+    workspace  sources, links, the published downloads, the last build, the build and run-time environment
     run        imports the check modules (registering them), runs them, the report and its JSON Schema
 """
 

@@ -1,10 +1,16 @@
-"""Answers several doctor checks share: the target Python's facts (one query, cached), disk paths."""
+"""Answers several doctor checks share: the target Python's facts (one query, cached), which of the recipe's
+requirements apply here, the build's view of a variable, disk paths."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TypeVar
 
+from ..recipe import SelectorFacts
 from .kit import DoctorContext
+
+T = TypeVar("T")
 
 
 def python_facts(c: DoctorContext) -> dict | None:
@@ -17,9 +23,30 @@ def python_facts(c: DoctorContext) -> dict | None:
 
             from ..pythonenv import inspect
 
-            names = [Requirement(r.requirement).name for r in (*c.recipe.python.build, *c.recipe.python.runtime)]
-            c.cache["python"] = inspect(c.python, [*names, "triton", "flag_gems"])
+            recipe = c.recipe
+            names = [Requirement(r.requirement).name for r in (*recipe.python.build, *recipe.python.runtime)]
+            # what the build installs (is it there from elsewhere?) and what run-time variables depend on
+            distribution = [recipe.build.distribution] if recipe.build and recipe.build.distribution else []
+            wanted = [*names, *distribution, *recipe.runtime.only_with.values()]
+            c.cache["python"] = inspect(c.python, list(dict.fromkeys(wanted)))
     return c.cache["python"]
+
+
+def selector_facts(c: DoctorContext) -> SelectorFacts:
+    """What the recipe's `when:` selectors are judged against on this (possibly snapshot) host."""
+    return c.recipe.selector_facts(c.host.arch, c.host.os_id, c.host.glibc)
+
+
+def applicable(c: DoctorContext, items: Iterable[T]) -> list[T]:
+    """The requirements whose `when:` holds on this host (no `when`: always)."""
+    facts = selector_facts(c)
+    return [item for item in items if item.when is None or item.when.matches(facts)]
+
+
+def build_env_value(c: DoctorContext, name: str, default: str) -> str:
+    """A variable as the build sees it: the recipe's build environment sets it, else it is inherited."""
+    build = c.recipe.build.env.set if c.recipe.build else {}
+    return build.get(name) or c.environ.get(name) or default
 
 
 def existing_parent(path: Path) -> Path:

@@ -9,6 +9,7 @@ sits below its checks and nothing here imports a check module.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,11 @@ class Outcome:
     fix: str | None = None
 
 
+def with_article(word: str) -> str:
+    """``word`` with its indefinite article, as the arch names are said: an x86_64, an aarch64, a riscv64."""
+    return f"{'an' if word[:1] in ('a', 'e', 'i', 'o', 'x') else 'a'} {word}"
+
+
 def ok(detail: str) -> Outcome:
     return Outcome("ok", detail)
 
@@ -45,6 +51,10 @@ def fail(detail: str, fix: str) -> Outcome:
 
 def skip(detail: str) -> Outcome:
     return Outcome("skip", detail)
+
+
+# a package manager's command at the start of a fix or of one of its commands (after &&, ; or ||)
+_PACKAGE_MANAGER = re.compile(r"(^|&&\s*|;\s*|\|\|\s*)((?:apt-get|apt|dnf|yum|zypper|apk|pacman) )")
 
 
 @dataclass
@@ -73,6 +83,13 @@ class DoctorContext:
         """``command`` as a fix runs it with root's rights: through sudo, except for root itself
         (a container's root usually has no sudo at all)."""
         return command if self.euid == 0 else f"sudo {command}"
+
+    def root_fix(self, text: str) -> str:
+        """A recipe's fix text, written as root runs it, for this user: each package-manager command in it
+        (at the start, or after ``&&``, ``;`` or ``||``) goes through sudo unless doctor runs as root."""
+        if self.euid == 0 or not text:
+            return text
+        return _PACKAGE_MANAGER.sub(lambda m: f"{m.group(1)}sudo {m.group(2)}", text)
 
 
 @dataclass(frozen=True)

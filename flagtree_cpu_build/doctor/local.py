@@ -1,5 +1,9 @@
 """doctor checks of this machine's tools, Python, C/C++ runtime and disk (the network's are in ``network``).
 
+What they ask for is the recipe's: the compilers and libraries of ``platform.host.requires``, the
+pre-provisioned ``toolchains``, the commands ``python.build`` may take from the system, the build's
+``distribution`` and the ``resources.disk`` needs.
+
 They are skipped for a ``--sysroot`` snapshot (a copy of a board's /proc, /sys and /etc
 says nothing about the tools or the workspace on the machine doctor runs on).
 """
@@ -17,8 +21,9 @@ from urllib.parse import urlparse
 from ..elfinfo import NotElf, read_versions, version_key
 from ..extract import read_stamp
 from ..proc import capture
-from .facts import existing_parent, python_facts
-from .kit import DoctorContext, Outcome, check, fail, ok, skip, warn
+from ..recipe import CompilerRequirement, LibraryRequirement
+from .facts import applicable, build_env_value, existing_parent, python_facts, selector_facts
+from .kit import DoctorContext, Outcome, check, fail, ok, skip, warn, with_article
 
 GIB = 1024**3
 
@@ -35,12 +40,6 @@ def _version_of(command: str, pattern: str = r"(\d+\.\d+(?:\.\d+)?)") -> tuple[s
     return path, match.group(1) if match else None
 
 
-def _at_least(version: str | None, minimum: tuple[int, ...]) -> bool:
-    if version is None:
-        return False
-    return tuple(int(p) for p in version.split(".") if p.isdigit()) >= minimum
-
-
 def _tool_present(c: DoctorContext, command: str, package: str, missing: str, *, required: bool,
                   note: str = "") -> Outcome:
     path, version = _version_of(command)
@@ -54,57 +53,102 @@ def tool_git(c: DoctorContext) -> Outcome:
     return _tool_present(c, "git", "git", "git is not installed", required=True)
 
 
-def _build_tool(c: DoctorContext, command: str, minimum: tuple[int, ...], package: str) -> Outcome:
-    venv_tool = c.python.parent / command
-    path, version = _version_of(str(venv_tool)) if venv_tool.exists() else _version_of(command)
-    wanted = ".".join(map(str, minimum))
-    if path is not None and _at_least(version, minimum):
-        return ok(f"{command} {version} ({path})")
-    found = f"{command} {version} at {path} is older than {wanted}" if path else f"no {command} on PATH"
-    return warn(f"{found}; `flagtree-cpu build` installs a recent one into the venv with pip",
-                c.as_root(f"apt-get install -y {package}") + "   # or let flagtree-cpu build install it")
+@check("toolchain.build-commands", "toolchain", "System commands python.build accepts instead of pip packages",
+       live_only=True)
+def tool_build_commands(c: DoctorContext) -> Outcome:
+    from packaging.requirements import Requirement
+    from packaging.version import InvalidVersion
+
+    wanted = [r for r in c.recipe.python.build if r.system_command]
+    if not wanted:
+        return skip("the recipe's python.build names no system commands")
+    found, short = [], []
+    for requirement in wanted:
+        command = requirement.system_command
+        venv_tool = c.python.parent / command  # the build puts the venv's bin first on PATH
+        path, version = _version_of(str(venv_tool)) if venv_tool.exists() else _version_of(command)
+        specifier = Requirement(requirement.requirement).specifier
+        try:
+            fits = version is not None and specifier.contains(version, prereleases=True)
+        except InvalidVersion:
+            fits = False
+        if path is not None and fits:
+            found.append(f"{command} {version} ({path})")
+        else:
+            short.append((requirement.requirement, f"{command} {version} at {path} does not satisfy "
+                          f"{requirement.requirement}" if path else f"no {command} on PATH"))
+    if not short:
+        return ok(", ".join(found))
+    import shlex
+
+    install = shlex.join([str(c.python), "-m", "pip", "install", *(r for r, _ in short)])
+    return warn("; ".join(d for _, d in short) + "; `flagtree-cpu build` installs them into the venv with pip",
+                f"{install}   # or let flagtree-cpu build install them")
 
 
-@check("toolchain.cmake", "toolchain", "CMake 3.18 or newer", live_only=True)
-def tool_cmake(c: DoctorContext) -> Outcome:
-    return _build_tool(c, "cmake", (3, 18), "cmake")
-
-
-@check("toolchain.ninja", "toolchain", "ninja", live_only=True)
-def tool_ninja(c: DoctorContext) -> Outcome:
-    return _build_tool(c, "ninja", (1, 11), "ninja-build")
-
-
-@check("toolchain.compiler", "toolchain", "C/C++ compiler that knows -march=armv9-a", live_only=True)
-def tool_compiler(c: DoctorContext) -> Outcome:
-    compiler = c.environ.get("CXX", "c++")
-    path = shutil.which(compiler)
-    if path is None:
-        return fail(f"no C++ compiler ({compiler}) on PATH", c.as_root("apt-get install -y build-essential"))
+def _compiler_name(path: str, command: str) -> tuple[str, str, int]:
+    """(family, printable name, major) of a compiler: GCC or Clang, from its --version."""
     text = capture([path, "--version"], timeout_s=10).stdout
     clang = re.search(r"clang version (\d+)\.", text)
     gcc = re.search(r"\) (\d+)\.\d+", text.splitlines()[0] if text else "")
     family, major = ("Clang", int(clang.group(1))) if clang else ("GCC", int(gcc.group(1)) if gcc else 0)
-    minimum = 14 if family == "Clang" else 12
-    name = f"{family} {major}" if major else text.splitlines()[0] if text else compiler
-    if major < minimum:
-        return fail(f"{name} ({path}) does not know -march=armv9-a+sve2+i8mm+bf16 (needs GCC 12 or Clang 14)",
-                    c.as_root("apt-get install -y gcc-12 g++-12") + " && export CC=gcc-12 CXX=g++-12")
-    if c.host.arch != "aarch64":
-        return ok(f"{name} ({path}); the armv9-a flag is not tried on a {c.host.arch} host")
-    probe = capture([path, "-x", "c++", "-march=armv9-a+sve2+i8mm+bf16", "-fsyntax-only", "-"], timeout_s=20)
-    if probe.returncode != 0:
-        error = (probe.stderr.strip().splitlines() or ["(no message)"])[-1]
-        return fail(f"{name} rejects -march=armv9-a+sve2+i8mm+bf16: {error}",
-                    "install a newer compiler: " + c.as_root("apt-get install -y gcc-13 g++-13")
-                    + " && export CC=gcc-13 CXX=g++-13")
-    return ok(f"{name} ({path}) accepts -march=armv9-a+sve2+i8mm+bf16")
+    name = f"{family} {major}" if major else text.splitlines()[0] if text else command
+    return family, name, major
+
+
+def _one_compiler(c: DoctorContext, requirement: CompilerRequirement) -> Outcome:
+    compiler = build_env_value(c, requirement.env, requirement.default)
+    why = f": {requirement.why}" if requirement.why else ""
+    fix = c.root_fix(requirement.fix)
+    path = shutil.which(compiler)
+    if path is None:
+        return fail(f"no C++ compiler ({requirement.env}={compiler}) on PATH{why}",
+                    fix or c.as_root("apt-get install -y build-essential"))
+    family, name, major = _compiler_name(path, compiler)
+    minimum = requirement.min.get(family.lower())
+    if minimum is not None and major < minimum:
+        needs = " or ".join(f"{'GCC' if f == 'gcc' else 'Clang'} {m}" for f, m in requirement.min.items())
+        return fail(f"{name} ({path}) is older than the recipe needs ({needs}){why}",
+                    fix or f"install {needs} and point {requirement.env} at it")
+    flags = " ".join(requirement.flags)
+    if not requirement.flags:
+        return ok(f"{name} ({path})")
+    if c.host.arch not in c.recipe.platform.host.arch:  # another machine's flags: a wrong host is host.arch's news
+        return ok(f"{name} ({path}); {flags} is not tried on {with_article(c.host.arch)} host")
+    for flag in requirement.flags:
+        probe = capture([path, "-x", "c++", flag, "-fsyntax-only", "-"], timeout_s=20)
+        if probe.returncode != 0:
+            error = (probe.stderr.strip().splitlines() or ["(no message)"])[-1]
+            return fail(f"{name} rejects {flag}: {error}{why}",
+                        fix or f"install a compiler that accepts {flag} and point {requirement.env} at it")
+    return ok(f"{name} ({path}) accepts {flags}")
+
+
+@check("toolchain.compiler", "toolchain", "C/C++ compiler the recipe asks for", live_only=True)
+def tool_compiler(c: DoctorContext) -> Outcome:
+    wanted = applicable(c, c.recipe.platform.host.requires.compilers)
+    if not wanted:
+        return skip("the recipe asks nothing of the compiler")
+    outcomes = [_one_compiler(c, requirement) for requirement in wanted]
+    return _combined(outcomes)
+
+
+def _combined(outcomes: list[Outcome]) -> Outcome:
+    """One outcome for several requirements: the worst status, each detail, the fixes of the failures."""
+    for status in ("fail", "warn"):
+        bad = [o for o in outcomes if o.status == status]
+        if bad:
+            return Outcome(status, "; ".join(o.detail for o in bad), "; ".join(dict.fromkeys(o.fix for o in bad
+                                                                                          if o.fix)))
+    return ok("; ".join(o.detail for o in outcomes))
 
 
 @check("toolchain.ccache", "toolchain", "ccache (optional, faster rebuilds)", live_only=True)
 def tool_ccache(c: DoctorContext) -> Outcome:
+    uses = [f"{k}={v}" for e in (c.recipe.build.env.if_command if c.recipe.build else ()) if e.command == "ccache"
+            for k, v in e.set.items()]
     return _tool_present(c, "ccache", "ccache", "no ccache: every rebuild compiles everything again", required=False,
-                         note="; builds use it (TRITON_BUILD_WITH_CCACHE=true)")
+                         note=f"; builds use it ({', '.join(uses)})" if uses else "")
 
 
 @check("toolchain.pkg-config", "toolchain", "pkg-config", live_only=True)
@@ -112,16 +156,51 @@ def tool_pkg_config(c: DoctorContext) -> Outcome:
     return _tool_present(c, "pkg-config", "pkg-config", "no pkg-config on PATH", required=False)
 
 
-@check("toolchain.openmp", "toolchain", "OpenMP runtime (kernels link it)", live_only=True)
-def tool_openmp(c: DoctorContext) -> Outcome:
-    compiler = shutil.which(c.environ.get("CC", "cc"))
-    for library in ("libgomp.so", "libomp.so"):
+def _one_library(c: DoctorContext, requirement: LibraryRequirement) -> Outcome:
+    compiler = shutil.which(build_env_value(c, requirement.compiler_env, requirement.compiler_default))
+    for library in requirement.any_of:
         if compiler:
             answer = capture([compiler, f"-print-file-name={library}"], timeout_s=10).stdout.strip()
             if answer and os.path.isabs(answer) and os.path.exists(answer):
                 return ok(f"{library} at {answer}")
-    return fail("no OpenMP runtime (libgomp/libomp) for the compiler: JIT-compiled kernels link it",
-                c.as_root("apt-get install -y libomp-dev libgomp1"))
+    why = f": {requirement.why}" if requirement.why else ""
+    return fail(f"no {requirement.name} ({' or '.join(requirement.any_of)}) for the compiler{why}",
+                c.root_fix(requirement.fix) or f"install the package that provides {requirement.any_of[0]}")
+
+
+@check("toolchain.libraries", "toolchain", "Libraries the compiler must find", live_only=True)
+def tool_libraries(c: DoctorContext) -> Outcome:
+    wanted = applicable(c, c.recipe.platform.host.requires.libraries)
+    if not wanted:
+        return skip("the recipe asks for no libraries")
+    return _combined([_one_library(c, requirement) for requirement in wanted])
+
+
+@check("toolchain.provisioned", "toolchain", "Pre-provisioned toolchains the recipe names", live_only=True)
+def tool_provisioned(c: DoctorContext) -> Outcome:
+    from ..recipe.resolve import toolchain_override_var
+
+    facts = selector_facts(c)
+    wanted = {name: t for name, t in c.recipe.toolchains.items() if t.when is None or t.when.matches(facts)}
+    if not wanted:
+        return skip("the recipe names no pre-provisioned toolchains")
+    variant = f" (recipe variant {c.recipe.variant})" if c.recipe.variant else ""
+    problems, fixes, found = [], [], []
+    for name, toolchain in wanted.items():
+        root = Path(toolchain.path)
+        missing = [str(root)] if not root.is_dir() else [str(root / f) for f in toolchain.expect
+                                                        if not (root / f).exists()]
+        if not missing:
+            found.append(f"{name} at {root}")
+            continue
+        why = f"; {toolchain.why}" if toolchain.why else ""
+        problems.append(f"toolchain {name}{variant}: missing {', '.join(missing)}{why}")
+        override = toolchain_override_var(name)
+        fixes.append((c.root_fix(toolchain.fix) + ", or " if toolchain.fix else "")
+                     + f"export {override}=<where {name} is installed on this machine>")
+    if problems:
+        return fail("; ".join(problems), "; ".join(fixes))
+    return ok(", ".join(found))
 
 
 # --- Python -----------------------------------------------------------------------------------------
@@ -170,35 +249,48 @@ def python_build_prerequisites(c: DoctorContext) -> Outcome:
     return _requirements_outcome(c, c.recipe.python.build, "`flagtree-cpu build`")
 
 
-@check("python.runtime-prerequisites", "python", "Run-time prerequisites (torch, numpy)", live_only=True)
+@check("python.runtime-prerequisites", "python", "Run-time prerequisites (python.runtime)", live_only=True)
 def python_runtime_prerequisites(c: DoctorContext) -> Outcome:
     return _requirements_outcome(c, c.recipe.python.runtime, "`flagtree-cpu setup` (or validate --install-prereqs)")
 
 
-@check("python.foreign-triton", "python", "A pip-installed triton the build would replace", live_only=True)
-def python_foreign_triton(c: DoctorContext) -> Outcome:
+@check("python.installed-elsewhere", "python", "An installed copy of what the build installs", live_only=True)
+def python_installed_elsewhere(c: DoctorContext) -> Outcome:
+    build = c.recipe.build
+    if build is None or not build.distribution:
+        return skip("the recipe's build names no distribution it installs")
+    if build.mode == "wheel-only":
+        return skip(f"the build makes a wheel of {build.distribution}; it installs nothing")
     facts = python_facts(c)
     if facts is None:
         return skip(f"{c.python} does not exist yet")
-    version = facts["found"].get("triton")
+    name = build.distribution
+    version = facts["found"].get(name)
     if version is None:
-        return ok("no triton installed yet")
-    direct = json.loads(facts.get("direct_urls", {}).get("triton") or "{}")
+        return ok(f"no {name} installed yet")
+    direct = json.loads(facts.get("direct_urls", {}).get(name) or "{}")
     installed_from = Path(urlparse(direct.get("url", "")).path or "/nonexistent")
     if direct.get("dir_info", {}).get("editable") and installed_from.is_relative_to(c.workspace.root):
-        return ok(f"triton {version} is this workspace's editable build ({installed_from})")
-    return warn(f"triton {version} from elsewhere is installed in {c.python}: FlagTree's setup.py uninstalls it "
-                "when it builds", f"{c.python} -m pip uninstall -y triton   # or build into another venv (--python)")
+        return ok(f"{name} {version} is this workspace's editable build ({installed_from})")
+    return warn(f"{name} {version} from elsewhere is installed in {c.python}: the build replaces it (pip "
+                "uninstalls it first)", f"{c.python} -m pip uninstall -y {name}   # or build into another venv "
+                "(--python)")
 
 
 # --- C/C++ runtime ---------------------------------------------------------------------------------------
 
-_LIB_DIRS = {"aarch64": ("lib/aarch64-linux-gnu", "usr/lib/aarch64-linux-gnu", "lib64", "usr/lib64"),
-             "x86_64": ("lib/x86_64-linux-gnu", "usr/lib/x86_64-linux-gnu", "lib64", "usr/lib64")}
+# Debian's multiarch folder is lib/<triplet>; the triplet is <arch>-linux-gnu except for these
+_MULTIARCH = {"ppc64le": "powerpc64le-linux-gnu", "armv7l": "arm-linux-gnueabihf", "i686": "i386-linux-gnu"}
+
+
+def _lib_dirs(arch: str) -> tuple[str, ...]:
+    """Where a distribution keeps the C/C++ runtime: multiarch (Debian, Ubuntu), lib64 (Fedora, SUSE), lib."""
+    triplet = _MULTIARCH.get(arch, f"{arch}-linux-gnu")
+    return (f"lib/{triplet}", f"usr/lib/{triplet}", "lib64", "usr/lib64", "usr/lib")
 
 
 def _system_library(c: DoctorContext, name: str) -> Path | None:
-    for folder in _LIB_DIRS.get(c.host.arch, ()):
+    for folder in _lib_dirs(c.host.arch):
         candidate = c.sysroot / folder / name
         if candidate.exists():
             return candidate
@@ -206,7 +298,7 @@ def _system_library(c: DoctorContext, name: str) -> Path | None:
 
 
 def _binaries(c: DoctorContext) -> list[Path]:
-    """A sample of the LLVM prebuilt's executables and libraries, plus what the build produced."""
+    """A sample of each published download's executables and libraries, plus what the build produced."""
     found: list[Path] = []
     for artifact in c.recipe.artifacts.values():
         tree = Path(artifact.path)
@@ -224,7 +316,7 @@ def _binaries(c: DoctorContext) -> list[Path]:
 def runtime_glibc(c: DoctorContext) -> Outcome:
     binaries = _binaries(c)
     if not binaries:
-        return skip("no LLVM tree or build products yet (flagtree-cpu fetch / build)")
+        return skip("no published downloads or build products yet (flagtree-cpu fetch / build)")
     needs: dict[str, set[str]] = {}
     foreign = set()
     for binary in binaries:
@@ -255,23 +347,23 @@ def runtime_glibc(c: DoctorContext) -> Outcome:
         return ok(f"{len(binaries)} binaries checked; the system libraries provide every version they need")
     return fail("the binaries need newer C/C++ runtime versions: " + "; ".join(problems) + " (newest here: "
                 + ", ".join(newest.values()) + ")",
-                "install a newer libstdc++/glibc (e.g. a newer GCC's runtime) and preload it, as FlagTree's FAQ "
-                "says: export LD_PRELOAD=/path/to/newer/libstdc++.so.6")
+                "install a newer libstdc++/glibc (e.g. a newer GCC's runtime) and preload it: "
+                "export LD_PRELOAD=/path/to/newer/libstdc++.so.6")
 
 
 # --- disk ------------------------------------------------------------------------------------------
 
 
-@check("resources.disk", "resources", "Free disk in the workdir and under ~/.triton", live_only=True)
+@check("resources.disk", "resources", "Free disk where the recipe needs it", live_only=True)
 def resources_disk(c: DoctorContext) -> Outcome:
-    from ..workspace import triton_home
-
-    needs = {"workdir": (c.workspace.root, c.recipe.resources.workdir_disk_gb),
-             "~/.triton": (triton_home(c.environ) / ".triton", c.recipe.resources.triton_home_disk_gb)}
+    needs = c.recipe.resources.disk
+    if not needs:
+        return skip("the recipe states no disk needs")
+    # folders on one file system share its free space: their needs add up
     by_device: dict[int, list[tuple[str, Path, float]]] = {}
-    for label, (path, gb) in needs.items():
-        where = existing_parent(path)
-        by_device.setdefault(os.stat(where).st_dev, []).append((label, where, gb))
+    for need in needs:
+        where = existing_parent(c.workspace.root / need.path)  # a relative path is inside the workdir
+        by_device.setdefault(os.stat(where).st_dev, []).append((need.label or need.path, where, need.gb))
     parts, short = [], []
     for entries in by_device.values():
         stats = os.statvfs(entries[0][1])
@@ -282,6 +374,10 @@ def resources_disk(c: DoctorContext) -> Outcome:
         if free < wanted:
             short.append(f"{labels} ({entries[0][1]}): {free:.1f} of {wanted:g} GiB")
     if short:
-        return fail("not enough free disk: " + "; ".join(short),
-                    "free space, or use --workdir on a larger disk (and TRITON_HOME for ~/.triton)")
+        from ..workspace import triton_home
+
+        home = triton_home(c.environ)  # {triton_home} follows TRITON_HOME: a need under it can move
+        moves = any((c.workspace.root / n.path).is_relative_to(home) for n in needs)
+        return fail("not enough free disk: " + "; ".join(short), "free space, or use --workdir on a larger disk"
+                    + (f" (and TRITON_HOME for what is under {home})" if moves else ""))
     return ok("; ".join(parts))

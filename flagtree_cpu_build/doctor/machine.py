@@ -1,17 +1,22 @@
-"""doctor checks of the machine itself — host, CPU, system packages, memory.
+"""doctor checks of the machine itself — host, CPU, devices, system packages, memory.
 
-Everything here reads files under the sysroot (``/`` or a ``--sysroot`` snapshot of a
-board), so a board can be diagnosed from a copy of its /proc, /sys and /etc.
+Nearly everything here reads files under the sysroot (``/`` or a ``--sysroot`` snapshot of a
+board), so a board can be diagnosed from a copy of its /proc, /sys and /etc; device nodes and
+commands on PATH are not in a snapshot and are checked on the machine itself. What is checked
+comes from the recipe's ``platform`` (host arches and requirements, the target's CPU features).
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 from ..buildenv import compute_jobs
 from ..cpuinfo import cpu_list
 from ..system_packages import missing_apt_packages  # the one reading of dpkg's status file
-from .kit import DoctorContext, Outcome, check, fail, ok, skip, warn
+from .facts import applicable, selector_facts
+from .kit import DoctorContext, Outcome, check, fail, ok, skip, warn, with_article
 
 GIB = 1024**3
 
@@ -20,48 +25,73 @@ GIB = 1024**3
 def host_os(c: DoctorContext) -> Outcome:
     h = c.host
     if not h.os_id:
-        return warn("no /etc/os-release: the distribution is unknown, so is the right LLVM tarball",
-                    "check that this is a regular Linux installation (cat /etc/os-release)")
-    tarballs = ", ".join(Path(a.url).name for a in c.recipe.artifacts.values()) or "no toolchain artifact"
-    note = " (AlmaLinux gets its own LLVM build, as FlagTree's setup.py picks it)" if h.os_id == "almalinux" else ""
+        return warn("no /etc/os-release: the distribution is unknown, so is which of the recipe's download "
+                    "variants applies", "check that this is a regular Linux installation (cat /etc/os-release)")
+    tarballs = ", ".join(Path(a.url).name for a in c.recipe.artifacts.values()) or "no downloads"
+    # an artifact variant chosen for this distribution: say so, the download differs from the default one
+    facts = selector_facts(c)
+    chosen = [name for name, a in c.recipe.artifacts.items()
+              if any(v.when.os_id and v.when.matches(facts) for v in a.variants)]
+    note = f" ({', '.join(chosen)}: the recipe's variant for {h.os_id})" if chosen else ""
     return ok(f"{h.os_pretty_name or h.os_id} (ID={h.os_id}): {tarballs}{note}")
 
 
-@check("host.arch", "host", "Architecture the recipe builds for")
+@check("host.arch", "host", "Architecture the recipe builds on")
 def host_arch(c: DoctorContext) -> Outcome:
-    targets = c.recipe.platform.arch
-    if c.host.arch in targets:
-        return ok(f"{c.host.arch}, as the recipe requires")
-    return fail(f"this machine is {c.host.arch}; recipe {c.recipe.name} builds for {', '.join(targets)} "
-                "(libtriton is compiled with -march=armv9-a+sve2+i8mm+bf16 and runs nowhere else)",
-                "use an Armv9 aarch64 machine (Cortex-A720/X4, Neoverse V2/N2 class); here only sync, link and "
-                "fetch are useful")
+    host = c.recipe.platform.host
+    if c.host.arch in host.arch:
+        target = c.recipe.target_arch(c.host.arch)
+        cross = f"; the products run on {target} (a cross build)" if target != c.host.arch else ""
+        return ok(f"{c.host.arch}, as the recipe requires{cross}")
+    why = f" ({host.why})" if host.why else ""
+    return fail(f"this machine is {c.host.arch}; recipe {c.recipe.name} builds on {', '.join(host.arch)}{why}",
+                host.advice or f"build on {with_article(' or '.join(host.arch))} machine")
 
 
-@check("cpu.features", "cpu", "CPU features the build needs")
+def _cross(c: DoctorContext) -> Outcome | None:
+    """The target's CPU is not this one in a cross build: nothing about this CPU matters to the products."""
+    if c.recipe.is_cross(c.host.arch):
+        return skip(f"the products run on {c.recipe.target_arch(c.host.arch)}, not on this {c.host.arch} host")
+    return None
+
+
+def _machines(c: DoctorContext) -> str:
+    machines = c.recipe.platform.target.machines
+    return f", e.g. {machines}" if machines else ""
+
+
+@check("cpu.features", "cpu", "CPU features the products need")
 def cpu_features(c: DoctorContext) -> Outcome:
-    required = list(c.recipe.platform.cpu_features)
+    target = c.recipe.platform.target
+    required = list(target.cpu_features)
     if not c.cpu.cores:
         return skip("no /proc/cpuinfo to read")
+    cross = _cross(c)
+    if cross is not None:
+        return cross
     if not required:
         return ok("the recipe needs no particular CPU features")
     missing = [f for f in required if f not in c.cpu.features]
-    if c.cpu.arch != "aarch64" and missing == required:
-        return fail(f"{c.cpu.model} is an {c.cpu.arch} CPU: it has none of the Arm features the build needs "
-                    f"({', '.join(required)})", "run on an Armv9 aarch64 CPU (Cortex-A720/X4, Neoverse V2 class)")
+    fix = f"run on a CPU with {', '.join(required)}{_machines(c)}"
+    if c.cpu.arch not in c.recipe.platform.host.arch and missing == required:
+        # another architecture altogether: the feature names are not even its own
+        return fail(f"{c.cpu.model} is {with_article(c.cpu.arch)} CPU; the recipe's target needs "
+                    f"{', '.join(required)}", fix)
     source = " (/proc/cpuinfo and HWCAP)" if c.cpu.hwcap else " (/proc/cpuinfo)"
     if not missing:
         return ok(f"{c.cpu.model} has {', '.join(required)}{source}")
-    return fail(f"{c.cpu.model} lacks {', '.join(missing)}{source}: libtriton is compiled with "
-                "-march=armv9-a+sve2+i8mm+bf16 and would die here with an illegal instruction (SIGILL)",
-                f"run on a CPU with {', '.join(required)} (Armv9: Cortex-A720/X4, Neoverse V2 class)")
+    why = f": {target.why}" if target.why else ": the products would die here with an illegal instruction (SIGILL)"
+    return fail(f"{c.cpu.model} lacks {', '.join(missing)}{source}{why}", fix)
 
 
-@check("cpu.sve-length", "cpu", "SVE vector length the build assumes")
+@check("cpu.sve-length", "cpu", "SVE vector length the products assume")
 def cpu_sve_length(c: DoctorContext) -> Outcome:
-    wanted = c.recipe.platform.sve_vector_bits
+    wanted = c.recipe.platform.target.sve_vector_bits
     if wanted is None:
         return skip("the recipe fixes no SVE vector length")
+    cross = _cross(c)
+    if cross is not None:
+        return cross
     if "sve" not in c.cpu.features:
         return skip("no SVE on this CPU (see cpu.features)")
     if c.cpu.sve_vector_bits is None:
@@ -73,6 +103,38 @@ def cpu_sve_length(c: DoctorContext) -> Outcome:
                 f"(-msve-vector-bits={wanted}), so its SVE code would compute wrong results",
                 f"echo {wanted // 8} | {c.as_root('tee')} /proc/sys/abi/sve_default_vector_length   "
                 f"# new processes then get {wanted}-bit vectors")
+
+
+@check("host.devices", "host", "Device nodes the recipe needs")
+def host_devices(c: DoctorContext) -> Outcome:
+    wanted = applicable(c, c.recipe.platform.host.requires.devices)
+    if not wanted:
+        return skip("the recipe needs no device nodes")
+    if not c.live:  # a snapshot copies /proc, /sys and /etc, never /dev
+        return skip(f"a --sysroot snapshot has no /dev: {', '.join(d.path for d in wanted)} checked on the machine "
+                    "itself")
+    missing = [d for d in wanted if not os.path.exists(d.path)]
+    if not missing:
+        return ok(", ".join(d.path for d in wanted))
+    detail = "; ".join(f"no {d.path}" + (f" ({d.why})" if d.why else "") for d in missing)
+    fixes = [d.fix for d in missing if d.fix]
+    return fail(detail, c.root_fix("; ".join(fixes)) or "install the driver that creates "
+                + ", ".join(d.path for d in missing) + " (in a container: pass the device through)")
+
+
+@check("host.commands", "host", "Commands the recipe needs on PATH", live_only=True)
+def host_commands(c: DoctorContext) -> Outcome:
+    wanted = applicable(c, c.recipe.platform.host.requires.commands)
+    if not wanted:
+        return skip("the recipe needs no particular commands")
+    found = {r.command: shutil.which(r.command, path=c.environ.get("PATH")) for r in wanted}
+    missing = [r for r in wanted if found[r.command] is None]
+    if not missing:
+        return ok(", ".join(f"{name} ({path})" for name, path in found.items()))
+    detail = "; ".join(f"no {r.command} on PATH" + (f" ({r.why})" if r.why else "") for r in missing)
+    fixes = [r.fix for r in missing if r.fix]
+    return fail(detail, c.root_fix("; ".join(fixes)) or f"install {', '.join(r.command for r in missing)} and put "
+                "it on PATH")
 
 
 @check("cpu.topology", "cpu", "Heterogeneous (big.LITTLE) cores")
@@ -115,6 +177,10 @@ def system_packages(c: DoctorContext) -> Outcome:
                 c.as_root(f"apt-get install -y {' '.join(missing)}"))
 
 
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
 @check("resources.memory", "resources", "Memory and the parallel jobs the build will use")
 def resources_memory(c: DoctorContext) -> Outcome:
     build = c.recipe.build
@@ -124,8 +190,8 @@ def resources_memory(c: DoctorContext) -> Outcome:
     per_link = build.memory_per_link_job_gb if build else 4.0
     jobs = compute_jobs(c.host.cpu_count, c.host.mem_available, per_job, per_link)
     total = c.host.mem_total / GIB
-    detail = (f"{total:.1f} GiB total; the build will use MAX_JOBS={jobs.jobs} and TRITON_PARALLEL_LINK_JOBS="
-              f"{jobs.link_jobs} ({jobs.reason})")
+    detail = (f"{total:.1f} GiB total; the build will use {_count(jobs.jobs, 'compile job')} and "
+              f"{_count(jobs.link_jobs, 'link job')} ({jobs.reason})")
     needed = c.recipe.resources.memory_gb
     if needed and total < needed:
         return warn(f"{detail}; the recipe recommends {needed:g} GiB",

@@ -1,6 +1,7 @@
-"""doctor checks of the workspace: sources, links, the LLVM tree, the last build, and the
-environment a user's shell gives builds and kernels. Read-only: git runs without optional
-locks, nothing is repaired here (each fix names the command that repairs it).
+"""doctor checks of the workspace: sources, links, the published downloads, the last build, and the
+environment a user's shell gives builds and kernels (judged by the recipe's build hazards and run-time
+environment). Read-only: git runs without optional locks, nothing is repaired here (each fix names
+the command that repairs it).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from pathlib import Path
 
 from ..extract import read_stamp
 from ..plans import PlanItem, Scope
-from ..plans.build import STAMP
 from ..state import read_state
 from .facts import existing_parent, python_facts
 from .kit import DoctorContext, Outcome, check, fail, ok, skip, warn
@@ -24,7 +24,7 @@ def _set_up(c: DoctorContext) -> bool:
     """Has any command set this workspace up? Every one that changes it makes the state folder first.
 
     The workdir folder alone proves nothing (a user may have made it, or point --workdir at the
-    current folder): before setup, missing sources and LLVM are the normal state, not a failure.
+    current folder): before setup, missing sources and downloads are the normal state, not a failure.
     """
     return c.workspace.state_dir.is_dir()
 
@@ -85,12 +85,12 @@ def workspace_links(c: DoctorContext) -> Outcome:
         bad = [link for link in behind[0].data.get("links", []) if link["state"] != "ok"]
         return fail(f"{len(bad)} of {len(c.recipe.links.entries)} not as the recipe says: "
                     + ", ".join(f"{b['path']} ({b['state']})" for b in bad[:4]) + (" ..." if len(bad) > 4 else ""),
-                    "flagtree-cpu link   # No module named ...tle_ops at run time means exactly this")
+                    "flagtree-cpu link")
     return ok(f"all {len(c.recipe.links.entries)} in place")
 
 
-@check("workspace.llvm", "workspace", "The published LLVM tree", live_only=True)
-def workspace_llvm(c: DoctorContext) -> Outcome:
+@check("workspace.artifacts", "workspace", "The published downloads (artifacts)", live_only=True)
+def workspace_artifacts(c: DoctorContext) -> Outcome:
     if not c.recipe.artifacts:
         return skip("the recipe has no artifacts")
     items = _plans(c, "artifacts")
@@ -109,7 +109,11 @@ def workspace_llvm(c: DoctorContext) -> Outcome:
 
 @check("workspace.build", "workspace", "The last build is current", live_only=True)
 def workspace_build(c: DoctorContext) -> Outcome:
-    stamp_file = c.workspace.state_dir / STAMP
+    if c.recipe.build is None:
+        return skip("the recipe has no build")
+    from ..build import build_mode, stamp_name
+
+    stamp_file = c.workspace.state_dir / stamp_name(build_mode(c.recipe, None))
     if not stamp_file.exists():
         return skip("no build yet") if _set_up(c) else _not_set_up(c, "`flagtree-cpu build` builds it")
     damaged: list[str] = []
@@ -120,51 +124,87 @@ def workspace_build(c: DoctorContext) -> Outcome:
     behind = _behind(_plans(c, "build"))
     if behind:
         return warn(f"built before; would build again: {behind[0].reason}", "flagtree-cpu setup   # or: "
-                    "flagtree-cpu build, once the sources and LLVM are current")
-    return ok("built from the sources and LLVM now in place")
+                    "flagtree-cpu build, once the sources and downloads are current")
+    return ok("built from the sources and downloads now in place")
 
 
 @check("workspace.build-env", "workspace", "Inherited variables that would mislead a manual build", live_only=True)
 def workspace_build_env(c: DoctorContext) -> Outcome:
-    llvm_paths = {a.path for a in c.recipe.artifacts.values()}
-    notes = []
-    if c.environ.get("LLVM_SYSPATH") and c.environ["LLVM_SYSPATH"] not in llvm_paths:
-        notes.append(f"LLVM_SYSPATH={c.environ['LLVM_SYSPATH']} is not the recipe's LLVM")
-    if c.environ.get("TRITON_OFFLINE_BUILD", "").upper() == "ON":
-        notes.append("TRITON_OFFLINE_BUILD=ON turns on FlagTree's own offline mode (needs FLAGTREE_OFFLINE_BUILD_DIR)")
-    backend = c.environ.get("FLAGTREE_BACKEND")
-    if backend and backend != "cpu":
-        notes.append(f"FLAGTREE_BACKEND={backend}")
-    if notes:
-        names = " ".join(sorted({n.split("=")[0] for n in notes}))
-        return warn("; ".join(notes) + " (flagtree-cpu build overrides them; a hand-run pip install would not)",
-                    f"unset {names}")
-    return ok("nothing that conflicts")
+    hazards = c.recipe.build.hazards if c.recipe.build else ()
+    if not hazards:
+        return skip("the recipe names no misleading build variables")
+    found = [h for h in hazards if h.applies(c.environ.get(h.name))]
+    if not found:
+        return ok("nothing that conflicts")
+    notes = [f"{h.name}={c.environ[h.name]} {h.why}" for h in found]
+    unset = sorted({h.name for h in found if not h.fix})
+    fixes = [f"unset {' '.join(unset)}"] if unset else []
+    fixes += list(dict.fromkeys(h.fix for h in found if h.fix))
+    return warn("; ".join(notes) + " (flagtree-cpu build overrides them; a hand-run build would not)",
+                "; ".join(fixes))
 
 
-@check("workspace.runtime-env", "workspace", "Run-time variables for JIT-compiled kernels", live_only=True)
+def _missing_runtime(c: DoctorContext) -> list[tuple[str, str]]:
+    """(variable, what this shell lacks) for the recipe's run-time environment: values to set, entries of
+    PATH-like variables. Scripts it sources and command-dependent values cannot be judged from here."""
+    env = c.recipe.runtime.env
+    missing = [(k, f"{k}={v}") for k, v in env.set.items() if c.environ.get(k) != v]
+    for name, entries in (*env.prepend.items(), *env.append.items()):
+        have = c.environ.get(name, "").split(os.pathsep)
+        missing += [(name, f"{entry} in {name}") for entry in entries if entry not in have]
+    return missing
+
+
+@check("workspace.runtime-env", "workspace", "The recipe's run-time variables in this shell", live_only=True)
 def workspace_runtime_env(c: DoctorContext) -> Outcome:
-    missing = [f"{k}={v}" for k, v in c.recipe.runtime.env.items() if c.environ.get(k) != v]
-    facts = python_facts(c) if c.python.exists() else None
-    gems = bool(facts and facts["found"].get("flag_gems"))
-    important = [m for m in missing if not m.startswith("FLAGGEMS_VENDOR=") or gems]
+    runtime = c.recipe.runtime
+    if runtime.env.is_empty():
+        return skip("the recipe sets no run-time environment")
+    missing = _missing_runtime(c)
+    only_with = runtime.only_with
+    installed: set[str] = set()
+    if any(name in only_with for name, _ in missing):
+        facts = python_facts(c) if c.python.exists() else None
+        installed = {d for d in only_with.values() if facts and facts["found"].get(d)}
+    # a variable that matters only with a distribution is no news while that distribution is absent
+    important = [(name, text) for name, text in missing if name not in only_with or only_with[name] in installed]
     if important:
-        why = " (kernels fail: kernel.s: Error: junk at end of line)" if any(
-            m.startswith("FLAGTREE_BACKEND=") for m in important) else ""
-        return warn(f"not exported in this shell: {', '.join(important)}{why}", 'eval "$(flagtree-cpu env)"')
-    return ok("the recipe's run-time variables are exported" if not missing else
-              "FLAGTREE_BACKEND is set; FLAGGEMS_VENDOR matters only once FlagGems is installed")
+        names = list(dict.fromkeys(name for name, _ in important))
+        notes = [(name, runtime.notes[name]) for name in names if name in runtime.notes]
+        why = ""
+        if len(notes) == 1:
+            why = f" ({notes[0][1]})"
+        elif notes:
+            why = " (" + "; ".join(f"{name}: {note}" for name, note in notes) + ")"
+        return warn(f"not exported in this shell: {', '.join(t for _, t in important)}{why}",
+                    'eval "$(flagtree-cpu env)"')
+    if not missing:
+        return ok("the recipe's run-time variables are exported")
+    waiting = sorted({name for name, _ in missing})
+    exported = [k for k in runtime.env.set if k not in waiting]
+    return ok((f"{', '.join(exported)} {'is' if len(exported) == 1 else 'are'} set; " if exported else "")
+              + "; ".join(f"{name} matters only once {only_with[name]} is installed" for name in waiting))
 
 
-@check("workspace.install-prefix", "workspace", "The per-user install prefix is writable", live_only=True)
+@check("workspace.install-prefix", "workspace", "The install prefix the build passes to CMake is writable",
+       live_only=True)
 def workspace_install_prefix(c: DoctorContext) -> Outcome:
-    arguments = c.recipe.build.env.get("TRITON_APPEND_CMAKE_ARGS", "") if c.recipe.build else ""
-    match = re.search(r"-DCMAKE_INSTALL_PREFIX=(\S+)", arguments)
-    if not match:
-        return skip("the recipe sets no install prefix")
-    prefix = Path(match.group(1))
-    where = existing_parent(prefix)
-    if os.access(where, os.W_OK):
-        return ok(f"{prefix} {'is' if where == prefix else 'can be created'} writable")
-    return fail(f"{prefix} is not writable (sleef's install step would fail with Permission denied)",
-                c.as_root(f"chown -R $USER {where}") + "   # or set a prefix you own in the recipe")
+    # any variable of the build environment may carry CMake arguments (a project's own *_CMAKE_ARGS, CMAKE_ARGS):
+    # an install prefix in one of them is where an install step will write
+    values = c.recipe.build.env.set.values() if c.recipe.build else ()
+    prefixes = list(dict.fromkeys(m.group(1) for v in values for m in re.finditer(r"-DCMAKE_INSTALL_PREFIX=(\S+)", v)))
+    if not prefixes:
+        return skip("the recipe's build sets no CMake install prefix")
+    problems, fine = [], []
+    for text in prefixes:
+        prefix = Path(text)
+        where = existing_parent(prefix)
+        if os.access(where, os.W_OK):
+            fine.append(f"{prefix} {'is' if where == prefix else 'can be created'} writable")
+        else:
+            problems.append((prefix, where))
+    if problems:
+        return fail("; ".join(f"{p} is not writable" for p, _ in problems) + " (the build's install step would "
+                    "fail with Permission denied)", " && ".join(c.as_root(f"chown -R $USER {w}") for _, w in problems)
+                    + "   # or set a prefix you own in the recipe")
+    return ok("; ".join(fine))

@@ -55,7 +55,7 @@ def test_doctor_on_this_machine(tmp_path: Path) -> None:
 
 
 def test_the_human_report_groups_by_area_and_lists_fixes(tmp_path: Path) -> None:
-    result = doctor("--offline", "-w", str(tmp_path / "ws"), "--set", "platform.arch=[riscv64]")
+    result = doctor("--offline", "-w", str(tmp_path / "ws"), "--set", "platform.host.arch=[riscv64]")
     assert result.exit_code == 7
     out = result.stderr
     assert out.index(" host ") < out.index(" cpu ") < out.index(" toolchain ") < out.index(" workspace ")
@@ -174,7 +174,7 @@ def tree_state(root: Path) -> dict[str, tuple[int, int]]:
     return state
 
 
-WORKSPACE_TREES = ("--check", "workspace.sources", "--check", "workspace.llvm", "--check", "workspace.build")
+WORKSPACE_TREES = ("--check", "workspace.sources", "--check", "workspace.artifacts", "--check", "workspace.build")
 
 
 def test_a_workdir_before_setup_is_not_a_failure(tmp_path: Path) -> None:
@@ -194,7 +194,8 @@ def test_a_set_up_workspace_without_its_trees_fails(tmp_path: Path) -> None:
     assert result.exit_code == 7
     assert checks["workspace.sources"]["status"] == "fail" and checks["workspace.sources"]["fix"] == "flagtree-cpu sync"
     assert "not checked out" in checks["workspace.sources"]["detail"]
-    assert checks["workspace.llvm"]["status"] == "fail" and checks["workspace.llvm"]["fix"] == "flagtree-cpu fetch"
+    artifacts = checks["workspace.artifacts"]
+    assert artifacts["status"] == "fail" and artifacts["fix"] == "flagtree-cpu fetch"
     assert checks["workspace.build"]["status"] == "skip" and checks["workspace.build"]["detail"] == "no build yet"
 
 
@@ -206,7 +207,7 @@ def test_workspace_checks_are_read_only(synced: Workspace) -> None:
     checks = findings(result)
     assert checks["workspace.sources"]["status"] == "warn" and "local changes" in checks["workspace.sources"]["detail"]
     assert checks["workspace.links"]["status"] == "ok"
-    assert checks["workspace.llvm"]["status"] == "ok"
+    assert checks["workspace.artifacts"]["status"] == "ok"
     assert checks["workspace.build"]["status"] == "skip"
     assert tree_state(synced.root) == before  # nothing written, not even .git/index
     assert tree_state(Path(os.environ["HOME"]) / ".triton") == llvm_before
@@ -255,7 +256,7 @@ def test_python_checks_in_a_target_venv(synced: Workspace, tmp_path: Path) -> No
     assert prerequisites["fix"].startswith(f"{python} -m pip install")
     runtime = checks["python.runtime-prerequisites"]
     assert runtime["status"] == "warn" and "--index-url https://download.pytorch.org/whl/cpu" in runtime["fix"]
-    assert checks["python.foreign-triton"]["status"] == "ok"
+    assert checks["python.installed-elsewhere"]["status"] == "ok"
 
 
 def test_a_foreign_triton_is_flagged(synced: Workspace, tmp_path: Path) -> None:
@@ -266,7 +267,8 @@ def test_a_foreign_triton_is_flagged(synced: Workspace, tmp_path: Path) -> None:
 
     subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-index", "--find-links", str(wheelhouse),
                     "triton"], check=True, capture_output=True)
-    finding = findings(synced.run("doctor", "--json", "--offline", "--python", str(python)))["python.foreign-triton"]
+    result = synced.run("doctor", "--json", "--offline", "--python", str(python))
+    finding = findings(result)["python.installed-elsewhere"]
     assert finding["status"] == "warn" and "triton 3.2.0 from elsewhere" in finding["detail"]
     assert finding["fix"].startswith(f"{python} -m pip uninstall -y triton")
 
@@ -309,3 +311,59 @@ def test_elf_reader_on_the_systems_own_files() -> None:
                 if Path(p).exists())
     assert git.needs["libc.so.6"] <= read_versions(libc).defines
     assert sys.version_info >= (3, 10)
+
+
+# --- the compiler: the build's, judged by the recipe's rules --------------------------------------------------------
+
+
+def fake_compiler(tmp_path: Path, banner: str) -> Path:
+    script = tmp_path / "fake-c++"
+    script.write_text(f"""#!/bin/sh
+if [ "$1" = --version ]; then echo '{banner}'; exit 0; fi
+for a in "$@"; do case "$a" in -mno-such-flag) echo "error: unrecognized option '$a'" >&2; exit 1;; esac; done
+exit 0
+""")
+    script.chmod(0o755)
+    return script
+
+
+def compiler_finding(tmp_path: Path, data: dict) -> dict:
+    import yaml
+
+    path = tmp_path / "compiler.yaml"
+    path.write_text(yaml.safe_dump({**data, "name": "compiler"}, sort_keys=False))
+    result = doctor("--json", "-r", str(path), "--check", "toolchain.compiler", "-w", str(tmp_path / "ws"))
+    return findings(result)["toolchain.compiler"]
+
+
+def test_the_compiler_is_the_builds_and_judged_by_the_recipes_rules(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import yaml
+
+    from flagtree_cpu_build.recipe.files import find_recipe
+
+    data = yaml.safe_load(find_recipe("flagtree-cpu-arm64").path.read_text())
+    data["platform"]["host"]["arch"] = [platform.machine()]  # flags are probed only on a host the recipe builds on
+    data["platform"]["host"]["requires"] = {}
+    assert compiler_finding(tmp_path, data)["detail"] == "the recipe asks nothing of the compiler"
+    compiler = fake_compiler(tmp_path, "g++ (Debian 12.2.0-14) 12.2.0")
+    monkeypatch.setenv("CXX", "/nonexistent/c++")
+    data["build"]["env"]["set"]["CXX"] = str(compiler)  # the build's CXX wins over the shell's
+    data["platform"]["host"]["requires"] = {"compilers": [
+        {"min": {"gcc": 13, "clang": 15}, "why": "the project uses C++23", "fix": "apt-get install -y g++-13"}]}
+    old = compiler_finding(tmp_path, data)
+    assert old["status"] == "fail"
+    assert old["detail"] == (f"GCC 12 ({compiler}) is older than the recipe needs (GCC 13 or Clang 15): the project "
+                             "uses C++23")
+    assert old["fix"] == ("apt-get install -y g++-13" if os.geteuid() == 0 else "sudo apt-get install -y g++-13")
+    data["platform"]["host"]["requires"] = {"compilers": [{"min": {"gcc": 12}, "flags": ["-O2", "-mno-such-flag"]}]}
+    rejected = compiler_finding(tmp_path, data)
+    assert rejected["status"] == "fail"
+    assert rejected["detail"] == "GCC 12 rejects -mno-such-flag: error: unrecognized option '-mno-such-flag'"
+    data["platform"]["host"]["requires"] = {"compilers": [{"min": {"gcc": 12}, "flags": ["-O2"]}]}
+    assert compiler_finding(tmp_path, data)["detail"] == f"GCC 12 ({compiler}) accepts -O2"
+    # a recipe for other hosts: its flags are not this machine's business (host.arch says what is wrong)
+    data["platform"]["host"]["arch"] = ["riscv64" if platform.machine() != "riscv64" else "s390x"]
+    data["platform"]["host"]["requires"] = {"compilers": [{"flags": ["-mno-such-flag"]}]}
+    other = compiler_finding(tmp_path, data)
+    assert other["status"] == "ok" and "-mno-such-flag is not tried on a" in other["detail"]
