@@ -6,6 +6,10 @@
 ours, with bounded output (``max_length``), and tarfile only parses plain tar bytes (``r|``)
 from a small buffer. Every decompressed byte and every member is counted against the
 limits as it goes, so an archive bomb stops early with a message instead of filling the disk.
+
+gzip, xz, bzip2 and plain tar are read everywhere; zstd only where the standard library has a
+reader (``compression.zstd``, Python 3.14): elsewhere a zstd tarball is refused, before any
+download when its URL says .zst, with what to do (``UnsupportedArchive``; its bytes are fine).
 """
 
 from __future__ import annotations
@@ -35,6 +39,43 @@ _MAGIC = {b"\x1f\x8b": "gzip", b"\xfd7zXZ\x00": "xz", b"BZh": "bzip2", b"(\xb5/\
 
 class TarballProblem(ArtifactError):
     """The bytes are not a usable tarball (damaged, truncated, hostile): they must not be kept."""
+
+
+class UnsupportedArchive(ArtifactError):
+    """The bytes may be fine, but this Python cannot read their format (zstd before 3.14)."""
+
+
+ZSTD_SUFFIXES = (".zst", ".tzst", ".zstd")
+
+
+def zstd_decompressor() -> Any:
+    """The standard library's zstd decompressor, or None where Python has none (before 3.14)."""
+    try:
+        from compression import zstd  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return zstd.ZstdDecompressor()
+
+
+def _decompress_errors() -> tuple[type[BaseException], ...]:
+    errors: tuple[type[BaseException], ...] = (zlib.error, lzma.LZMAError, OSError, EOFError)
+    try:
+        from compression import zstd  # type: ignore[import-not-found]
+    except ImportError:
+        return errors
+    return (*errors, zstd.ZstdError)
+
+
+def zstd_unsupported(label: str, url: str = "") -> UnsupportedArchive:
+    import sys
+
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    return UnsupportedArchive(
+        f"{label} is a zstd-compressed tarball" + (f" ({url})" if url else "") + f", and this Python ({version}) "
+        "cannot read zstd (its standard library has a zstd reader from Python 3.14 on)",
+        fix=f"point artifacts.{label}.url at a .tar.gz, .tar.xz or .tar.bz2 build of the same files; or repack it "
+        "(zstd -dc FILE.tar.zst | xz > FILE.tar.xz), set the url to that file (a path or file:// URL works) and its "
+        "digest; or run flagtree-cpu with Python 3.14 or later")
 
 
 class LimitExceeded(ArtifactError):
@@ -148,7 +189,7 @@ class TarStream:
             return data
         try:
             return self._decompress()
-        except (zlib.error, lzma.LZMAError, OSError, EOFError) as exc:
+        except _decompress_errors() as exc:
             raise _damaged(self.label, f"its {self.kind} data is corrupt ({exc})") from None
 
     def _decompress(self) -> bytes:
@@ -184,8 +225,8 @@ class TarStream:
 def _kind_of(head: bytes, label: str, *, strict: bool = True) -> str:
     for magic, kind in _MAGIC.items():
         if head.startswith(magic):
-            if kind == "zstd" and strict:
-                raise _damaged(label, "it is zstd-compressed, which this Python cannot unpack")
+            if kind == "zstd" and strict and zstd_decompressor() is None:
+                raise zstd_unsupported(label)
             return kind
     if not strict:
         return "other"
@@ -204,6 +245,8 @@ def _new_decompressor(kind: str) -> Any:
         return lzma.LZMADecompressor()
     if kind == "bzip2":
         return bz2.BZ2Decompressor()
+    if kind == "zstd":
+        return zstd_decompressor()
     return None
 
 

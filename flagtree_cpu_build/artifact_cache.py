@@ -23,12 +23,12 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from .atomic import write_atomic
-from .digest import Hasher, hash_text
+from .digest import Hashers, hash_text
 from .download import CHUNK, discard_part, make_way, source_note
 from .locking import exclusive
 from .partials import PartialFolder, sweep
@@ -132,13 +132,14 @@ class ArtifactCache:
     def drop_part(self, url: str) -> None:
         discard_part(self.part_path(url))
 
-    def import_file(self, source: Path) -> tuple[str, PartialFolder, Path]:
-        """Copy a file the user downloaded into a folder of ours in the cache, hashing it on the way (one read).
-        Not yet trusted nor kept: the caller compares the digest, unpacks, then ``add``s the copy."""
+    def import_file(self, source: Path, algorithms: Iterable[str] = ()) -> tuple[dict[str, str], PartialFolder, Path]:
+        """Copy a file the user downloaded into a folder of ours in the cache, hashing it on the way (one read):
+        its sha256 and each of ``algorithms`` (the recipe's md5, sha512). Not yet trusted nor kept: the caller
+        compares the digests, unpacks, then ``add``s the copy."""
         self._ensure()
         folder = PartialFolder.create(self.root / "partial" / "import")
         copy = folder.path / "tarball"
-        digest = Hasher("sha256")
+        digest = Hashers(algorithms)
         try:
             with open(source, "rb") as src, open(copy, "wb") as dst:
                 while chunk := src.read(CHUNK):
@@ -147,7 +148,7 @@ class ArtifactCache:
         except BaseException:
             folder.remove()
             raise
-        return digest.hexdigest(), folder, copy
+        return digest.hexdigests(), folder, copy
 
     def _info(self, message: str) -> None:
         if self.ui is not None:

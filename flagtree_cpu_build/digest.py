@@ -3,20 +3,24 @@
 A ``Checksum`` is a value — an algorithm and a hex digest — written ``sha256:<hex>`` (a bare
 64-digit hex string is a sha256, as recipes and lock files have always written them). Files
 and downloads are hashed as they stream, through a ``Hasher``. The algorithms this tool knows
-are the table below: accepting a new one (md5 for an old mirror, say) is one more entry there.
+are the table below: accepting a new one is one more entry there. ``Hashers`` computes several
+in one pass (sha256, the download cache's key, plus the md5 or sha512 a recipe states).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 CHUNK = 1 << 20  # 1 MiB: large enough to stream at disk speed, small enough to stay out of memory's way
 
-# algorithm -> hex digits of its digest. sha1 is here for git's object ids (a repository's object format).
-HEX_LENGTHS = {"sha1": 40, "sha256": 64, "sha512": 128}
+# algorithm -> hex digits of its digest. sha1 is here for git's object ids (a repository's object format);
+# md5 for publishers that list nothing stronger (it verifies a download against mistakes, not an attacker:
+# the cache key stays sha256 either way).
+HEX_LENGTHS = {"md5": 32, "sha1": 40, "sha256": 64, "sha512": 128}
 DEFAULT_ALGORITHM = "sha256"
 _HEX = re.compile(r"[0-9a-f]+")
 
@@ -36,6 +40,49 @@ class Hasher:
 
     def checksum(self) -> Checksum:
         return Checksum(self.algorithm, self.hexdigest())
+
+
+class Hashers:
+    """Several running digests of the same bytes, fed once: always ``DEFAULT_ALGORITHM`` (sha256, the
+    download cache's key), plus each algorithm in ``extra``."""
+
+    def __init__(self, extra: Iterable[str] = ()):
+        names = [DEFAULT_ALGORITHM, *sorted({a.lower() for a in extra} - {DEFAULT_ALGORITHM})]
+        self._hashers = {name: Hasher(name) for name in names}
+
+    @property
+    def algorithms(self) -> tuple[str, ...]:
+        return tuple(self._hashers)
+
+    def update(self, data: bytes) -> None:
+        for hasher in self._hashers.values():
+            hasher.update(data)
+
+    def hexdigests(self) -> dict[str, str]:
+        return {name: hasher.hexdigest() for name, hasher in self._hashers.items()}
+
+    def fresh(self) -> Hashers:
+        """The same algorithms, with nothing fed yet (a download that starts over)."""
+        return Hashers(self.algorithms)
+
+
+def mismatches(expected: Mapping[str, str], got: Mapping[str, str]) -> list[tuple[str, str, str]]:
+    """(algorithm, expected, got) for every expected digest that ``got`` contradicts or lacks; sha256 first."""
+    found = []
+    for algorithm in sorted(expected, key=lambda a: (a != DEFAULT_ALGORITHM, a)):
+        want, have = expected[algorithm].lower(), got.get(algorithm, "")
+        if have != want:
+            found.append((algorithm, want, have or "not computed"))
+    return found
+
+
+def hash_file_all(path: Path, algorithms: Iterable[str], *, chunk: int = CHUNK) -> dict[str, str]:
+    """sha256 and each of ``algorithms`` of a file, in one read."""
+    hashers = Hashers(algorithms)
+    with open(path, "rb") as f:
+        while data := f.read(chunk):
+            hashers.update(data)
+    return hashers.hexdigests()
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,14 @@
 """Resumable, verified downloads: the only module that speaks HTTP.
 
-A download streams into a ``.part`` file while its sha256 is computed (one pass over
-the network bytes). After a dropped connection, a timeout or an interrupted run it
-continues with ``Range: bytes=<part size>-``; the answer must be ``206`` with a
-matching ``Content-Range``, and a server that ignores Range (``200``) is read from the
-start again. Connection errors, timeouts and 5xx are retried with exponential backoff;
+A download streams into a ``.part`` file while its sha256 — and the md5 or sha512 the
+recipe states — is computed (one pass over the network bytes). After a dropped connection,
+a timeout or an interrupted run it continues with ``Range: bytes=<part size>-``; the answer
+must be ``206`` with a matching ``Content-Range``, and a server that ignores Range (``200``)
+is read from the start again. Connection errors, timeouts and 5xx are retried with exponential backoff;
 4xx never are. Candidate URLs (mirrors, then the original) are tried in order, each into a
 ``.part`` of its own: bytes from two URLs are never spliced, and a mirror that failed keeps
 what it delivered for the next run. A ``.part`` is only ever deleted when its bytes are known
-to be wrong (a sha256 mismatch, a tarball that does not unpack) or the server sends the file
+to be wrong (a digest mismatch, a tarball that does not unpack) or the server sends the file
 again from the start; giving up, a full disk and Ctrl-C keep it, and the next run says
 "resuming llvm at 59 MB of 812 MB". ``remote_size`` asks a server how large a file is, for a
 dry run's estimate, without downloading it.
@@ -20,14 +20,14 @@ import contextlib
 import json
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
 from .atomic import write_atomic
-from .digest import Hasher
+from .digest import Hashers, mismatches
 from .diskspace import disk_full, is_disk_full
 from .errors import ArtifactError
 from .growing import GrowingFile
@@ -36,7 +36,6 @@ from .progress import ProgressTask, human_bytes
 from .ui import UI
 
 CHUNK = 1 << 20  # the same as growing.CHUNK
-ALGORITHM = "sha256"  # what downloads are hashed with as they stream (recipes and lock files give sha256)
 _HEADERS = {"User-Agent": "flagtree-cpu",
             # identity: the digest and the size are of the file's bytes, never a transfer-compressed form
             "Accept-Encoding": "identity"}
@@ -50,6 +49,7 @@ class Downloaded:
     sha256: str
     size: int
     url: str  # the URL that served the bytes
+    digests: dict[str, str] = field(default_factory=dict)  # sha256 and every other algorithm computed
 
 
 class _Failure(Exception):
@@ -61,22 +61,22 @@ class _Failure(Exception):
 
 
 class _Part:
-    """The .part file and the sha256 of the bytes in it, kept in step while streaming.
+    """The .part file and the digests of the bytes in it, kept in step while streaming.
 
     Only a resumed download re-reads bytes from disk (the part left by an earlier run);
     bytes that arrive are hashed as they are written.
     """
 
-    def __init__(self, path: Path, watcher: GrowingFile | None = None):
+    def __init__(self, path: Path, watcher: GrowingFile | None = None, algorithms: Iterable[str] = ()):
         self.path = path
-        self.digest = Hasher(ALGORITHM)
+        self.digest = Hashers(algorithms)
         self.size = 0
         self.watcher = watcher
 
     def sync_with_disk(self) -> int:
         on_disk = self.path.stat().st_size if self.path.exists() else 0
         if on_disk != self.size:
-            self.digest, self.size = Hasher(ALGORITHM), 0
+            self.digest, self.size = self.digest.fresh(), 0
             if on_disk:
                 with open(self.path, "rb") as f:
                     while chunk := f.read(CHUNK):
@@ -86,7 +86,7 @@ class _Part:
 
     def restart(self) -> None:
         self.path.unlink(missing_ok=True)
-        self.digest, self.size = Hasher(ALGORITHM), 0
+        self.digest, self.size = self.digest.fresh(), 0
         if self.watcher is not None:
             self.watcher.restarted()
 
@@ -101,6 +101,10 @@ class _Part:
                     self.watcher.grew()
                 task.update(self.size, total)
 
+    def downloaded(self, url: str) -> Downloaded:
+        digests = self.digest.hexdigests()
+        return Downloaded(self.path, digests["sha256"], self.size, url, digests)
+
 
 @dataclass
 class Downloader:
@@ -114,13 +118,15 @@ class Downloader:
     on_size: Callable[[str, int | None, int], None] | None = None
 
     def fetch(self, urls: Sequence[str], part_for: Callable[[str], Path], *, label: str,
-              expected_sha: str | None = None) -> Downloaded:
-        """Download the first candidate that works into its own part file; verify ``expected_sha`` if given."""
+              expected: Mapping[str, str] | None = None) -> Downloaded:
+        """Download the first candidate that works into its own part file; every digest in ``expected``
+        (algorithm -> hex) must match. sha256 is always computed: it is the download cache's key."""
+        expected = {k.lower(): v.lower() for k, v in (expected or {}).items()}
         failures: list[str] = []
         for url in urls:
             part = part_for(url)
             try:
-                result = self._fetch_one(url, part, label)
+                result = self._fetch_one(url, part, label, expected)
             except _Failure as failure:
                 failures.append(f"{url}: {failure.reason}{_kept(part)}")
                 continue
@@ -129,10 +135,11 @@ class Downloader:
                     raise disk_full(part, None, f"downloading {label}", None,
                                     keep_note=_kept(part).lstrip("; ")) from None
                 raise
-            if expected_sha and result.sha256 != expected_sha.lower():
+            wrong = mismatches(expected, result.digests)
+            if wrong:
                 discard_part(part)
-                failures.append(f"{url}: sha256 mismatch — expected {expected_sha.lower()}, got {result.sha256} "
-                                f"({result.size} bytes); the partial file was removed")
+                said = "; ".join(f"{algorithm} mismatch — expected {want}, got {got}" for algorithm, want, got in wrong)
+                failures.append(f"{url}: {said} ({result.size} bytes); the partial file was removed")
                 continue
             for other in urls:  # the file is here: what other candidates left is of no further use
                 if other != url:
@@ -143,9 +150,9 @@ class Downloader:
 
     # -- one candidate ------------------------------------------------------------------------
 
-    def _fetch_one(self, url: str, path: Path, label: str) -> Downloaded:
+    def _fetch_one(self, url: str, path: Path, label: str, expected: Mapping[str, str]) -> Downloaded:
         path.parent.mkdir(parents=True, exist_ok=True)
-        part = _Part(path, self.watcher)
+        part = _Part(path, self.watcher, expected)
         local = _local_path(url)
         if local is not None:
             if self.watcher is not None:
@@ -177,7 +184,7 @@ class Downloader:
                 raise _Failure(f"gave up after {self.attempts} attempts ({last})")
         # the note stays with the part until the part becomes a blob: a complete file that cannot be unpacked
         # yet (a limit, a full disk) is resumed as complete by the next run, not downloaded again
-        return Downloaded(path, part.digest.hexdigest(), part.size, url)
+        return part.downloaded(url)
 
     def _copy_local(self, url: str, local: Path, part: _Part, label: str) -> Downloaded:
         if not local.is_file():
@@ -188,7 +195,7 @@ class Downloader:
         with self.ui.progress(f"copying {label}", total=total, unit="bytes") as task, open(local, "rb") as src:
             part.restart()
             part.copy_from(iter(lambda: src.read(CHUNK), b""), "wb", task, total)
-        return Downloaded(part.path, part.digest.hexdigest(), part.size, url)
+        return part.downloaded(url)
 
     def _resume_point(self, url: str, part: _Part, label: str) -> dict[str, Any]:
         """The .part's note, after checking the bytes are this URL's; says so when a download resumes."""
@@ -259,12 +266,13 @@ def _received(raw: Any) -> Iterator[bytes]:
 
 
 def _all_failed(label: str, failures: list[str]) -> ArtifactError:
-    mismatch = any("sha256 mismatch" in f for f in failures)
+    mismatch = any(" mismatch — expected " in f for f in failures)
     kept = any("is kept" in f for f in failures)
     return ArtifactError(
-        f"could not download {label}" + (": the bytes did not match the expected sha256" if mismatch else ""),
+        f"could not download {label}" + (": the bytes did not match the expected digest" if mismatch else ""),
         details=tuple(failures),
-        fix=("the file changed upstream or a mirror serves another file: check the recipe's sha256 and the mirror"
+        fix=("the file changed upstream or a mirror serves another file: check the recipe's digest (sha256, md5 "
+             "or sha512) and the mirror"
              if mismatch else
              ("run the same command again to resume; " if kept else "") +
              "check the URL, or use a mirror (--mirror PREFIX=REPLACEMENT or FLAGTREE_CPU_MIRRORS), or download it "

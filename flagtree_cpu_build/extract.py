@@ -13,8 +13,10 @@ links are kept; ownership and setuid bits are not. Reading is ``archive``'s: bou
 limits on size and entry count.
 
 The published tree carries ``version.txt`` holding the URL exactly as FlagTree's setup.py
-expects, and our stamp with the sha256, which is how a re-run knows the tree is current
-without reading it.
+expects, and our stamp with the sha256 (and the md5 or sha512 the recipe stated and the file
+matched) and the layout it was published with (kind, root, clean-ups), which is how a re-run
+knows the tree is current without reading it. Zip and plain-file artifacts, ``root.find`` and
+``after_unpack`` are ``artifact_tree``'s; they reuse the checks here.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ import shutil
 import tarfile
 import threading
 import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -62,11 +66,14 @@ def stamp_problem(tree: Path) -> str | None:
     return f"{path} is a folder" if path.is_dir() else f"{path} is damaged (not a flagtree-cpu stamp)"
 
 
-def write_markers(tree: Path, *, url: str, sha256: str, size: int, version_file: str | None) -> None:
+def write_markers(tree: Path, *, url: str, sha256: str, size: int, version_file: str | None,
+                  digests: Mapping[str, str] | None = None, layout: Mapping[str, Any] | None = None) -> None:
+    """``digests``: the other digests verified (md5, sha512); ``layout``: how the tree was cut from the archive."""
     if version_file:
         _make_way_for_file(tree / version_file)
         (tree / version_file).write_text(url)  # exactly the URL, no newline: setup.py compares with ==
-    stamp = {"url": url, "sha256": sha256, "size": size, "published_at": time.time(),
+    others = {k: v for k, v in (digests or {}).items() if k != "sha256"}
+    stamp = {"url": url, "sha256": sha256, **others, "size": size, **(layout or {}), "published_at": time.time(),
              "tool": f"flagtree-cpu {__version__}"}
     _make_way_for_file(tree / STAMP_NAME)
     write_atomic(tree / STAMP_NAME, json.dumps(stamp, indent=2) + "\n")  # a reader sees the old stamp or the new one
@@ -153,27 +160,34 @@ class _Extractor:
             return
         path = os.path.join(self.folder_for(rel), os.path.basename(rel))
         if member.isdir():
-            if os.path.lexists(path) and not os.path.isdir(path):
-                raise _Unsafe("is a folder where the archive already put something else")
-            if self.resolve(rel) is None:
-                raise _Unsafe("is a folder reached through a link that leads outside the tree")
-            os.makedirs(path, exist_ok=True)
+            self.make_folder(rel, path)
             return
         if not (member.isreg() or member.issym() or member.islnk()):
             raise _Unsafe("is a device file, FIFO or other special file")
         source = self._link_source(member) if member.islnk() else None
         if member.issym():
-            self._check_symlink(rel, member.linkname)
+            self.make_symlink(rel, path, member.linkname, member.name, member.mtime)
+            return
         self._clear(path)
-        if member.issym():
-            os.symlink(member.linkname, path)
-            self.links[rel] = member.name
-            self.safe_dirs = {"": self.root}  # a new link can change where a known folder leads
-            os.utime(path, (member.mtime, member.mtime), follow_symlinks=False)
-        elif source is not None:
+        if source is not None:
             os.link(source, path)
         else:
             self._write(tar, member, path)
+
+    def make_folder(self, rel: str, path: str) -> None:
+        if os.path.lexists(path) and not os.path.isdir(path):
+            raise _Unsafe("is a folder where the archive already put something else")
+        if self.resolve(rel) is None:
+            raise _Unsafe("is a folder reached through a link that leads outside the tree")
+        os.makedirs(path, exist_ok=True)
+
+    def make_symlink(self, rel: str, path: str, target: str, name: str, mtime: float) -> None:
+        self._check_symlink(rel, target)
+        self._clear(path)
+        os.symlink(target, path)
+        self.links[rel] = name
+        self.safe_dirs = {"": self.root}  # a new link can change where a known folder leads
+        os.utime(path, (mtime, mtime), follow_symlinks=False)
 
     def _check_symlink(self, rel: str, target: str) -> None:
         if os.path.isabs(target):
@@ -234,7 +248,7 @@ def unpack(source: Path | None, tree: Path, *, strip: int, ui: UI, label: str, l
         return getattr(reader, "total", None) if reader is not None else size
 
     size = None if source is None else source.stat().st_size
-    try:
+    with unpacking_errors(tree, label, lambda: getattr(reader, "total", None) or size):
         with ui.progress(f"unpacking {label}", total=total(), unit="bytes") as task, \
                 (_Borrowed(reader) if source is None else open(source, "rb")) as raw:
             stream = TarStream(raw, label, limits, total, lambda done, whole: task.update(done, whole))
@@ -242,16 +256,28 @@ def unpack(source: Path | None, tree: Path, *, strip: int, ui: UI, label: str, l
                 if stop is not None and stop.is_set():
                     raise KeyboardInterrupt
                 _extract_member(extractor, tar, member, label, source)
-        escaping = extractor.escaping_links()
-        if escaping:
-            name, target = escaping[0]
-            raise _refusal(label, name, f"is a symlink to {target}, which with the whole tree unpacked leads "
-                           "outside it", source)
+        check_links(extractor, label, source)
+
+
+def check_links(extractor: _Extractor, label: str, source: Path | None, what: str = "tarball") -> None:
+    """Once every member is in place: no link leads outside the tree."""
+    escaping = extractor.escaping_links()
+    if escaping:
+        name, target = escaping[0]
+        raise _refusal(label, name, f"is a symlink to {target}, which with the whole tree unpacked leads "
+                       "outside it", source, what)
+
+
+@contextmanager
+def unpacking_errors(tree: Path, label: str, size: Any) -> Iterator[None]:
+    """The machine's failures while unpacking into ``tree``: a full disk (named with the space needed, ``size()``)
+    or a folder that cannot be written."""
+    try:
+        yield
     except OSError as exc:
         if is_disk_full(exc):
             parent = tree.parent.parent  # beside the destination: what the user knows
-            raise disk_full(parent, None, f"unpacking {label}", getattr(reader, "total", None) or size,
-                            hint=tree_hint(parent)) from None
+            raise disk_full(parent, None, f"unpacking {label}", size(), hint=tree_hint(parent)) from None
         raise ArtifactError(f"could not unpack {label} into {tree}: {exc}",
                             fix="check that the folder is writable, then run the same command again") from exc
 
@@ -268,11 +294,11 @@ def _extract_member(extractor: _Extractor, tar: tarfile.TarFile, member: tarfile
         raise _refusal(label, member.name, f"cannot be unpacked ({exc.strerror})", source) from None
 
 
-def _refusal(label: str, member: str, why: str, source: Path | None) -> TarballProblem:
+def _refusal(label: str, member: str, why: str, source: Path | None, what: str = "tarball") -> TarballProblem:
     return TarballProblem(
         f"refusing to unpack {label}: member {member!r} {why}; nothing was written outside the unpacking folder, "
-        "which is removed", details=(f"tarball: {source or 'the download in progress'}",),
-        fix="the tarball is damaged or hostile and was not kept: check where it came from (the mirror, --from FILE)")
+        "which is removed", details=(f"{what}: {source or 'the download in progress'}",),
+        fix=f"the {what} is damaged or hostile and was not kept: check where it came from (the mirror, --from FILE)")
 
 
 class _Borrowed:

@@ -4,8 +4,11 @@ where the build — and FlagTree's own setup.py — will look for it.
 For each artifact: if our stamp in the published tree says it is the expected file,
 there is nothing to do (no network, no reading the tree). Otherwise the tarball comes
 from ``--from``, the download cache, a tarball lying next to the destination (the guide's
-``wget`` leaves one), or a download (mirrors first; ``stream``); it is verified against the
-recipe's sha256, the lock's, or — trust on first use — recorded in the lock with a warning.
+``wget`` leaves one), or a download (mirrors first; ``stream``); it is verified against every
+digest the recipe states (sha256, md5, sha512) and the lock's sha256, or — trust on first use,
+only when no digest is known at all — recorded in the lock with a warning. sha256 is always
+computed: it keys the download cache and the lock, whatever the recipe states. Zip archives,
+plain files, ``root.find`` and ``after_unpack`` are ``artifact_tree``'s.
 
 Bytes become the artifact's remembered identity (a cache blob, its notes, the lock entry)
 only once their tarball has unpacked: a damaged, truncated or hostile file is dropped
@@ -27,15 +30,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .archive import TarballProblem, limits_for
+from .archive import ZSTD_SUFFIXES, TarballProblem, limits_for, zstd_decompressor, zstd_unsupported
 from .artifact_cache import ArtifactCache, url_key
+from .artifact_tree import finish, tree_differences, unpack_artifact
+from .digest import hash_file_all, mismatches
 from .diskspace import require_free, tree_hint
 from .errors import ArtifactError, UsageError
-from .extract import differences_from, read_stamp, stamp_problem, unpack, write_markers
-from .lockfile import ArtifactLock, Lock, locked_artifact, read_lock, update_lock
+from .extract import STAMP_NAME, differences_from, read_stamp, stamp_problem, write_markers
+from .lockfile import ArtifactLock, Lock, expected_digests, locked_artifact, read_lock, update_lock
 from .mirrors import MirrorRule
 from .partials import PartialFolder, sweep
-from .plans.artifacts import is_current
+from .plans.artifacts import is_current, stamp_layout
 from .probes import artifact_pin_failures
 from .progress import human_bytes
 from .recipe import Artifact
@@ -65,12 +70,13 @@ def run_fetch(ctx: StageContext, options: FetchOptions) -> StageResult:
     start = time.monotonic()
     ws, recipe = ctx.workspace, ctx.recipe
     _check_named_files(options)
-    pin_failures = [f for f in artifact_pin_failures(recipe, ws) if "has no" not in f]
+    # a source not checked out yet (setup clones it meanwhile) is judged by sync's probes later
+    pin_failures = artifact_pin_failures(recipe, ws, missing_ok=True)
     if pin_failures:  # the source is here and disagrees: stop before downloading the wrong LLVM
         raise ArtifactError("the recipe's artifacts do not match its sources", details=tuple(pin_failures),
-                            fix="pin compatible versions, or update the artifact url and sha256")
+                            fix="pin compatible versions, or update the artifact url and digest")
     lock = read_lock(ws.lock_file)
-    expected = {name: _expected_sha(name, artifact, lock, options) for name, artifact in recipe.artifacts.items()}
+    expected = {name: _expected(name, artifact, lock, options) for name, artifact in recipe.artifacts.items()}
     cache = ArtifactCache((options.cache_dir or user_cache_dir(os.environ)) / "downloads", ctx.ui)
     cache.sweep()
     missing_offline: list[str] = []
@@ -90,7 +96,8 @@ def run_fetch(ctx: StageContext, options: FetchOptions) -> StageResult:
     new_entries = {name: o.lock for name, o in outcomes.items() if o.lock is not None}
     if not options.frozen:
         update_lock(ws.lock_file, recipe.name, recipe.digest,
-                    lambda base: replace(base, artifacts={**base.artifacts, **new_entries}))
+                    lambda base: replace(base, artifacts={**base.artifacts, **new_entries}),
+                    variant=recipe.variant)
     warnings = tuple(o.warning for o in outcomes.values() if o.warning)
     return StageResult("fetch", tuple(o.action for o in outcomes.values()), warnings, time.monotonic() - start)
 
@@ -106,44 +113,59 @@ def _check_named_files(options: FetchOptions) -> None:
                              fix="give the path of the tarball you downloaded (e.g. ~/Downloads/llvm-....tar.gz)")
 
 
-def _expected_sha(name: str, artifact: Artifact, lock: Lock | None, options: FetchOptions) -> str | None:
+def _expected(name: str, artifact: Artifact, lock: Lock | None, options: FetchOptions) -> dict[str, str]:
+    """Every digest the download must match (algorithm -> hex); empty: trust on first use."""
     entry = locked_artifact(lock, name, artifact.url)
-    locked = entry.sha256 if entry else None
-    if artifact.sha256:
-        if options.frozen and locked != artifact.sha256.lower():
-            raise ArtifactError(f"--frozen: the lock records {locked or 'nothing'} for artifact {name}, the recipe "
-                                f"says {artifact.sha256.lower()}", fix="run `flagtree-cpu fetch` without --frozen "
-                                "and commit the updated lock file")
-        return artifact.sha256.lower()
-    if locked:
-        return locked
+    stated = artifact.expected_digests()
+    if stated:  # a stated digest counts for --require-hashes, whichever algorithm it is
+        if options.frozen and (entry is None or not entry.agrees_with(stated)):
+            recorded = _shown({**entry.digest, "sha256": entry.sha256}) if entry else "nothing"
+            raise ArtifactError(f"--frozen: the lock records {recorded} for artifact {name}, the recipe says "
+                                f"{_shown(stated)}", fix="run `flagtree-cpu fetch` without --frozen and commit the "
+                                "updated lock file")
+        return expected_digests(lock, name, artifact)
+    if entry:
+        return {"sha256": entry.sha256.lower()}
     if options.require_hashes or options.frozen:
         flag = "--require-hashes" if options.require_hashes else "--frozen"
-        raise ArtifactError(f"{flag}: artifact {name} has no sha256 in the recipe or the lock file, so its "
-                            f"download could not be verified ({artifact.url})",
-                            fix=f"add `sha256:` to artifacts.{name} (sha256sum of the tarball), or run "
-                            "`flagtree-cpu fetch` once without it to record the digest in the lock file")
-    return None
+        raise ArtifactError(f"{flag}: artifact {name} has no sha256 (nor md5 or sha512) in the recipe or the lock "
+                            f"file, so its download could not be verified ({artifact.url})",
+                            fix=f"add `sha256:` to artifacts.{name} (sha256sum of the file; or `digest: {{md5: ...}}` "
+                            "with the digest its publisher lists), or run `flagtree-cpu fetch` once without it to "
+                            "record the digest in the lock file")
+    return {}
 
 
-def _fetch_one(name: str, artifact: Artifact, expected: str | None, cache: ArtifactCache, ctx: StageContext,
+def _shown(digests: dict[str, str]) -> str:
+    return ", ".join(f"{algorithm} {value.lower()}" for algorithm, value in sorted(digests.items()))
+
+
+def _other_digests(artifact: Artifact, digests: dict[str, str]) -> dict[str, str]:
+    """The digests besides sha256 the recipe states, as computed: what the stamp and the lock record."""
+    return {a: digests[a] for a in sorted(artifact.expected_digests()) if a != "sha256" and a in digests}
+
+
+def _fetch_one(name: str, artifact: Artifact, expected: dict[str, str], cache: ArtifactCache, ctx: StageContext,
                options: FetchOptions, missing_offline: list[str]) -> _Outcome | None:
     dest = Path(artifact.path)
     stamp = read_stamp(dest)
-    if is_current(stamp, expected, artifact.url):  # the one rule status, doctor and build's preflight read too
+    # the one rule status, doctor and build's preflight read too
+    if is_current(stamp, expected, artifact.url, artifact):
         assert stamp is not None
         _repair_version_file(dest, artifact)
-        lock = ArtifactLock(url=artifact.url, sha256=stamp["sha256"], size=stamp.get("size"))
+        lock = ArtifactLock(url=artifact.url, sha256=stamp["sha256"], size=stamp.get("size"),
+                            digest=_other_digests(artifact, stamp))
         return _Outcome(Action(name, "ok", f"published at {dest}", {"sha256": stamp["sha256"], "path": str(dest)}),
                         lock)
+    _check_readable(name, artifact)
     with cache.locked(url_key(artifact.url)):
         got = _local_tarball(name, artifact, expected, cache, options, dest)
         if got is None:
             if _is_foreign(dest):
                 raise _foreign_tree_error(name, dest, artifact)
             if options.offline:
-                sha = expected or "unknown (trusted on first use)"
-                missing_offline.append(f"{name}: {artifact.url} (sha256 {sha})")
+                known = _shown(expected) if expected else "sha256 unknown (trusted on first use)"
+                missing_offline.append(f"{name}: {artifact.url} ({known})")
                 return None
             got = download_and_unpack(name, artifact, expected, cache, ctx, options.mirrors)
         try:
@@ -152,21 +174,29 @@ def _fetch_one(name: str, artifact: Artifact, expected: str | None, cache: Artif
             got.release()
 
 
-def _install(name: str, artifact: Artifact, dest: Path, got: Tarball, expected: str | None,
+def _check_readable(name: str, artifact: Artifact) -> None:
+    """A zstd tarball this Python cannot read is refused before it is downloaded (its URL says so)."""
+    path = artifact.url.split("?", 1)[0].lower()
+    if artifact.kind == "tarball" and path.endswith(ZSTD_SUFFIXES) and zstd_decompressor() is None:
+        raise zstd_unsupported(name, artifact.url)
+
+
+def _install(name: str, artifact: Artifact, dest: Path, got: Tarball, expected: dict[str, str],
              cache: ArtifactCache, ctx: StageContext) -> _Outcome:
-    warning = None if expected else (f"artifact {name}: no sha256 in the recipe; trusting it on first use and "
+    warning = None if expected else (f"artifact {name}: no digest in the recipe; trusting it on first use and "
                                      f"recording sha256 {got.sha} in the lock file")
     size = got.path.stat().st_size
-    lock = ArtifactLock(url=artifact.url, sha256=got.sha, size=size, served_from=got.origin)
-    data: dict[str, Any] = {"sha256": got.sha, "path": str(dest), "served_from": got.origin}
+    others = _other_digests(artifact, got.digests)
+    lock = ArtifactLock(url=artifact.url, sha256=got.sha, size=size, served_from=got.origin, digest=others)
+    data: dict[str, Any] = {"sha256": got.sha, "path": str(dest), "served_from": got.origin, **others}
     with cache.locked(f"publish-{url_key(str(dest))}"):
         stamp = read_stamp(dest)
-        if stamp and stamp.get("sha256") == got.sha:  # another process published these very bytes meanwhile
-            _keep(got, cache, artifact)
+        if is_current(stamp, {**others, "sha256": got.sha}, artifact.url, artifact):
+            _keep(got, cache, artifact)  # another process published these very bytes meanwhile
             return _Outcome(Action(name, "ok", f"published at {dest}", data), lock, warning)
         try:
             if _is_foreign(dest):
-                _adopt(name, dest, got, artifact)
+                _adopt(name, dest, got, artifact, ctx)
                 _keep(got, cache, artifact)
                 return _Outcome(Action(name, "updated", f"existing tree at {dest} matches the tarball; adopted",
                                        data), lock, warning)
@@ -174,8 +204,10 @@ def _install(name: str, artifact: Artifact, dest: Path, got: Tarball, expected: 
         except TarballProblem as problem:
             raise _forget(problem, got, cache, artifact, name) from None
         got.tree = folder  # released (removed) if anything below fails
-        _keep(got, cache, artifact)
-        write_markers(folder.tree, url=artifact.url, sha256=got.sha, size=size, version_file=artifact.version_file)
+        _keep(got, cache, artifact)  # the bytes unpacked: a root.find or clean-up the recipe gets wrong keeps them
+        finish(folder.tree, artifact, label=name, ui=ctx.ui)
+        write_markers(folder.tree, url=artifact.url, sha256=got.sha, size=size, version_file=artifact.version_file,
+                      digests=others, layout=stamp_layout(artifact))
         status = "updated" if os.path.lexists(dest) else "created"
         folder.publish(dest)
     return _Outcome(Action(name, status, f"{got.sha[:12]} published at {dest}", data), lock, warning)
@@ -189,8 +221,8 @@ def _unpack_file(name: str, artifact: Artifact, dest: Path, got: Tarball, ctx: S
     folder = PartialFolder.create(dest)
     try:
         with folder.writing():
-            unpack(got.path, folder.tree, strip=artifact.strip_components, ui=ctx.ui, label=name,
-                   limits=limits_for(name, artifact.unpacked_size, artifact.unpacked_entries), stop=folder.stop)
+            unpack_artifact(artifact, got.path, folder.tree, ui=ctx.ui, label=name, stop=folder.stop,
+                            limits=limits_for(name, artifact.unpacked_size, artifact.unpacked_entries))
     except BaseException:
         folder.remove()
         raise
@@ -222,33 +254,45 @@ def _forget(problem: TarballProblem, got: Tarball, cache: ArtifactCache, artifac
     return problem
 
 
-def _local_tarball(name: str, artifact: Artifact, expected: str | None, cache: ArtifactCache,
+def _local_tarball(name: str, artifact: Artifact, expected: dict[str, str], cache: ArtifactCache,
                    options: FetchOptions, dest: Path) -> Tarball | None:
     """The tarball without the network: --from, the cache, or one left next to the destination."""
     if name in options.from_files:
         source = options.from_files[name].expanduser()
         return _imported(cache, source, artifact, expected, f"--from {source}")
-    if expected and (blob := cache.blob(expected)):
-        return Tarball(expected, blob, "download cache", "cache")
-    if not expected and (seen := cache.sha_seen_at(artifact.url)) and (blob := cache.blob(seen)):
-        return Tarball(seen, blob, "download cache", "cache")
+    sha = expected.get("sha256") or cache.sha_seen_at(artifact.url)
+    if sha and (blob := cache.blob(sha)) and (digests := _verified(blob, sha, expected)) is not None:
+        return Tarball(sha, blob, "download cache", "cache", digests=digests)
     beside = dest.parent / artifact.url.rstrip("/").rsplit("/", 1)[-1]
     if beside.is_file():  # the install guide's `wget` into ~/.triton/llvm leaves the tarball there
         return _imported(cache, beside, artifact, expected, f"tarball found at {beside}")
     return None
 
 
-def _imported(cache: ArtifactCache, source: Path, artifact: Artifact, expected: str | None, origin: str) -> Tarball:
-    sha, holder, copy = cache.import_file(source)
-    if expected and sha != expected:
+def _verified(blob: Path, sha: str, expected: dict[str, str]) -> dict[str, str] | None:
+    """A cached file's digests when it is the expected file; None when it is another (the recipe now states an md5
+    the file first seen at this URL does not have): then it is downloaded again, and verified as it comes."""
+    if not expected.keys() - {"sha256"}:
+        return {"sha256": sha} if expected.get("sha256", sha) == sha else None
+    digests = hash_file_all(blob, expected)  # the cache is keyed by sha256 only: the others are computed
+    return None if mismatches(expected, digests) else digests
+
+
+def _imported(cache: ArtifactCache, source: Path, artifact: Artifact, expected: dict[str, str],
+              origin: str) -> Tarball:
+    digests, holder, copy = cache.import_file(source, expected)
+    sha = digests["sha256"]
+    wrong = mismatches(expected, digests)
+    if wrong:
         holder.remove()
-        raise ArtifactError(f"{source} is not the expected file: sha256 {sha}, expected {expected} "
+        algorithm, want, got = wrong[0]
+        raise ArtifactError(f"{source} is not the expected file: {algorithm} {got}, expected {want} "
                             f"({source.stat().st_size} bytes)",
-                            fix=f"download it again from {artifact.url}, or check the recipe's sha256")
+                            fix=f"download it again from {artifact.url}, or check the recipe's {algorithm}")
     if blob := cache.blob(sha):  # known already: the copy is not needed
         holder.remove()
-        return Tarball(sha, blob, origin, "cache")
-    return Tarball(sha, copy, origin, "import", holder=holder)
+        return Tarball(sha, blob, origin, "cache", digests=digests)
+    return Tarball(sha, copy, origin, "import", holder=holder, digests=digests)
 
 
 def _is_foreign(dest: Path) -> bool:
@@ -265,11 +309,14 @@ def _foreign_tree_error(name: str, dest: Path, artifact: Artifact) -> ArtifactEr
         f"or move it away (mv {dest} {dest}.manual) to let flagtree-cpu download {artifact.url} and publish it")
 
 
-def _adopt(name: str, dest: Path, got: Tarball, artifact: Artifact) -> None:
+def _adopt(name: str, dest: Path, got: Tarball, artifact: Artifact, ctx: StageContext) -> None:
     """A tree someone else unpacked (or whose stamp was damaged): keep it if it matches the tarball, else
     leave it alone and say so."""
     limits = limits_for(name, artifact.unpacked_size, artifact.unpacked_entries)
-    differences = differences_from(got.path, dest, strip=artifact.strip_components, limits=limits, label=name)
+    if artifact.kind == "tarball" and not artifact.root.find and not artifact.after_unpack:
+        differences = differences_from(got.path, dest, strip=artifact.root.strip, limits=limits, label=name)
+    else:  # no listing maps onto the published tree: unpack it beside, then compare the two trees
+        differences = _differences_by_unpacking(name, dest, got, artifact, ctx, limits)
     version = dest / artifact.version_file if artifact.version_file else None
     if version is not None and version.is_file() and version.read_text() != artifact.url:
         differences.append(f"{artifact.version_file} names {version.read_text()!r}, not {artifact.url}")
@@ -279,7 +326,21 @@ def _adopt(name: str, dest: Path, got: Tarball, artifact: Artifact) -> None:
             details=tuple(differences),
             fix=f"move it away (mv {dest} {dest}.manual) so flagtree-cpu can publish the verified tree there")
     write_markers(dest, url=artifact.url, sha256=got.sha, size=got.path.stat().st_size,
-                  version_file=artifact.version_file)
+                  version_file=artifact.version_file, digests=_other_digests(artifact, got.digests),
+                  layout=stamp_layout(artifact))
+
+
+def _differences_by_unpacking(name: str, dest: Path, got: Tarball, artifact: Artifact, ctx: StageContext,
+                              limits: Any) -> list[str]:
+    folder = PartialFolder.create(dest)
+    try:
+        with folder.writing():
+            unpack_artifact(artifact, got.path, folder.tree, ui=ctx.ui, label=name, limits=limits, stop=folder.stop)
+        finish(folder.tree, artifact, label=name, ui=ctx.ui)
+        ours = (STAMP_NAME, artifact.version_file) if artifact.version_file else (STAMP_NAME,)
+        return tree_differences(folder.tree, dest, ignore=ours)
+    finally:
+        folder.remove()
 
 
 def _repair_version_file(dest: Path, artifact: Artifact) -> None:

@@ -61,6 +61,14 @@ class ArtifactLock:
     sha256: str = spec("sha256 of the download")
     size: int | None = spec("bytes", default=None)
     served_from: str | None = spec("the URL or file the bytes came from", default=None)
+    digest: dict[str, str] = spec("the other digests the recipe stated (md5, sha512) and the download matched; "
+                                  "absent when it stated none", default_factory=dict)
+
+    def agrees_with(self, stated: dict[str, str]) -> bool:
+        """This entry records the same digests the recipe states now (so its sha256 is of the file the recipe
+        means); an entry written before the recipe stated an md5 cannot say, and is not used."""
+        recorded = {**{k.lower(): v.lower() for k, v in self.digest.items()}, "sha256": self.sha256.lower()}
+        return all(recorded.get(algorithm) == value for algorithm, value in stated.items())
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,13 +77,14 @@ class Lock:
     tool_version: str = spec("flagtree-cpu version that wrote it")
     recipe: str = spec("recipe name")
     recipe_digest: str = spec("sha256 of the normalized recipe when written")
+    variant: str | None = spec("the recipe's variant it was written for", default=None)
     sources: dict[str, SourceLock] = spec("sources", default_factory=dict)
     artifacts: dict[str, ArtifactLock] = spec("artifacts", default_factory=dict)
 
 
-def empty_lock(recipe_name: str, recipe_digest: str) -> Lock:
+def empty_lock(recipe_name: str, recipe_digest: str, variant: str | None = None) -> Lock:
     return Lock(lock_version=LOCK_VERSION, tool_version=__version__, recipe=recipe_name,
-                recipe_digest=recipe_digest)
+                recipe_digest=recipe_digest, variant=variant)
 
 
 def locked_artifact(lock: Lock | None, name: str, url: str) -> ArtifactLock | None:
@@ -84,10 +93,21 @@ def locked_artifact(lock: Lock | None, name: str, url: str) -> ArtifactLock | No
     return entry if entry and entry.url == url else None
 
 
-def expected_sha256(lock: Lock | None, name: str, artifact: Artifact) -> str | None:
-    """What the artifact's download must hash to: the recipe's sha256, else the lock's for the same URL."""
+def expected_digests(lock: Lock | None, name: str, artifact: Artifact) -> dict[str, str]:
+    """What the artifact's download must hash to (algorithm -> hex): every digest the recipe states, plus the
+    lock's sha256 for the same URL when the recipe states none and the lock entry agrees with what it does
+    state. Empty: nothing is known yet (trust on first use)."""
+    stated = artifact.expected_digests()
     entry = locked_artifact(lock, name, artifact.url)
-    return (artifact.sha256 or "").lower() or (entry.sha256 if entry else None)
+    if "sha256" not in stated and entry is not None and entry.agrees_with(stated):
+        return {**stated, "sha256": entry.sha256.lower()}
+    return stated
+
+
+def expected_sha256(lock: Lock | None, name: str, artifact: Artifact) -> str | None:
+    """The sha256 the artifact's download must have (the cache key), if known before downloading: the recipe's,
+    else the lock's for the same URL. An artifact that states only an md5 has none until its first download."""
+    return expected_digests(lock, name, artifact).get("sha256")
 
 
 def read_lock(path: Path) -> Lock | None:
@@ -138,11 +158,13 @@ def read_lock(path: Path) -> Lock | None:
 _UPDATING = threading.Lock()
 
 
-def update_lock(path: Path, recipe_name: str, recipe_digest: str, change: Callable[[Lock], Lock]) -> None:
-    """Read, change and write the lock file as one step, so concurrent stages never lose each other's part."""
+def update_lock(path: Path, recipe_name: str, recipe_digest: str, change: Callable[[Lock], Lock], *,
+                variant: str | None = None) -> None:
+    """Read, change and write the lock file as one step, so concurrent stages never lose each other's part.
+    The lock records the variant it was last written for (``--variant``)."""
     with _UPDATING:
         old = read_lock(path)
-        new = change(old or empty_lock(recipe_name, recipe_digest))
+        new = replace(change(old or empty_lock(recipe_name, recipe_digest, variant)), variant=variant)
         if new != old:
             write_lock(path, new)
 
@@ -154,7 +176,11 @@ def write_lock(path: Path, lock: Lock) -> None:
     header = ("# Written by flagtree-cpu: what this workspace's recipe resolved to.\n"
               "# Keep it next to the recipe to reproduce the workspace; `flagtree-cpu sync --update`\n"
               "# re-resolves, `--frozen` refuses to change it.\n")
-    body = yaml.safe_dump(rs.to_data(lock), sort_keys=False, width=100)
+    data = rs.to_data(lock)
+    for entry in data.get("artifacts", {}).values():
+        if not entry.get("digest"):
+            entry.pop("digest", None)  # most artifacts state only a sha256: their entries stay as they were
+    body = yaml.safe_dump(data, sort_keys=False, width=100)
     # a lock file is shared (committed next to a CI config), so it gets the permissions any file of this
     # user would, which is write_atomic's default; and it is the one record that cannot be made again
     write_atomic(path, header + body, durable=True)

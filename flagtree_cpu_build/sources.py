@@ -67,7 +67,7 @@ def run_lock(ctx: StageContext, options: SyncOptions) -> StageResult:
     ws, recipe = ctx.workspace, ctx.recipe
     old = read_lock(ws.lock_file)
     pins = resolve_pins(recipe, old, options)
-    lock = old or empty_lock(recipe.name, recipe.digest)
+    lock = old or empty_lock(recipe.name, recipe.digest, recipe.variant)
     actions, sources = [], {}
     for name, pin in pins.items():
         entry = lock.sources.get(name)
@@ -80,7 +80,7 @@ def run_lock(ctx: StageContext, options: SyncOptions) -> StageResult:
         status = "created" if entry is None else "updated"
         was = f" (was {entry.commit[:12]})" if entry else ""
         actions.append(Action(name, status, f"{pin.commit[:12]} ({_origin_word(pin)}){was}", _pin_data(pin)))
-    new = replace(lock, recipe=recipe.name, recipe_digest=recipe.digest, sources=sources)
+    new = replace(lock, recipe=recipe.name, recipe_digest=recipe.digest, variant=recipe.variant, sources=sources)
     if not options.frozen and new != old:
         write_lock(ws.lock_file, new)
     return StageResult("lock", tuple(actions), seconds=time.monotonic() - start)
@@ -104,7 +104,8 @@ def run_sync(ctx: StageContext, options: SyncOptions) -> StageResult:
             warnings.append(warning)
     if not options.frozen:
         update_lock(ws.lock_file, recipe.name, recipe.digest,
-                    lambda base: replace(base, recipe=recipe.name, recipe_digest=recipe.digest, sources=entries))
+                    lambda base: replace(base, recipe=recipe.name, recipe_digest=recipe.digest, sources=entries),
+                    variant=recipe.variant)
     checks = check_sources(recipe, ws)
     actions.append(Action("compatibility checks", "ok", f"{checks} passed", {"check": True}))  # not an item
     return StageResult("sync", tuple(actions), tuple(warnings), time.monotonic() - start)

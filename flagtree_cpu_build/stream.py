@@ -2,7 +2,7 @@
 
 The download writes the ``.part`` file in this thread; another thread unpacks it through a
 ``GrowingFile`` into a folder of our own (``partials``), so unpacking ~800 MB no longer waits
-for the last byte. Nothing is published or remembered until the whole file's sha256 is
+for the last byte. Nothing is published or remembered until the whole file's digests are
 verified (``fetch``). Either side can stop the other: a failed unpack stops the download (a
 damaged or hostile file is dropped, a limit or a full disk keeps the ``.part`` for the next
 run); a failed or interrupted download stops the unpacker; if the file had to start over
@@ -10,13 +10,16 @@ after bytes were unpacked, the finished file is unpacked instead.
 
 Before any body is written, the free space is checked for the rest of the download and the
 unpacked tree (the server's Content-Length, the recipe's ``unpacked_size``).
+
+Only tarballs are unpacked as they arrive: a zip's table of contents is at its end, and a plain
+file has nothing to unpack, so those are downloaded first and handled by ``fetch``.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -44,6 +47,10 @@ class Tarball:
     url: str = ""  # for a download: the candidate URL whose .part holds the bytes
     tree: PartialFolder | None = None  # unpacked while it downloaded, not yet published
     holder: PartialFolder | None = None  # an import's copy lives in this folder until kept
+    digests: dict[str, str] = field(default_factory=dict)  # sha256 and the other algorithms computed (md5, sha512)
+
+    def __post_init__(self) -> None:
+        self.digests = {**self.digests, "sha256": self.sha}
 
     def release(self) -> None:
         """Whatever was not published or kept goes (idempotent)."""
@@ -84,11 +91,17 @@ class _Unpacker(threading.Thread):
             self.done.set()
 
 
-def download_and_unpack(name: str, artifact: Artifact, expected: str | None, cache: ArtifactCache,
+def download_and_unpack(name: str, artifact: Artifact, expected: Mapping[str, str], cache: ArtifactCache,
                         ctx: StageContext, mirrors: Sequence[MirrorRule]) -> Tarball:
-    """Download ``artifact`` (mirrors first) while unpacking it. The Tarball's ``tree`` holds the unpacked
-    tree, or is None when the file had to start over (then fetch unpacks the finished file)."""
+    """Download ``artifact`` (mirrors first) while unpacking it; every digest in ``expected`` must match. The
+    Tarball's ``tree`` holds the unpacked tree, or is None when the file had to start over or is not a tarball
+    (then fetch unpacks the finished file)."""
     dest = Path(artifact.path)
+    if artifact.kind != "tarball":
+        downloader = Downloader(ctx.ui, on_size=_space_check(name, artifact, cache, dest))
+        result = downloader.fetch(candidate_urls(artifact.url, mirrors), cache.part_path, label=name,
+                                  expected=expected)
+        return Tarball(result.sha256, result.part, result.url, "download", url=result.url, digests=result.digests)
     folder = PartialFolder.create(dest)
     growing = GrowingFile(stops=(folder.stop, ctx.ui.cancel))
     unpacker = _Unpacker(name, artifact, folder, growing, ctx)
@@ -97,7 +110,7 @@ def download_and_unpack(name: str, artifact: Artifact, expected: str | None, cac
         with ctx.ui.concurrent():
             unpacker.start()
             result = downloader.fetch(candidate_urls(artifact.url, mirrors), cache.part_path, label=name,
-                                      expected_sha=expected)
+                                      expected=expected)
             growing.complete()
             unpacker.done.wait()
     except BaseException as exc:
@@ -111,10 +124,11 @@ def download_and_unpack(name: str, artifact: Artifact, expected: str | None, cac
     growing.close()
     error = unpacker.error
     if error is None:
-        return Tarball(result.sha256, result.part, result.url, "download", url=result.url, tree=folder)
+        return Tarball(result.sha256, result.part, result.url, "download", url=result.url, tree=folder,
+                       digests=result.digests)
     folder.remove()
     if isinstance(error, StreamStale):
-        return Tarball(result.sha256, result.part, result.url, "download", url=result.url)
+        return Tarball(result.sha256, result.part, result.url, "download", url=result.url, digests=result.digests)
     raise _unpack_failed(error, name, artifact, cache, result.part)
 
 

@@ -1,14 +1,17 @@
 """Whether each artifact's tree is published and verified, and what `fetch` would do about it.
 
-The one rule for "current": our stamp in the published tree records the expected sha256 (the
-recipe's, else the lock's for the same URL); with nothing expected yet (trust on first use), the
-stamp's URL is the recipe's. The URL a file was downloaded from does not make it another file:
-a recipe that moves to a mirror or edits its URL but keeps the sha256 is still current.
+The one rule for "current": our stamp in the published tree records every expected digest (the
+recipe's sha256, md5 and sha512, and the lock's sha256 for the same URL); with nothing expected yet
+(trust on first use), the stamp's URL is the recipe's. The URL a file was downloaded from does not
+make it another file: a recipe that moves to a mirror or edits its URL but keeps the digest is still
+current. A tree published with another layout (kind, root, after_unpack clean-ups) is not current;
+stamps written before these were recorded are judged by their digests alone.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,10 +24,32 @@ if TYPE_CHECKING:
     from ..recipe import Artifact, Recipe
 
 
-def is_current(stamp: dict[str, Any] | None, expected: str | None, url: str) -> bool:
+def is_current(stamp: dict[str, Any] | None, expected: Mapping[str, str] | str | None, url: str,
+               artifact: Artifact | None = None) -> bool:
+    """``expected``: algorithm -> hex (a bare string is a sha256); ``artifact``, when given, also judges the layout."""
     if not stamp:
         return False
-    return stamp.get("sha256") == expected if expected else stamp.get("url") == url
+    if isinstance(expected, str):
+        expected = {"sha256": expected}
+    if expected:
+        if any(stamp.get(algorithm) != value.lower() for algorithm, value in expected.items()):
+            return False
+    elif stamp.get("url") != url:
+        return False
+    return artifact is None or not layout_changes(stamp, artifact)
+
+
+def stamp_layout(artifact: Artifact) -> dict[str, Any]:
+    """What besides the bytes decides the published tree; recorded in the stamp."""
+    return {"kind": artifact.kind, "strip": artifact.root.strip, "find": artifact.root.find,
+            "after_unpack": [step.remove for step in artifact.after_unpack]}
+
+
+def layout_changes(stamp: Mapping[str, Any], artifact: Artifact) -> list[str]:
+    """The layout keys whose recorded value differs from the recipe's (a key the stamp lacks: a stamp from before
+    it was recorded, taken to hold the default, so trees published by older versions stay current)."""
+    defaults = {"kind": "tarball", "strip": artifact.root.strip, "find": None, "after_unpack": []}
+    return [key for key, value in stamp_layout(artifact).items() if stamp.get(key, defaults[key]) != value]
 
 
 def plan_artifacts(recipe: Recipe, lock: Lock | None, scope: Scope,
@@ -40,13 +65,13 @@ def plan_artifacts(recipe: Recipe, lock: Lock | None, scope: Scope,
 def _plan_one(name: str, artifact: Artifact, lock: Lock | None, scope: Scope, cache: ArtifactCache,
               from_file: Path | None) -> PlanItem:
     from ..extract import read_stamp
-    from ..lockfile import expected_sha256
+    from ..lockfile import expected_digests
 
-    expected = expected_sha256(lock, name, artifact)
+    expected = expected_digests(lock, name, artifact)
     dest = Path(artifact.path)
     stamp = read_stamp(dest)
-    data: dict[str, Any] = {"path": str(dest), "sha256": expected, "url": artifact.url}
-    if is_current(stamp, expected, artifact.url):
+    data: dict[str, Any] = {"path": str(dest), "sha256": expected.get("sha256"), "url": artifact.url}
+    if is_current(stamp, expected, artifact.url, artifact):
         assert stamp is not None
         moved = "" if stamp.get("url") == artifact.url else f" (downloaded from {stamp.get('url')})"
         return PlanItem("artifacts", name, "ok", f"{stamp['sha256'][:12]} published at {dest}{moved}",
@@ -70,12 +95,12 @@ def _plan_one(name: str, artifact: Artifact, lock: Lock | None, scope: Scope, ca
     return planned
 
 
-def _local_copy(name: str, artifact: Artifact, expected: str | None, cache: ArtifactCache, dest: Path,
+def _local_copy(name: str, artifact: Artifact, expected: Mapping[str, str], cache: ArtifactCache, dest: Path,
                 from_file: Path | None) -> str | None:
     """Where fetch would find the tarball without the network (as its ``_local_tarball`` looks)."""
     if from_file is not None:
         return f"--from {from_file}"
-    sha = expected or cache.sha_seen_at(artifact.url)
+    sha = expected.get("sha256") or cache.sha_seen_at(artifact.url)
     if sha and cache.blob(sha):
         return "the download cache"
     beside = dest.parent / artifact.url.rstrip("/").rsplit("/", 1)[-1]

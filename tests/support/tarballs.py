@@ -10,7 +10,9 @@ import gzip
 import hashlib
 import io
 import random
+import stat
 import tarfile
+import zipfile
 from dataclasses import dataclass
 
 TOP = "llvm-a66376b0-ubuntu-arm64"
@@ -23,6 +25,14 @@ class Tarball:
     @property
     def sha256(self) -> str:
         return hashlib.sha256(self.data).hexdigest()
+
+    @property
+    def md5(self) -> str:
+        return hashlib.md5(self.data).hexdigest()
+
+    @property
+    def sha512(self) -> str:
+        return hashlib.sha512(self.data).hexdigest()
 
     def member(self, rel: str) -> bytes:
         """The bytes of TOP/rel in the tarball, to compare a published tree with."""
@@ -156,3 +166,39 @@ def many_files_tarball(count: int) -> Tarball:
             add(f"{TOP}/d{i // 1000:04d}/f{i:07d}", tarfile.REGTYPE)
         gz.write(bytes(1024))
     return Tarball(buffer.getvalue())
+
+
+def tarball_with(files: dict[str, bytes], *, links: dict[str, str] | None = None, mode: str = "w:gz",
+                 executable: tuple[str, ...] = ()) -> Tarball:
+    """A tarball of exactly these members (folders made implicitly); ``mode`` picks the compression."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode=mode) as tar:
+        for name, data in files.items():
+            _add(tar, name, data=data, mode=0o755 if name in executable else 0o644)
+        for name, target in (links or {}).items():
+            _add(tar, name, kind=tarfile.SYMTYPE, linkname=target)
+    return Tarball(buffer.getvalue())
+
+
+def zip_with(files: dict[str, bytes], *, links: dict[str, str] | None = None,
+             executable: tuple[str, ...] = ()) -> Tarball:
+    """A zip of these members, written as a Unix zip tool does (modes, symlinks as S_IFLNK entries)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in files.items():
+            info = zipfile.ZipInfo(name, date_time=(2024, 1, 2, 3, 4, 5))
+            info.create_system = 3
+            info.external_attr = (stat.S_IFREG | (0o755 if name in executable else 0o644)) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, data)
+        for name, target in (links or {}).items():
+            info = zipfile.ZipInfo(name, date_time=(2024, 1, 2, 3, 4, 5))
+            info.create_system = 3
+            info.external_attr = (stat.S_IFLNK | 0o777) << 16
+            archive.writestr(info, target)
+    return Tarball(buffer.getvalue())
+
+
+def zstd_lookalike() -> Tarball:
+    """Bytes that start as a zstd frame does: enough for a reader that sniffs the format."""
+    return Tarball(b"(\xb5/\xfd" + bytes(range(256)) * 8)

@@ -17,8 +17,10 @@ from flagtree_cpu_build.archive import (
     TarballProblem,
     TarStream,
     UnpackLimits,
+    UnsupportedArchive,
     limits_for,
     members,
+    zstd_decompressor,
 )
 
 LIMITS = UnpackLimits(max_bytes=None, max_entries=1000)
@@ -132,3 +134,11 @@ def test_the_entry_limit_counts_members() -> None:
     data = gzip.compress(plain_tar({f"top/f{i}": b"" for i in range(50)}))
     with pytest.raises(LimitExceeded, match="more than 20 files, folders and links; stopped at entry 21"):
         read_all(data, UnpackLimits(max_bytes=None, max_entries=20))
+
+
+@pytest.mark.skipif(zstd_decompressor() is not None, reason="this Python reads zstd (3.14+)")
+def test_zstd_without_a_reader_is_unsupported_not_damaged() -> None:
+    data = b"(\xb5/\xfd" + bytes(600)
+    with pytest.raises(UnsupportedArchive, match=r"cannot read zstd") as caught:
+        read_all(data)
+    assert not isinstance(caught.value, TarballProblem)  # the bytes may be fine: they are not dropped as damaged

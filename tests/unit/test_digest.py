@@ -6,7 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from flagtree_cpu_build.digest import Checksum, Hasher, hash_bytes, hash_file, hash_text
+from flagtree_cpu_build.digest import (
+    Checksum,
+    Hasher,
+    Hashers,
+    hash_bytes,
+    hash_file,
+    hash_file_all,
+    hash_text,
+    mismatches,
+)
 
 EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 ABC_SHA1 = "a9993e364706816aba3e25717850c26c9cd0d89d"
@@ -59,5 +68,26 @@ def test_hash_file_streams_in_chunks(tmp_path: Path) -> None:
 
 
 def test_an_unknown_algorithm_is_refused_before_hashing() -> None:
-    with pytest.raises(ValueError, match="known: sha1, sha256, sha512"):
+    with pytest.raises(ValueError, match="known: md5, sha1, sha256, sha512"):
         Hasher("crc32")
+
+
+def test_hashers_compute_sha256_and_the_stated_algorithms_in_one_pass(tmp_path: Path) -> None:
+    hashers = Hashers(["MD5", "sha512", "sha256"])
+    assert hashers.algorithms == ("sha256", "md5", "sha512")
+    for piece in (b"a", b"bc"):
+        hashers.update(piece)
+    got = hashers.hexdigests()
+    assert got == {"sha256": hash_bytes(b"abc"), "md5": "900150983cd24fb0d6963f7d28e17f72",
+                   "sha512": hash_bytes(b"abc", "sha512")}
+    assert hashers.fresh().hexdigests()["sha256"] == EMPTY_SHA256
+    (tmp_path / "f").write_bytes(b"abc")
+    assert hash_file_all(tmp_path / "f", ["md5"]) == {"sha256": got["sha256"], "md5": got["md5"]}
+
+
+def test_mismatches_name_each_algorithm_that_disagrees_sha256_first() -> None:
+    got = {"sha256": "a" * 64, "md5": "b" * 32}
+    assert mismatches({"md5": "B" * 32}, got) == []
+    assert mismatches({"md5": "c" * 32, "sha256": "d" * 64}, got) == [("sha256", "d" * 64, "a" * 64),
+                                                                       ("md5", "c" * 32, "b" * 32)]
+    assert mismatches({"sha512": "e" * 128}, got) == [("sha512", "e" * 128, "not computed")]
