@@ -1,12 +1,18 @@
 """The build stage: the recipe's build command, in the right environment, watched and explained.
 
 Before anything runs, every input is checked — sources at their pins, links, the published
-LLVM tree, the build prerequisites — and all missing ones are listed at once (with
-``--offline`` that check is the contract: nothing is downloaded afterwards). A build
-stamp (source trees, LLVM digest, build command and the environment that matters, Python,
-prerequisites and compilers) makes an unchanged re-run a one-second "up to date"; a changed
-one says what changed. The output goes to ``logs/build-<time>.log``; ninja's ``[N/M]``
-lines drive a progress bar; a failure is diagnosed from the log.
+artifacts, the pre-provisioned toolchains, the build prerequisites — and all missing ones are
+listed at once (with ``--offline`` that check is the contract: nothing is downloaded afterwards).
+The recipe's pre-build steps run before the build command, its post-install steps after it
+(``steps``). A build stamp (source trees, artifact digests, build command and the environment that
+matters, steps, Python, prerequisites and compilers) makes an unchanged re-run a one-second
+"up to date"; a changed one says what changed. The output goes to ``logs/build-<time>.log``;
+ninja's ``[N/M]`` lines drive a progress bar; a failure is diagnosed from the log with the
+recipe's known failures first.
+
+A recipe's build ``mode`` is ``editable`` (``build`` installs into the target Python; ``build
+--wheel DIR`` makes a wheel instead) or ``wheel-only`` (``build`` always runs ``wheel_argv``
+into ``{wheel_dir}``). Each kind keeps its own stamp (``build-editable.json``, ``build-wheel.json``).
 """
 
 from __future__ import annotations
@@ -17,24 +23,27 @@ import re
 import shlex
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from . import pythonenv
-from .buildenv import BuildEnv, compute_build_env, stamp_env
-from .diagnose import diagnose_file
+from .buildenv import BuildEnv, compute_build_env, stamp_env, toolchain_layers
 from .digest import hash_file, hash_text
+from .envops import EnvLayer
 from .errors import BuildError
 from .extract import read_stamp
+from .host import HostFacts
 from .links import plan_links
 from .lockfile import read_lock
 from .proc import capture, log_path, run_logged
 from .progress import ProgressTask
-from .recipe import Recipe
+from .recipe import Recipe, Toolchain
+from .recipe.resolve import toolchain_override_var
 from .stages import Action, StageContext, StageResult
 from .state import make_state_dir, read_state, write_state
+from .steps import failure, missing_creates, run_steps, steps_stamp
 from .ui import UI
 
 STAMP_KEYS = ("digest", "components")  # what a build stamp must hold to be compared at all
@@ -63,45 +72,71 @@ def run_build(ctx: StageContext, options: BuildOptions) -> StageResult:
         if early:
             raise _missing_inputs(early, options)
     pythonenv.ensure_interpreter(options.python, ws, recipe.python.requires, ui)
-    build_env = build_environment(recipe, options.python, offline=options.offline)
-    report = _preflight(ctx, options, build_env)
+    build_env = build_environment(recipe, options.python, offline=options.offline, host=ctx.host, workdir=ws.root)
+    mode = build_mode(recipe, options.wheel_dir)
+    report = _preflight(ctx, options, build_env, mode)
     for conflict in build_env.conflicts:
         ui.warn(f"inherited {conflict.describe()}")
-    mode = "wheel" if options.wheel_dir else "editable"
     components = _stamp_components(recipe, ctx, options, build_env, report, mode)
-    stamp_file = ws.state_dir / f"build-{mode}.json"
+    stamp_file = ws.state_dir / stamp_name(mode)
     stored = read_state(stamp_file, needs=STAMP_KEYS, repair=True, notice=ui.warn)
     built_before = stored is not None
-    reasons = _reasons_to_build(stored, components, report, options)
+    reasons = _reasons_to_build(stored, components, report, options, missing_creates(recipe, ctx.host))
     if not reasons:
         assert stored is not None
         data = {"stamp": stored["digest"], **({"wheel": stored["wheel"]} if stored.get("wheel") else {})}
         return StageResult("build", (Action("build", "ok", "up to date", data),), seconds=time.monotonic() - start)
     for reason in reasons:
         ui.info(f"building because {reason}")
-    make_state_dir(ws.empty_dir)  # the NVIDIA TRITON_*_PATH variables point here
-    wheels_before = _wheels(options.wheel_dir)
-    argv = list(recipe.build.wheel_argv if options.wheel_dir else recipe.build.argv)
-    if options.wheel_dir and not argv:
+    make_state_dir(ws.empty_dir)  # the recipe's env may point variables at it (an empty folder)
+    wheel_dir = _wheel_dir(ctx, options, mode)
+    wheels_before = _wheels(wheel_dir)
+    argv = list(recipe.build.wheel_argv if mode == "wheel" else recipe.build.argv)
+    if mode == "wheel" and not argv:
         raise BuildError(f"recipe {recipe.name} has no build.wheel_argv", fix="add it to the recipe's build section")
-    if options.wheel_dir:
-        options.wheel_dir.mkdir(parents=True, exist_ok=True)
+    if wheel_dir is not None:
+        wheel_dir.mkdir(parents=True, exist_ok=True)
+    step_options = {"logs_dir": ws.logs_dir, "ui": ui, "jobs": options.jobs, "verbose": options.verbose,
+                    "env_for": lambda step: build_environment(
+                        recipe, options.python, offline=options.offline, host=ctx.host, workdir=ws.root,
+                        extra=[EnvLayer(step.env, f"steps.{step.name}.env")])}
+    steps = run_steps("pre-build", recipe, ctx.host, **step_options)
     result = _run(argv, recipe, ws.logs_dir, build_env, ui, options)
     if not result.ok:
-        raise _failure(result, options)
+        raise failure(result, recipe, options.jobs, "the build failed")
+    steps += run_steps("post-install", recipe, ctx.host, **step_options)
     broken = [link for link in plan_links(recipe, ws).links if link.state != "ok"]
     if broken:
         raise BuildError("the build changed the recipe's links", details=tuple(f"{b.path}: {b.detail}" for b in broken),
                          fix="run `flagtree-cpu link`, then build again")
     products = _products(recipe)
-    wheel = _new_wheel(options.wheel_dir, wheels_before) if options.wheel_dir else None
+    wheel = _new_wheel(wheel_dir, wheels_before) if wheel_dir is not None else None
     _write_stamp(stamp_file, components, products, wheel, result.log)
     detail = f"built in {_duration(result.seconds)}; log {result.log}"
     data: dict[str, Any] = {"log": str(result.log), "reasons": reasons}
+    if steps:
+        data["steps"] = steps
     if wheel:
         data["wheel"] = wheel
     status = "updated" if built_before else "created"
     return StageResult("build", (Action("build", status, detail, data),), seconds=time.monotonic() - start)
+
+
+def build_mode(recipe: Recipe, wheel_dir: Path | None) -> str:
+    """"wheel" (build --wheel DIR, or a wheel-only recipe) or "editable": which command and stamp."""
+    assert recipe.build is not None
+    return "wheel" if wheel_dir is not None or recipe.build.mode == "wheel-only" else "editable"
+
+
+def stamp_name(mode: str) -> str:
+    return f"build-{mode}.json"
+
+
+def _wheel_dir(ctx: StageContext, options: BuildOptions, mode: str) -> Path | None:
+    """Where the wheel goes: --wheel DIR, or for a wheel-only recipe the {wheel_dir} its wheel_argv names."""
+    if mode != "wheel":
+        return None
+    return options.wheel_dir or ctx.workspace.root / "dist"  # the {wheel_dir} default (placeholders.py)
 
 
 def build_freshness(ctx: StageContext, python: Path, *, offline: bool = False,
@@ -118,45 +153,67 @@ def build_freshness(ctx: StageContext, python: Path, *, offline: bool = False,
         return ["its inputs are not ready: " + problems[0].split(" — ")[0]]
     if not python.exists():
         return [f"there is no interpreter at {python} yet"]
-    build_env = build_environment(recipe, python, offline=offline)
-    also = [recipe.build.distribution] if recipe.build.distribution else []
-    report = pythonenv.check(python, recipe.python.build, build_env.env.get("PATH", ""), also=also)
+    build_env = build_environment(recipe, python, offline=offline, host=ctx.host, workdir=ctx.workspace.root)
+    mode = build_mode(recipe, None)
+    report = pythonenv.check(python, recipe.python.build, build_env.env.get("PATH", ""),
+                             also=_installed_distribution(recipe, mode))
     if report.missing:
         return [f"build prerequisites are missing: {', '.join(p.name for p in report.missing)}"]
     options = BuildOptions(python=python, offline=offline)
-    components = _stamp_components(recipe, ctx, options, build_env, report, "editable")
+    components = _stamp_components(recipe, ctx, options, build_env, report, mode)
     if assume is not None:
         for name, commit in assume["sources"].items():
             components["sources"][name] = {**components["sources"].get(name, {}), "commit": commit}
         components["artifacts"].update(assume["artifacts"])
-    stored = read_state(ctx.workspace.state_dir / "build-editable.json", needs=STAMP_KEYS)
-    return _reasons_to_build(stored, components, report, options)
+    stored = read_state(ctx.workspace.state_dir / stamp_name(mode), needs=STAMP_KEYS)
+    return _reasons_to_build(stored, components, report, options, missing_creates(recipe, ctx.host))
+
+
+def _installed_distribution(recipe: Recipe, mode: str) -> list[str]:
+    """The distribution an editable build installs (its absence means build again); a wheel installs nothing."""
+    assert recipe.build is not None
+    return [recipe.build.distribution] if recipe.build.distribution and mode == "editable" else []
 
 
 # --- gates and inputs ----------------------------------------------------------------------------
 
 
 def _arch_gate(ctx: StageContext, options: BuildOptions) -> None:
-    targets = ctx.recipe.platform.arch
-    if ctx.host.arch not in targets and not options.ignore_host:
-        raise BuildError(
-            f"recipe {ctx.recipe.name} builds for {', '.join(targets)} and this machine is {ctx.host.arch}: the "
-            "result would not run here (FlagTree's CMake adds -march=armv9-a+sve2 on aarch64)",
-            fix="build on a machine of that architecture, or pass --ignore-host to try anyway (for testing)")
+    """The build runs on the recipe's host architectures (a cross recipe's host, not its target)."""
+    host = ctx.recipe.platform.host
+    if ctx.host.arch in host.arch or options.ignore_host:
+        return
+    why = f" ({host.why})" if host.why else ""
+    instead = host.advice or "build on a machine of that architecture"
+    raise BuildError(f"recipe {ctx.recipe.name} builds on {', '.join(host.arch)} and this machine is "
+                     f"{ctx.host.arch}{why}",
+                     fix=f"{instead}; or pass --ignore-host to try anyway (for testing)")
 
 
-def build_environment(recipe: Recipe, python: Path, *, offline: bool) -> BuildEnv:
-    """The build environment on this machine: the pure rules applied to os.environ, with the target
-    interpreter's bin first on PATH and the recipe's optional commands (ccache) looked up there."""
+def build_environment(recipe: Recipe, python: Path, *, offline: bool, host: HostFacts | None = None,
+                      workdir: Path | None = None, extra: Sequence[EnvLayer] = ()) -> BuildEnv:
+    """The build environment on this machine: the recipe's env operations, those of the toolchains that
+    apply here, then ``extra`` (a step's own), applied to os.environ, with the target interpreter's bin
+    first on PATH (where ``if_command`` commands such as ccache are looked up too). Relative ``source``
+    scripts are found under ``workdir``."""
     assert recipe.build is not None
-    bin_dir = str(python.parent)
-    search = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
-    available = {c.command: shutil.which(c.command, path=search) is not None for c in recipe.build.env_if_command}
-    return compute_build_env(recipe.build, os.environ, offline=offline, commands_available=available,
-                             path_prefix=bin_dir)
+    if host is None:
+        from .host import read_host
+
+        host = read_host()
+    facts = recipe.selector_facts(host.arch, host.os_id, host.glibc)
+    return compute_build_env(recipe.build, os.environ, offline=offline, path_prefix=str(python.parent),
+                             extra_ops=[*toolchain_layers(recipe, facts), *extra], workdir=workdir)
 
 
-def _preflight(ctx: StageContext, options: BuildOptions, build_env: BuildEnv) -> pythonenv.PythonReport:
+def applicable_toolchains(recipe: Recipe, host: HostFacts) -> dict[str, Toolchain]:
+    """The pre-provisioned toolchains this host needs (their ``when`` matches)."""
+    facts = recipe.selector_facts(host.arch, host.os_id, host.glibc)
+    return {name: t for name, t in recipe.toolchains.items() if t.when is None or t.when.matches(facts)}
+
+
+def _preflight(ctx: StageContext, options: BuildOptions, build_env: BuildEnv,
+               mode: str) -> pythonenv.PythonReport:
     """Check every input; list all that are missing at once, each with what provides it."""
     recipe, ws = ctx.recipe, ctx.workspace
     problems = missing_inputs(ctx)
@@ -166,7 +223,7 @@ def _preflight(ctx: StageContext, options: BuildOptions, build_env: BuildEnv) ->
             problems.append(f"links: {len(bad)} of {len(recipe.links.entries)} are not in place "
                             f"({', '.join(b.path for b in bad[:3])}{' ...' if len(bad) > 3 else ''}) — run "
                             "`flagtree-cpu link`")
-    also = [recipe.build.distribution] if recipe.build and recipe.build.distribution else []
+    also = _installed_distribution(recipe, mode)
     report = pythonenv.check(options.python, recipe.python.build, build_env.env.get("PATH", ""), also=also)
     if report.missing:
         commands = " && ".join(shlex.join(c) for c in pythonenv.install_commands(options.python, report.missing))
@@ -191,8 +248,29 @@ def _missing_inputs(problems: list[str], options: BuildOptions) -> BuildError:
 
 
 def missing_inputs(ctx: StageContext) -> list[str]:
-    """What build refuses to run without: sources sync would still move, artifacts fetch would still publish."""
-    return _source_problems(ctx.recipe, ctx) + _artifact_problems(ctx.recipe, ctx)
+    """What build refuses to run without: sources sync would still move, artifacts fetch would still publish,
+    pre-provisioned toolchains that are not on this host."""
+    return _source_problems(ctx.recipe, ctx) + _artifact_problems(ctx.recipe, ctx) + _toolchain_problems(ctx)
+
+
+def _toolchain_problems(ctx: StageContext) -> list[str]:
+    """Toolchains installed by other means (never downloaded): their folder and expected files must be here."""
+    recipe = ctx.recipe
+    problems = []
+    for name, toolchain in applicable_toolchains(recipe, ctx.host).items():
+        root = Path(toolchain.path)
+        absent = [str(root)] if not root.is_dir() else [str(root / f) for f in toolchain.expect
+                                                        if not (root / f).exists()]
+        if not absent:
+            continue
+        variant = f" (variant {recipe.variant})" if recipe.variant else ""
+        listed = ", ".join(absent[:3]) + (f" and {len(absent) - 3} more" if len(absent) > 3 else "")
+        why = f" ({toolchain.why})" if toolchain.why else ""
+        how = f"{toolchain.fix}, or" if toolchain.fix else "install it, or"
+        problems.append(f"toolchain {name}{variant}: {listed} {'is' if len(absent) == 1 else 'are'} missing{why} "
+                        f"— {how} point {toolchain_override_var(name)} at this host's copy "
+                        f"(export {toolchain_override_var(name)}=/path/to/{name})")
+    return problems
 
 
 def _source_problems(recipe: Recipe, ctx: StageContext) -> list[str]:
@@ -234,9 +312,10 @@ def _stamp_components(recipe: Recipe, ctx: StageContext, options: BuildOptions, 
     compilers = {}
     for variable, default in (("CC", "cc"), ("CXX", "c++")):
         compiler = build_env.env.get(variable, default)
-        answer = capture([compiler, "--version"], env=build_env.env) if shutil.which(compiler) else None
+        found = shutil.which(compiler, path=build_env.env.get("PATH"))  # a toolchain's PATH may bring it
+        answer = capture([compiler, "--version"], env=build_env.env) if found else None
         compilers[variable] = answer.stdout.splitlines()[0] if answer and answer.stdout else None
-    return {
+    components: dict[str, Any] = {
         "mode": mode,
         "sources": sources,
         "artifacts": artifacts,
@@ -247,10 +326,18 @@ def _stamp_components(recipe: Recipe, ctx: StageContext, options: BuildOptions, 
         "prerequisites": {p.name: p.installed or p.system for p in report.prerequisites},
         "compilers": compilers,
     }
+    # only when there is something to say: a recipe without steps or variants keeps the stamp it had
+    # before they existed, so upgrading the tool does not rebuild an unchanged workspace
+    steps = steps_stamp(recipe, ctx.host)
+    if steps:
+        components["steps"] = steps
+    if recipe.variant is not None:
+        components["variant"] = recipe.variant
+    return components
 
 
 def _reasons_to_build(stored: dict[str, Any] | None, components: dict[str, Any], report: pythonenv.PythonReport,
-                      options: BuildOptions) -> list[str]:
+                      options: BuildOptions, creates_missing: list[str]) -> list[str]:
     if options.force:
         return ["--force"]
     if stored is None:
@@ -260,6 +347,8 @@ def _reasons_to_build(stored: dict[str, Any] | None, components: dict[str, Any],
     missing = [str(p.get("path") if isinstance(p, dict) else p) for p in products if not _same_file(p)]
     if missing:
         reasons.append(f"build products are missing: {', '.join(missing)}")
+    if creates_missing:
+        reasons.append(f"what the steps create is missing: {', '.join(creates_missing)}")
     for name, version in report.extra_found.items():
         if components["mode"] == "editable" and version is None:
             reasons.append(f"{name} is not installed in {options.python}")
@@ -347,18 +436,6 @@ def _run(argv: list[str], recipe: Recipe, logs_dir: Path, build_env: BuildEnv, u
         display = _Display(task, ui, options.verbose)
         return run_logged(argv, cwd=Path(recipe.build.cwd), env=build_env.env, log=log, header=header,
                           on_line=display.line, on_idle=display.idle)
-
-
-def _failure(result: Any, options: BuildOptions) -> BuildError:
-    diagnosis = diagnose_file(result.log)
-    how = f"killed by {result.signal_name}" if result.signal_name else f"exit status {result.returncode}"
-    details = [f"cause: {diagnosis.cause()}", f"log: {result.log}" + (f" (line {diagnosis.line})"
-                                                                       if diagnosis.line else "")]
-    details += [f"| {line}" for line in diagnosis.excerpt]
-    fix = diagnosis.signature.fix.format(jobs_half=max(1, options.jobs // 2), log=result.log) if \
-        diagnosis.signature else f"read the log ({result.log}); re-run with --verbose to watch every line"
-    return BuildError(f"the build failed ({how})", details=tuple(details), fix=fix, log=result.log,
-                      diagnosis=diagnosis.to_json())
 
 
 def _wheels(folder: Path | None) -> dict[Path, float]:

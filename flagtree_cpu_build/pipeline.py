@@ -38,7 +38,7 @@ def run_setup(ctx: StageContext, options: SetupOptions) -> SetupReport:
     fresh = is_fresh(ctx.workspace)
     report = SetupReport(ctx.recipe.name, ctx.workspace.root, options.python,
                          datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                         [StageRecord(stage, "not run") for stage in STAGE_NAMES])
+                         [StageRecord(stage, "not run") for stage in STAGE_NAMES], variant=ctx.recipe.variant)
     current = ["preflight"]  # the stages running now
     try:
         with ctx.ui.group("flagtree-cpu setup: preflight"):

@@ -1,6 +1,6 @@
 """The report of one `setup` run: each stage's record, the pins the workspace holds, the error; where
 it is kept (``logs/setup-<time>.json`` and ``.flagtree-cpu/last-setup.json``), and the JUnit file CI
-uploads when the kernels did not run."""
+uploads when the checks did not run."""
 
 from __future__ import annotations
 
@@ -45,6 +45,7 @@ class SetupReport:
     commits: dict[str, str] = field(default_factory=dict)
     artifacts: dict[str, dict[str, Any]] = field(default_factory=dict)
     junit_written: bool = False
+    variant: str | None = None  # the recipe's variant (--variant, else its default)
 
     @property
     def ok(self) -> bool:
@@ -55,6 +56,7 @@ class SetupReport:
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": SETUP_SCHEMA, "tool_version": __version__, "ok": self.ok, "recipe": self.recipe,
+                "variant": self.variant,
                 "workspace": str(self.workspace), "python": str(self.python), "started": self.started,
                 "seconds": round(self.seconds, 3), "stages": [r.to_json() for r in self.records],
                 "commits": self.commits, "artifacts": self.artifacts, "validation": self.validation,
@@ -66,7 +68,7 @@ def failed_stage(report: SetupReport) -> str:
 
 
 def junit_without_kernels(ctx: StageContext, path: Path, report: SetupReport) -> None:
-    """CI uploads the --junit file whatever happened: when the kernels did not run, the file says why
+    """CI uploads the --junit file whatever happened: when the checks did not run, the file says why
     (a skipped case for --skip-build/--skip-validate, an error case when setup stopped before them)."""
     from .junit import write_junit_verdict
 

@@ -31,6 +31,7 @@ class WorkspaceStatus:
     python: Path
     items: tuple[PlanItem, ...]
     seconds: float
+    variant: str | None = None  # the recipe's variant (--variant, else its default)
 
     @property
     def current(self) -> bool:
@@ -43,7 +44,8 @@ class WorkspaceStatus:
         return None if any(s is None for s in sizes) else sum(sizes)
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema": STATUS_SCHEMA, "recipe": self.recipe, "workspace": str(self.workspace),
+        return {"schema": STATUS_SCHEMA, "recipe": self.recipe, "variant": self.variant,
+                "workspace": str(self.workspace),
                 "python": str(self.python), "current": self.current, "seconds": round(self.seconds, 3),
                 "download_bytes": self.download_bytes, "items": [i.to_json() for i in self.items]}
 
@@ -53,4 +55,5 @@ def inspect_workspace(ctx: StageContext, scope: Scope) -> WorkspaceStatus:
 
     start = time.monotonic()
     items = plan_all(ctx, scope)
-    return WorkspaceStatus(ctx.recipe.name, ctx.workspace.root, scope.python, tuple(items), time.monotonic() - start)
+    return WorkspaceStatus(ctx.recipe.name, ctx.workspace.root, scope.python, tuple(items), time.monotonic() - start,
+                           ctx.recipe.variant)

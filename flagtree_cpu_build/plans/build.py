@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import PlanItem, Scope
@@ -10,7 +11,7 @@ from . import PlanItem, Scope
 if TYPE_CHECKING:
     from ..stages import StageContext
 
-STAMP = "build-editable.json"  # the stamp `setup` and `build` keep (a wheel build keeps its own)
+STAMP = "build-editable.json"  # an editable recipe's stamp (stamp_path: the one a recipe keeps)
 
 
 def plan_build(ctx: StageContext, scope: Scope, earlier: list[PlanItem]) -> list[PlanItem]:
@@ -23,7 +24,7 @@ def plan_build(ctx: StageContext, scope: Scope, earlier: list[PlanItem]) -> list
         return []
     if scope.skip_build:
         return [PlanItem("build", "build", "skipped", "--skip-build", will="skipped")]
-    stamp = read_state(ctx.workspace.state_dir / STAMP, needs=("digest", "components"))
+    stamp = read_state(stamp_path(ctx), needs=("digest", "components"))
     if stamp is None:
         return [PlanItem("build", "build", "missing", "no build stamp in this workspace", "build",
                          "no previous build", will="created")]
@@ -39,6 +40,15 @@ def plan_build(ctx: StageContext, scope: Scope, earlier: list[PlanItem]) -> list
         return [PlanItem("build", "build", "ok", f"{why} (stamp {stamp['digest'][:12]})", data=data)]
     return [PlanItem("build", "build", "stale", f"stamp {stamp['digest'][:12]} differs", "build",
                      "; ".join(reasons), {**data, "reasons": reasons}, "updated")]
+
+
+def stamp_path(ctx: StageContext) -> Path:
+    """The stamp of the build `setup` and `build` (without --wheel) run: the editable install's, or a wheel-only
+    recipe's wheel's."""
+    from ..build import build_mode, stamp_name
+
+    assert ctx.recipe.build is not None
+    return ctx.workspace.state_dir / stamp_name(build_mode(ctx.recipe, None))
 
 
 def _as_move(reason: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -19,6 +20,9 @@ from tests.support.httpserver import LoopbackHTTPServer
 from tests.support.tarballs import TOP, llvm_tarball
 from tests.support.venvs import PREREQUISITES, TOOLS, build_venv, make_venv, tiny_wheel
 
+GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden-v1"
+JOB_VARIABLES = ("MAX_JOBS", "TRITON_PARALLEL_LINK_JOBS")  # the machine's, not the recipe's doing
+PIP_OWN = ("PIP_BUILD_TRACKER", "_PYPROJECT_HOOKS_BUILD_BACKEND")  # what pip adds for setup.py
 NVIDIA = ("TRITON_PTXAS_PATH", "TRITON_CUOBJDUMP_PATH", "TRITON_NVDISASM_PATH", "TRITON_CUDACRT_PATH",
           "TRITON_CUDART_PATH", "TRITON_CUPTI_INCLUDE_PATH", "TRITON_CUPTI_LIB_PATH")
 
@@ -85,6 +89,53 @@ def test_build_runs_setup_py_with_the_exact_environment(bws: BuildWorkspace, tmp
     assert os.path.isabs(os.readlink(bws.ws.flagtree / "python/triton/language/extra/cpu"))
 
 
+def _normalized(text: str, bws: BuildWorkspace, tmp_path: Path) -> str:
+    """Paths as tests/fixtures/golden-v1 writes them."""
+    for old, new in ((str(bws.python), "<python>"), (str(bws.ws.root), "<workdir>"), (str(tmp_path), "<tmp>"),
+                     (os.environ["HOME"], "<home>")):
+        text = text.replace(old, new)
+    return text
+
+
+def _header(log: str) -> list[str]:
+    """The log's own lines (the command, cwd, what the environment changed, the exit), without the
+    time they were written, the job counts and ccache (the machine's doing)."""
+    kept = []
+    for line in log.splitlines():
+        if not line.startswith(("+ ", "# ")) or line.startswith("# started:"):
+            continue
+        if line.startswith(tuple(f"# {name}=" for name in (*JOB_VARIABLES, "TRITON_BUILD_WITH_CCACHE"))):
+            continue
+        kept.append(re.sub(r"^# exit status (\d+) after [0-9.]+ s$", r"# exit status \1 after <s> s", line))
+    return kept
+
+
+def test_the_build_gets_what_the_v1_engine_gave(bws: BuildWorkspace, tmp_path: Path) -> None:
+    """The v2 recipe through the v2 engine: the command, folder and environment setup.py received, the
+    log header and the stamp's components are those the v1 engine gave the v1 recipe."""
+    result = bws.build()
+    assert result.exit_code == 0, result.stderr
+    [entry] = [r for r in bws.build_records() if "editable_wheel" in r["argv"]]
+    env = {name: value for name, value in entry["env"].items()
+           if os.environ.get(name) != value and name not in PIP_OWN}
+    env["PATH"] = env["PATH"].split(os.pathsep)[0]
+    env.update({name: "<n>" for name in JOB_VARIABLES if name in env})
+    got = json.loads(_normalized(json.dumps({"cwd": entry["cwd"], "env": env, "executable": entry["executable"]}),
+                                 bws, tmp_path))
+    assert got == json.loads((GOLDEN / "build-record.json").read_text())
+
+    [log] = (bws.ws.root / "logs").glob("build-*.log")
+    expected = _header((GOLDEN / "build-log-header.txt").read_text())
+    assert _header(_normalized(log.read_text(), bws, tmp_path)) == expected
+
+    golden_stamp = json.loads((GOLDEN / "build-stamp-keys.json").read_text())
+    components = json.loads((bws.ws.root / ".flagtree-cpu" / "build-editable.json").read_text())["components"]
+    assert set(golden_stamp["keys"]) <= set(components)  # v2 may add keys (steps, variant), none go
+    command = json.loads(_normalized(json.dumps(components["command"]), bws, tmp_path))
+    assert command == golden_stamp["command"]
+    assert sorted(components["env"]) == golden_stamp["env"]
+
+
 def test_an_unchanged_rebuild_is_skipped_in_about_a_second(bws: BuildWorkspace) -> None:
     assert bws.build().exit_code == 0
     runs = len(bws.records())
@@ -115,7 +166,7 @@ def test_a_local_edit_and_an_env_change_trigger_a_rebuild(bws: BuildWorkspace) -
     readme.write_text(readme.read_text() + "my edit\n")
     edited = bws.build()
     assert "sources.flagtree.local_changes changed" in edited.stderr
-    changed_env = bws.build(sets=("build.env.TRITON_BUILD_PROTON=ON",))
+    changed_env = bws.build(sets=("build.env.set.TRITON_BUILD_PROTON=ON",))
     assert "env.TRITON_BUILD_PROTON changed: OFF -> ON" in changed_env.stderr
     assert len(bws.build_records()) == 3
 
@@ -204,6 +255,18 @@ def test_a_known_failure_is_diagnosed(bws: BuildWorkspace, monkeypatch: pytest.M
     assert not (bws.ws.root / ".flagtree-cpu/build-editable.json").exists()  # a failed build is no stamp
 
 
+def test_the_recipes_own_diagnosis_comes_before_the_generic_one(bws: BuildWorkspace,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    logs = Path(__file__).resolve().parent.parent / "fixtures" / "build-logs"
+    monkeypatch.setenv("FIXTURE_BUILD_FAIL_LOG", str(logs / "out-of-memory.log"))
+    own = ("diagnosis.build=[{id: board-oom, pattern: 'Killed signal terminated', cause: this board's swap is off, "
+           "fix: 'enable swap, or flagtree-cpu build --jobs {jobs_half}'}]")
+    result = bws.build("--jobs", "6", sets=(own,))
+    assert result.exit_code == 5
+    assert "cause: this board's swap is off" in result.stderr and "enable swap, or flagtree-cpu build --jobs 3" in \
+        result.stderr
+
+
 def test_a_crash_is_reported_with_its_signal(bws: BuildWorkspace, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FIXTURE_BUILD_SEGFAULT", "1")
     result = bws.build()
@@ -226,9 +289,11 @@ def test_a_wheel_for_many_boards(bws: BuildWorkspace, tmp_path: Path) -> None:
 
 
 def test_the_arch_gate_stops_a_build_for_another_machine(bws: BuildWorkspace) -> None:
-    result = bws.ws.run("build", "--python", str(bws.python), sets=("platform.arch=[riscv64]",))
+    result = bws.ws.run("build", "--python", str(bws.python), sets=("platform.host.arch=[riscv64]",))
     assert result.exit_code == 5
-    assert "builds for riscv64 and this machine is" in result.stderr and "--ignore-host" in result.stderr
+    assert "builds on riscv64 and this machine is" in result.stderr and "--ignore-host" in result.stderr
+    # the recipe's own reason, not the engine's
+    assert "(libtriton is compiled with" in result.stderr
     assert bws.records() == []
 
 

@@ -67,7 +67,8 @@ def test_a_stage_failure_has_code_exit_code_and_fix(world: GitWorld, tmp_path: P
 
 def test_a_verdict_carries_the_result_and_the_error(tmp_path: Path, validator: jsonschema.Draft202012Validator) -> None:
     """doctor exit 7: the report is the result, the failed checks the error (stdout: still one document)."""
-    result = invoke("doctor", "--json", "--offline", "-w", str(tmp_path / "ws"), "--set", "platform.arch=[riscv64]")
+    result = invoke("doctor", "--json", "--offline", "-w", str(tmp_path / "ws"),
+                    "--set", "platform.host.arch=[riscv64]")
     assert result.exit_code == 7
     document = valid(result, validator)
     assert document["result"]["schema"] == "flagtree-cpu/doctor/v1" and document["result"]["ok"] is False

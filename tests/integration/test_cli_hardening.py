@@ -263,7 +263,7 @@ def test_recipe_list_warns_about_a_recipes_folder_that_is_not_there(tmp_path: Pa
 
 def test_recipe_validate_counts_in_the_singular_too() -> None:
     result = CliRunner().invoke(app, ["recipe", "validate"])
-    assert "(2 sources, 1 artifact, 12 links)" in result.stderr, result.stderr
+    assert "(2 sources, 1 artifact, 12 links, 5 checks)" in result.stderr, result.stderr
 
 
 def test_make_setup_installs_the_lean_tool_and_passes_args(tmp_path: Path) -> None:

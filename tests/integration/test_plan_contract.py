@@ -43,7 +43,7 @@ LLVM_PATH = f"/public/llvm-builds/{TOP}.tar.gz"
 MIRROR_PATH = f"/mirror/llvm-builds/{TOP}.tar.gz"
 STAGE_OF_AREA = {"sources": "sources", "artifacts": "artifacts", "links": "links", "python": "python",
                  "build": "build", "validation": "validate"}
-DOCTOR_CHECK_OF_AREA = {"sources": "workspace.sources", "artifacts": "workspace.llvm", "links": "workspace.links",
+DOCTOR_CHECK_OF_AREA = {"sources": "workspace.sources", "artifacts": "workspace.artifacts", "links": "workspace.links",
                         "build": "workspace.build"}
 ORDER = ["preflight", "sources", "artifacts", "links", "python", "build", "validate"]
 RANK = {"ok": 0, "skipped": 0, "updated": 1, "created": 2, "stop": 3}
@@ -125,7 +125,7 @@ def tree_foreign(cw: ContractWorld) -> None:
 
 def build_stale(cw: ContractWorld) -> None:
     _set_up(cw)
-    cw.sets.append("build.env.FLAGTREE_CONTRACT_TEST=1")
+    cw.sets.append("build.env.set.FLAGTREE_CONTRACT_TEST=1")
 
 
 def validation_stale(cw: ContractWorld) -> None:
