@@ -33,9 +33,20 @@ from .recipe import Check, EnvOps, Recipe
 
 if TYPE_CHECKING:
     from .stages import StageContext
-    from .validate import ValidateOptions
 
 Status = Literal["pass", "fail", "skip"]
+
+
+@dataclass(frozen=True)
+class ValidateOptions:
+    """What `validate` (and setup's validate stage) asks of the checks."""
+
+    python: Path
+    checks: tuple[str, ...] = ()  # names (--check/--kernel); empty: every check of the recipe
+    model: Path | None = None
+    timeout: float | None = None  # overrides the recipe's per-check timeouts
+    install_prereqs: bool = False
+    verbose: bool = False
 
 
 @dataclass(frozen=True)

@@ -23,22 +23,12 @@ from typing import Any
 
 from . import pythonenv
 from .check_catalog import chosen_checks
-from .check_run import CheckResult, Status, run_check
+from .check_run import CheckResult, Status, ValidateOptions, run_check
 from .errors import BuildError, ValidationFailed
 from .recipe import Recipe
 from .stages import StageContext
 
 REPORT_SCHEMA = "flagtree-cpu/validate/v1"
-
-
-@dataclass(frozen=True)
-class ValidateOptions:
-    python: Path
-    checks: tuple[str, ...] = ()  # names (--check/--kernel); empty: every check of the recipe
-    model: Path | None = None
-    timeout: float | None = None  # overrides the recipe's per-check timeouts
-    install_prereqs: bool = False
-    verbose: bool = False
 
 
 @dataclass(frozen=True)
