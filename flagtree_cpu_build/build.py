@@ -17,11 +17,9 @@ into ``{wheel_dir}``). Each kind keeps its own stamp (``build-editable.json``, `
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
-import shutil
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -29,21 +27,21 @@ from pathlib import Path
 from typing import Any
 
 from . import pythonenv
-from .buildenv import BuildEnv, compute_build_env, stamp_env, toolchain_layers
-from .digest import hash_file, hash_text
+from .build_stamp import products_of, reasons_to_build, stamp_components, write_stamp
+from .buildenv import BuildEnv, compute_build_env, toolchain_layers
+from .digest import hash_file
 from .envops import EnvLayer
 from .errors import BuildError
-from .extract import read_stamp
 from .host import HostFacts
 from .links import plan_links
 from .lockfile import read_lock
-from .proc import capture, log_path, run_logged
+from .proc import log_path, run_logged
 from .progress import ProgressTask
 from .recipe import Recipe, Toolchain
 from .recipe.resolve import toolchain_override_var
 from .stages import Action, StageContext, StageResult
-from .state import make_state_dir, read_state, write_state
-from .steps import failure, missing_creates, run_steps, steps_stamp
+from .state import make_state_dir, read_state
+from .steps import failure, missing_creates, run_steps
 from .ui import UI
 
 STAMP_KEYS = ("digest", "components")  # what a build stamp must hold to be compared at all
@@ -77,11 +75,12 @@ def run_build(ctx: StageContext, options: BuildOptions) -> StageResult:
     report = _preflight(ctx, options, build_env, mode)
     for conflict in build_env.conflicts:
         ui.warn(f"inherited {conflict.describe()}")
-    components = _stamp_components(recipe, ctx, options, build_env, report, mode)
+    components = stamp_components(recipe, ctx, options.python, build_env, report, mode)
     stamp_file = ws.state_dir / stamp_name(mode)
     stored = read_state(stamp_file, needs=STAMP_KEYS, repair=True, notice=ui.warn)
     built_before = stored is not None
-    reasons = _reasons_to_build(stored, components, report, options, missing_creates(recipe, ctx.host))
+    reasons = reasons_to_build(stored, components, report, options.python, missing_creates(recipe, ctx.host),
+                               force=options.force)
     if not reasons:
         assert stored is not None
         data = {"stamp": stored["digest"], **({"wheel": stored["wheel"]} if stored.get("wheel") else {})}
@@ -109,9 +108,9 @@ def run_build(ctx: StageContext, options: BuildOptions) -> StageResult:
     if broken:
         raise BuildError("the build changed the recipe's links", details=tuple(f"{b.path}: {b.detail}" for b in broken),
                          fix="run `flagtree-cpu link`, then build again")
-    products = _products(recipe)
+    products = products_of(recipe)
     wheel = _new_wheel(wheel_dir, wheels_before) if wheel_dir is not None else None
-    _write_stamp(stamp_file, components, products, wheel, result.log)
+    write_stamp(stamp_file, components, products, wheel, result.log)
     detail = f"built in {_duration(result.seconds)}; log {result.log}"
     data: dict[str, Any] = {"log": str(result.log), "reasons": reasons}
     if steps:
@@ -160,13 +159,14 @@ def build_freshness(ctx: StageContext, python: Path, *, offline: bool = False,
     if report.missing:
         return [f"build prerequisites are missing: {', '.join(p.name for p in report.missing)}"]
     options = BuildOptions(python=python, offline=offline)
-    components = _stamp_components(recipe, ctx, options, build_env, report, mode)
+    components = stamp_components(recipe, ctx, options.python, build_env, report, mode)
     if assume is not None:
         for name, commit in assume["sources"].items():
             components["sources"][name] = {**components["sources"].get(name, {}), "commit": commit}
         components["artifacts"].update(assume["artifacts"])
     stored = read_state(ctx.workspace.state_dir / stamp_name(mode), needs=STAMP_KEYS)
-    return _reasons_to_build(stored, components, report, options, missing_creates(recipe, ctx.host))
+    return reasons_to_build(stored, components, report, options.python, missing_creates(recipe, ctx.host),
+                            force=options.force)
 
 
 def _installed_distribution(recipe: Recipe, mode: str) -> list[str]:
@@ -292,105 +292,6 @@ def _artifact_problems(recipe: Recipe, ctx: StageContext) -> list[str]:
     return [f"artifact {i.subject}: not published and verified at {i.data['path']} — run `flagtree-cpu fetch` "
             "(offline: `flagtree-cpu fetch --offline --from FILE`)"
             for i in plan_artifacts(recipe, lock, Scope(python=Path())) if i.will != "ok"]
-
-
-# --- the stamp -------------------------------------------------------------------------------------
-
-
-def _stamp_components(recipe: Recipe, ctx: StageContext, options: BuildOptions, build_env: BuildEnv,
-                      report: pythonenv.PythonReport, mode: str) -> dict[str, Any]:
-    from .gitcmd import head, local_diff
-
-    assert recipe.build is not None
-    sources = {}
-    for name in recipe.sources_in_order():
-        checkout = ctx.workspace.root / recipe.source_path(name)
-        diff = local_diff(checkout)
-        sources[name] = {"commit": head(checkout) or "",
-                         "local_changes": hash_text(diff)[:16] if diff.strip() else None}
-    artifacts = {name: (read_stamp(Path(a.path)) or {}).get("sha256") for name, a in recipe.artifacts.items()}
-    compilers = {}
-    for variable, default in (("CC", "cc"), ("CXX", "c++")):
-        compiler = build_env.env.get(variable, default)
-        found = shutil.which(compiler, path=build_env.env.get("PATH"))  # a toolchain's PATH may bring it
-        answer = capture([compiler, "--version"], env=build_env.env) if found else None
-        compilers[variable] = answer.stdout.splitlines()[0] if answer and answer.stdout else None
-    components: dict[str, Any] = {
-        "mode": mode,
-        "sources": sources,
-        "artifacts": artifacts,
-        "command": {"cwd": recipe.build.cwd,
-                    "argv": list(recipe.build.wheel_argv if mode == "wheel" else recipe.build.argv)},
-        "env": stamp_env(build_env, recipe.build.stamp_ignores),
-        "python": {"path": str(options.python), "version": report.version},
-        "prerequisites": {p.name: p.installed or p.system for p in report.prerequisites},
-        "compilers": compilers,
-    }
-    # only when there is something to say: a recipe without steps or variants keeps the stamp it had
-    # before they existed, so upgrading the tool does not rebuild an unchanged workspace
-    steps = steps_stamp(recipe, ctx.host)
-    if steps:
-        components["steps"] = steps
-    if recipe.variant is not None:
-        components["variant"] = recipe.variant
-    return components
-
-
-def _reasons_to_build(stored: dict[str, Any] | None, components: dict[str, Any], report: pythonenv.PythonReport,
-                      options: BuildOptions, creates_missing: list[str]) -> list[str]:
-    if options.force:
-        return ["--force"]
-    if stored is None:
-        return ["no previous build"]
-    reasons = [f"{key} changed: {old} -> {new}" for key, old, new in _differences(stored["components"], components)]
-    products = stored.get("products") if isinstance(stored.get("products"), list) else []
-    missing = [str(p.get("path") if isinstance(p, dict) else p) for p in products if not _same_file(p)]
-    if missing:
-        reasons.append(f"build products are missing: {', '.join(missing)}")
-    if creates_missing:
-        reasons.append(f"what the steps create is missing: {', '.join(creates_missing)}")
-    for name, version in report.extra_found.items():
-        if components["mode"] == "editable" and version is None:
-            reasons.append(f"{name} is not installed in {options.python}")
-    wheel = stored.get("wheel")
-    if wheel and not _same_file(wheel):
-        reasons.append(f"the wheel {wheel.get('path') if isinstance(wheel, dict) else wheel} is gone")
-    return reasons
-
-
-def _differences(old: Any, new: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
-    if isinstance(old, dict) and isinstance(new, dict):
-        found = []
-        for key in sorted(set(old) | set(new)):
-            found += _differences(old.get(key), new.get(key), f"{prefix}.{key}" if prefix else key)
-        return found
-    return [] if old == new else [(prefix, _short(old), _short(new))]
-
-
-def _short(value: Any) -> Any:
-    return value[:12] if isinstance(value, str) and re.fullmatch(r"[0-9a-f]{40,64}", value) else value
-
-
-def _same_file(record: Any) -> bool:
-    if not isinstance(record, dict) or not isinstance(record.get("path"), str):
-        return False  # a stamp written by hand or damaged: its products count as gone
-    path = Path(record["path"])
-    return path.is_file() and path.stat().st_size == record.get("size")
-
-
-def _products(recipe: Recipe) -> list[dict[str, Any]]:
-    assert recipe.build is not None
-    cwd = Path(recipe.build.cwd)
-    found = sorted({p for pattern in recipe.build.products for p in cwd.glob(pattern) if p.is_file()})
-    return [{"path": str(p), "size": p.stat().st_size} for p in found]
-
-
-def _write_stamp(path: Path, components: dict[str, Any], products: list[dict[str, Any]],
-                 wheel: dict[str, Any] | None, log: Path) -> None:
-    canonical = json.dumps(components, sort_keys=True)
-    stamp = {"digest": hash_text(canonical), "components": components,
-             "products": products, "wheel": wheel, "log": str(log), "finished": time.time()}
-    write_state(path, stamp)
 
 
 # --- running and watching ------------------------------------------------------------------------------

@@ -196,7 +196,7 @@ def recipe_upgrade(
     from ..recipe import loader
     from ..recipe.files import find_recipe, load_recipe_file, parse_recipe, patch_dirs, user_recipe_dirs
     from ..recipe.schema import to_data
-    from ..recipe.upgrade import UpgradeError, upgrade_text
+    from ..recipe.upgrade_text import UpgradeError, upgrade_text
 
     opts = options(ctx)
     if opts.overrides:

@@ -5,7 +5,10 @@
     schema       plain data -> dataclasses (every problem at once) and back; field specs
     checks       the rules fields obey, and the placeholder catalog
     inputs       sources, artifacts and links: what a recipe pins
-    model        Recipe and the rest of the format (platform, env ops, build, steps, checks)
+    model        Recipe and the rest of the format (python, build, steps, toolchains, run time)
+    platform     the build host, what it must have, and the target
+    environment  env operations and hazards
+    validation   checks and known-failure signatures
     upgrade      schema version 1 data -> version 2, and the comment-keeping file rewrite
     json_schema  the JSON Schema of the format, from the same classes
     files        where recipes live; load_recipe / parse_recipe
@@ -17,6 +20,7 @@ in PyYAML, so callers import them where they load a recipe.
 
 from __future__ import annotations
 
+from .environment import CommandEnv, EnvHazard, EnvOps, SourceScript
 from .inputs import (
     AfterUnpack,
     Artifact,
@@ -34,35 +38,28 @@ from .inputs import (
 from .model import (
     SCHEMA_VERSION,
     BuildSpec,
-    Check,
-    CommandEnv,
-    CompilerRequirement,
-    DeviceRequirement,
-    Diagnosis,
     DiskNeed,
-    EnvHazard,
-    EnvOps,
-    Expect,
-    HostPlatform,
-    HostRequirements,
-    ImportCheck,
-    LibraryRequirement,
-    Platform,
     PythonSpec,
     Recipe,
     Requirement,
     Resources,
     RuntimeSpec,
-    SignatureSpec,
-    SourceScript,
     Step,
     SystemPackages,
-    TargetPlatform,
     Toolchain,
     Variant,
-    WheelCheck,
+)
+from .platform import (
+    CompilerRequirement,
+    DeviceRequirement,
+    HostPlatform,
+    HostRequirements,
+    LibraryRequirement,
+    Platform,
+    TargetPlatform,
 )
 from .resolve import expand, resolve, select_variants
+from .validation import Check, Diagnosis, Expect, ImportCheck, SignatureSpec, WheelCheck
 
 __all__ = [
     "SCHEMA_VERSION", "AfterUnpack", "Artifact", "ArtifactRoot", "ArtifactVariant", "BuildSpec", "Check",

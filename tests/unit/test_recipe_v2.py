@@ -13,7 +13,8 @@ from flagtree_cpu_build.cli import app
 from flagtree_cpu_build.errors import RecipeError
 from flagtree_cpu_build.recipe import schema as rs
 from flagtree_cpu_build.recipe.files import bundled_dir, load_recipe_file, parse_recipe, recipe_variants
-from flagtree_cpu_build.recipe.upgrade import UpgradeError, upgrade_data, upgrade_path, upgrade_text
+from flagtree_cpu_build.recipe.upgrade import upgrade_data, upgrade_path
+from flagtree_cpu_build.recipe.upgrade_text import UpgradeError, upgrade_text
 from tests.support.corpus import CORPUS, VALID, corpus_cases
 
 V1_FILE = VALID / "flagtree-cpu-arm64.v1.yaml"

@@ -1,0 +1,93 @@
+"""Environment operations (set, prepend/append, unset, source, if_command) and hazards, as recipe data.
+
+``envops`` applies them; the build, steps, toolchains, the run time and checks all use the same type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .checks import (
+    INTERPOLATED,
+    check_env_names,
+    check_env_patterns,
+    check_placeholders,
+    check_regex,
+    check_script_path,
+)
+from .schema import Context, Path_, spec
+
+ENV_CHECKS = (check_env_names, check_placeholders)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SourceScript:
+    """A vendor script whose environment is captured (``source set_env.sh``)."""
+
+    SHORTHAND = "script"
+
+    script: str = spec("path of the script: absolute, or relative to the workdir", interpolate=True,
+                       checks=(check_script_path, check_placeholders))
+    args: tuple[str, ...] = spec("arguments given to it", default=(), interpolate=True, checks=INTERPOLATED)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CommandEnv:
+    """Variables set only when a command is available on PATH."""
+
+    command: str = spec("executable name")
+    set: dict[str, str] = spec("variables to set", checks=ENV_CHECKS, interpolate=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnvOps:
+    """Changes to an inherited environment, applied in this order: unset, source, set, if_command,
+    prepend, append."""
+
+    unset: tuple[str, ...] = spec("inherited variables removed; globs like LLVM_* remove every match", default=(),
+                                  checks=check_env_patterns)
+    source: tuple[SourceScript, ...] = spec("scripts run in bash whose resulting environment is kept", default=())
+    set: dict[str, str] = spec("variables set (replacing inherited values)", default_factory=dict,
+                               interpolate=True, checks=ENV_CHECKS)
+    if_command: tuple[CommandEnv, ...] = spec("variables set when a command exists (e.g. ccache)", default=())
+    prepend: dict[str, tuple[str, ...]] = spec("entries put in front of PATH-like variables (':'-separated)",
+                                               default_factory=dict, interpolate=True, checks=ENV_CHECKS)
+    append: dict[str, tuple[str, ...]] = spec("entries added at the end of PATH-like variables", default_factory=dict,
+                                              interpolate=True, checks=ENV_CHECKS)
+
+    def is_empty(self) -> bool:
+        return not (self.unset or self.source or self.set or self.if_command or self.prepend or self.append)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnvHazard:
+    """An inherited variable whose value misleads (a hand-run build, or the checks)."""
+
+    name: str = spec("the variable")
+    equals: str | None = spec("a hazard when it has exactly this value", default=None, interpolate=True,
+                              checks=INTERPOLATED)
+    not_equals: str | None = spec("a hazard when it is set to anything else", default=None, interpolate=True,
+                                  checks=INTERPOLATED)
+    matches: str | None = spec("a hazard when the whole value matches this regular expression", default=None,
+                               checks=check_regex)
+    why: str = spec("what it breaks")
+    fix: str = spec("what to do instead (default: unset it)", default="")
+
+    def check(self, ctx: Context, path: Path_) -> None:
+        check_env_names((self.name,), ctx, path + ("name",))
+        given = [k for k in ("equals", "not_equals", "matches") if getattr(self, k) is not None]
+        if len(given) > 1:
+            ctx.report(path, f"give one of equals, not_equals and matches, not {' and '.join(given)}")
+
+    def applies(self, value: str | None) -> bool:
+        import re
+
+        if not value:  # unset, or set to nothing: nothing to mislead with
+            return False
+        if self.equals is not None:
+            return value == self.equals
+        if self.not_equals is not None:
+            return value != self.not_equals
+        if self.matches is not None:
+            return re.fullmatch(self.matches, value) is not None
+        return True
