@@ -28,16 +28,18 @@ def main() -> int:
     except ImportError:
         print("skipped: PyPI's triton is not installed in this venv (x86_64 Linux only)")
         return 0
-    from flagtree_cpu_build.validate import KERNELS_DIR
+    from flagtree_cpu_build.presets import PRESETS_DIR
+
+    scripts = PRESETS_DIR / "flagtree"  # the FEP presets' scripts
 
     cli = shutil.which("flagtree-cpu") or str(Path(sys.executable).parent / "flagtree-cpu")
     env = {**os.environ, "TRITON_INTERPRET": "1", "FLAGTREE_BACKEND": "cpu"}
     with tempfile.TemporaryDirectory() as workdir:
         by_hand = [sys.executable, "-c", "import subprocess, sys\n"
-                   f"for script in {[str(KERNELS_DIR / k) for k in KERNELS]!r}:\n"
+                   f"for script in {[str(scripts / k) for k in KERNELS]!r}:\n"
                    "    subprocess.run([sys.executable, script], check=True)"]
         tool = [cli, "-w", workdir, "--set", "python.runtime=[torch>=2.0, numpy]", "validate", "--python",
-                sys.executable, "--kernel", "vector-add", "--kernel", "softmax"]
+                sys.executable, "--check", "vector-add", "--check", "softmax"]
         manual_samples: list[float] = []
         tool_samples: list[float] = []
         for _ in range(RUNS):  # interleaved, so both see the same machine
