@@ -201,15 +201,22 @@ def build_environment(recipe: Recipe, python: Path, *, offline: bool, host: Host
         from .host import read_host
 
         host = read_host()
-    facts = recipe.selector_facts(host.arch, host.os_id, host.glibc)
+    facts = recipe.facts_on(host)
     return compute_build_env(recipe.build, os.environ, offline=offline, path_prefix=str(python.parent),
                              extra_ops=[*toolchain_layers(recipe, facts), *extra], workdir=workdir)
 
 
 def applicable_toolchains(recipe: Recipe, host: HostFacts) -> dict[str, Toolchain]:
     """The pre-provisioned toolchains this host needs (their ``when`` matches)."""
-    facts = recipe.selector_facts(host.arch, host.os_id, host.glibc)
-    return {name: t for name, t in recipe.toolchains.items() if t.when is None or t.when.matches(facts)}
+    return recipe.toolchains_on(recipe.facts_on(host))
+
+
+def toolchain_missing(toolchain: Toolchain) -> list[str]:
+    """What of a pre-provisioned toolchain is not on this machine: its folder, else the expected files in it."""
+    root = Path(toolchain.path)
+    if not root.is_dir():
+        return [str(root)]
+    return [str(root / f) for f in toolchain.expect if not (root / f).exists()]
 
 
 def _preflight(ctx: StageContext, options: BuildOptions, build_env: BuildEnv,
@@ -258,9 +265,7 @@ def _toolchain_problems(ctx: StageContext) -> list[str]:
     recipe = ctx.recipe
     problems = []
     for name, toolchain in applicable_toolchains(recipe, ctx.host).items():
-        root = Path(toolchain.path)
-        absent = [str(root)] if not root.is_dir() else [str(root / f) for f in toolchain.expect
-                                                        if not (root / f).exists()]
+        absent = toolchain_missing(toolchain)
         if not absent:
             continue
         variant = f" (variant {recipe.variant})" if recipe.variant else ""

@@ -95,8 +95,8 @@ def toolchain_layers(recipe: Recipe, facts: SelectorFacts) -> list[EnvLayer]:
     from .recipe.resolve import toolchain_override_var
 
     layers = []
-    for name, toolchain in recipe.toolchains.items():
-        if toolchain.env.is_empty() or (toolchain.when is not None and not toolchain.when.matches(facts)):
+    for name, toolchain in recipe.toolchains_on(facts).items():
+        if toolchain.env.is_empty():
             continue
         fix = toolchain.fix or f"install {name} at {toolchain.path}"
         fix += f" (or point {toolchain_override_var(name)} at this host's copy)"

@@ -137,7 +137,7 @@ def _run_process(ctx: StageContext, options: ValidateOptions, check: Check, env:
 def skip_reason(ctx: StageContext, options: ValidateOptions, check: Check, missing: set[str]) -> str | None:
     """Why the check does not run here, or None."""
     recipe, host = ctx.recipe, ctx.host
-    if check.when is not None and not check.when.matches(recipe.selector_facts(host.arch, host.os_id, host.glibc)):
+    if check.when is not None and not check.when.matches(recipe.facts_on(host)):
         return f"not for this host or variant (when: {_conditions(check.when)})"
     if check.where == "target" and recipe.is_cross(host.arch):
         return f"runs on {recipe.target_arch(host.arch)}; this host is {host.arch}"

@@ -32,7 +32,7 @@ PHASES = ("pre-build", "post-install")
 
 def applicable_steps(recipe: Recipe, host: HostFacts, phase: str | None = None) -> list[Step]:
     """The steps that run on this host (their ``when`` matches), in recipe order; of one phase if given."""
-    facts = recipe.selector_facts(host.arch, host.os_id, host.glibc)
+    facts = recipe.facts_on(host)
     return [s for s in recipe.steps
             if (s.when is None or s.when.matches(facts)) and (phase is None or s.phase == phase)]
 

@@ -137,7 +137,7 @@ def runtime_env(ctx: StageContext) -> dict[str, str]:
     from .buildenv import runtime_env as computed_runtime_env
 
     recipe, host = ctx.recipe, ctx.host
-    return computed_runtime_env(recipe, os.environ, facts=recipe.selector_facts(host.arch, host.os_id, host.glibc),
+    return computed_runtime_env(recipe, os.environ, facts=recipe.facts_on(host),
                                 workdir=ctx.workspace.root).env
 
 

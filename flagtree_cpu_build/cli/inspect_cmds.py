@@ -93,7 +93,7 @@ def env_command(
     else:
         from ..buildenv import runtime_env
 
-        computed = runtime_env(recipe, os.environ, facts=recipe.selector_facts(host.arch, host.os_id, host.glibc),
+        computed = runtime_env(recipe, os.environ, facts=recipe.facts_on(host),
                                workdir=stage_ctx.workspace.root)
         values, unset = computed.exports(), computed.removed()
     if opts.ui.json_mode:

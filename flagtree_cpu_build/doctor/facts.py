@@ -34,7 +34,7 @@ def python_facts(c: DoctorContext) -> dict | None:
 
 def selector_facts(c: DoctorContext) -> SelectorFacts:
     """What the recipe's `when:` selectors are judged against on this (possibly snapshot) host."""
-    return c.recipe.selector_facts(c.host.arch, c.host.os_id, c.host.glibc)
+    return c.recipe.facts_on(c.host)
 
 
 def applicable(c: DoctorContext, items: Iterable[T]) -> list[T]:

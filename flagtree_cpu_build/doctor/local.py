@@ -178,20 +178,18 @@ def tool_libraries(c: DoctorContext) -> Outcome:
 
 @check("toolchain.provisioned", "toolchain", "Pre-provisioned toolchains the recipe names", live_only=True)
 def tool_provisioned(c: DoctorContext) -> Outcome:
+    from ..build import toolchain_missing
     from ..recipe.resolve import toolchain_override_var
 
-    facts = selector_facts(c)
-    wanted = {name: t for name, t in c.recipe.toolchains.items() if t.when is None or t.when.matches(facts)}
+    wanted = c.recipe.toolchains_on(selector_facts(c))
     if not wanted:
         return skip("the recipe names no pre-provisioned toolchains")
     variant = f" (recipe variant {c.recipe.variant})" if c.recipe.variant else ""
     problems, fixes, found = [], [], []
     for name, toolchain in wanted.items():
-        root = Path(toolchain.path)
-        missing = [str(root)] if not root.is_dir() else [str(root / f) for f in toolchain.expect
-                                                        if not (root / f).exists()]
+        missing = toolchain_missing(toolchain)
         if not missing:
-            found.append(f"{name} at {root}")
+            found.append(f"{name} at {toolchain.path}")
             continue
         why = f"; {toolchain.why}" if toolchain.why else ""
         problems.append(f"toolchain {name}{variant}: missing {', '.join(missing)}{why}")

@@ -12,7 +12,7 @@ FlagTree branch should need a new recipe, not new code.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from .checks import (
     INTERPOLATED,
@@ -32,6 +32,9 @@ from .platform import (
 )
 from .schema import Context, Path_, spec
 from .validation import Check, Diagnosis
+
+if TYPE_CHECKING:
+    from ..host import HostFacts
 
 SCHEMA_VERSION = 2
 SUPPORTED_VERSIONS = (1, 2)
@@ -279,6 +282,14 @@ class Recipe:
     def selector_facts(self, host_arch: str, os_id: str = "", glibc: str | None = None) -> SelectorFacts:
         return SelectorFacts(arch=host_arch, target_arch=self.target_arch(host_arch), os_id=os_id, glibc=glibc,
                              variant=self.variant)
+
+    def facts_on(self, host: HostFacts) -> SelectorFacts:
+        """What every `when:` of this recipe is judged against on ``host``."""
+        return self.selector_facts(host.arch, host.os_id, host.glibc)
+
+    def toolchains_on(self, facts: SelectorFacts) -> dict[str, Toolchain]:
+        """The pre-provisioned toolchains these facts need (their ``when`` matches), in recipe order."""
+        return {name: t for name, t in self.toolchains.items() if t.when is None or t.when.matches(facts)}
 
 
 def check_file(value: str, ctx: Context, path: Path_) -> None:
