@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 CHUNK = 1 << 20  # 1 MiB: large enough to stream at disk speed, small enough to stay out of memory's way
 
@@ -78,11 +79,7 @@ def mismatches(expected: Mapping[str, str], got: Mapping[str, str]) -> list[tupl
 
 def hash_file_all(path: Path, algorithms: Iterable[str], *, chunk: int = CHUNK) -> dict[str, str]:
     """sha256 and each of ``algorithms`` of a file, in one read."""
-    hashers = Hashers(algorithms)
-    with open(path, "rb") as f:
-        while data := f.read(chunk):
-            hashers.update(data)
-    return hashers.hexdigests()
+    return _read_into(path, Hashers(algorithms), chunk).hexdigests()
 
 
 @dataclass(frozen=True)
@@ -126,11 +123,15 @@ def hash_text(text: str, algorithm: str = DEFAULT_ALGORITHM) -> str:
 
 def hash_file(path: Path, algorithm: str = DEFAULT_ALGORITHM, *, chunk: int = CHUNK) -> str:
     """The hex digest of a file, read in ``chunk``-sized pieces (never whole into memory)."""
-    hasher = Hasher(algorithm)
+    return _read_into(path, Hasher(algorithm), chunk).hexdigest()
+
+
+def _read_into(path: Path, hasher: Any, chunk: int) -> Any:
+    """``hasher`` (a Hasher or Hashers) fed the file's bytes, ``chunk`` at a time (never whole into memory)."""
     with open(path, "rb") as f:
         while data := f.read(chunk):
             hasher.update(data)
-    return hasher.hexdigest()
+    return hasher
 
 
 def _known(algorithm: str) -> str:

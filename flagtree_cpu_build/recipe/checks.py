@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..digest import HEX_LENGTHS
 from . import schema as rs
 from .schema import Context, Path_, suggest
 
@@ -107,7 +108,8 @@ def check_sha256(value: str, ctx: Context, path: Path_) -> None:
                    "digest on first download")
 
 
-DIGEST_LENGTHS = {"md5": 32, "sha256": 64, "sha512": 128}
+# the digests a recipe may state (sha1 is only for git objects)
+DIGEST_LENGTHS = {a: HEX_LENGTHS[a] for a in ("md5", "sha256", "sha512")}
 
 
 def check_digests(value: Mapping[str, str], ctx: Context, path: Path_) -> None:
