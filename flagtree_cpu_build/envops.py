@@ -1,15 +1,17 @@
 """Environment operations (a recipe's ``env:`` keys) applied to an inherited environment.
 
 One ``EnvOps`` is applied in a fixed order: ``unset`` (names, or globs like ``LLVM_*``), ``source``
-(vendor scripts run by bash; the environment they leave is taken over), ``set``, ``if_command`` (set
-when a command is on PATH), ``prepend`` and ``append`` (``os.pathsep``-joined lists; an entry already
-there is moved to the front by prepend and never repeated by append). Several of them — the build's,
-a toolchain's, the offline build's — are applied one after the other as ``EnvLayer``s.
+(vendor scripts run by bash; the environment they leave is taken over), ``set``, ``from_file`` (a file's
+stripped text, e.g. a source's VERSION file), ``if_command`` (set when a command is on PATH), ``prepend``
+and ``append`` (``os.pathsep``-joined lists; an entry already there is moved to the front by prepend and
+never repeated by append). Several of them — the build's, a toolchain's, the offline build's — are
+applied one after the other as ``EnvLayer``s.
 
 Besides the new environment the result says what changed against the inherited one, one
 ``EnvChange`` per variable, so `env --build`, the build log's header and the build stamp can show it.
-The rules are pure; the two ways they reach the machine — running a script (``source_script``, through
-``proc``) and looking a command up on PATH (``on_path``) — are parameters, so tests can replace them.
+The rules are pure but for reading ``from_file`` files; the two ways they reach further — running a script
+(``source_script``, in ``envscript``) and looking a command up on PATH (``on_path``) — are parameters, so
+tests can replace them.
 """
 
 from __future__ import annotations
@@ -18,27 +20,31 @@ import fnmatch
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from .envscript import SOURCE_TIMEOUT_S, SourceScriptError, source_script
 from .errors import BuildError
 from .recipe import EnvOps, SourceScript
 
+__all__ = ["SEP", "SOURCE_TIMEOUT_S", "Applied", "EnvChange", "EnvFileError", "EnvLayer", "SourceScriptError",
+           "Sourced", "apply_layers", "apply_ops", "on_path", "source_script"]
+
 SEP = os.pathsep
-SOURCE_TIMEOUT_S = 60.0
 # bash sets these for itself; they describe the script's shell, not an environment to hand on
 BASH_OWN = frozenset({"PWD", "OLDPWD", "SHLVL", "_"})
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# an environment string longer than the kernel's MAX_ARG_STRLEN (128 KiB) makes every exec fail (E2BIG)
+MAX_FILE_VALUE = 64 * 1024
 
 Action = Literal["set", "overridden", "dropped", "prepended", "appended", "sourced"]
 
 
-class SourceScriptError(BuildError):
-    """A script named by a recipe's ``source`` is missing, fails or hangs (exit code and JSON code of a build
-    failure: the environment it should give cannot be made)."""
+class EnvFileError(BuildError):
+    """A file named by a recipe's ``from_file`` is missing or cannot be a variable's value (a build error, exit 5;
+    validation reports it as its own failure)."""
 
 
 @dataclass(frozen=True)
@@ -163,6 +169,8 @@ class _Applier:
             self.run_source(script, f"{key}.source[{i}]", layer.fix)
         for name, value in ops.set.items():
             self.set(name, value, f"{key}.set")
+        for name, file in ops.from_file.items():
+            self.set(name, self.read_value(file, f"{key}.from_file.{name}", layer.fix), f"{key}.from_file")
         for i, optional in enumerate(ops.if_command):
             path = self.env.get("PATH", "")
             if self.command_path:  # where the build will look first (the target Python's bin)
@@ -209,6 +217,32 @@ class _Applier:
         elif trace.base == "inherited":
             trace.back = [*trace.back, *added]
             trace.by = by
+
+    def read_value(self, file: str, key: str, fix: str) -> str:
+        """The file's text, surrounding whitespace stripped (a version file ends with a newline)."""
+        path = Path(file)
+        if not path.is_absolute():
+            path = (self.workdir or Path.cwd()) / path
+        fix = fix or (f"check out what provides {path.name} (flagtree-cpu sync, when it is a source's file), or "
+                      f"correct the path in the recipe's {key}")
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read(MAX_FILE_VALUE + 1)
+        except OSError as exc:
+            why = "which does not exist" if isinstance(exc, FileNotFoundError) else (
+                "which is a folder, not a file" if isinstance(exc, IsADirectoryError) else
+                f"which cannot be read ({exc.strerror or exc})")
+            raise EnvFileError(f"{key} reads {path}, {why}", fix=fix) from None
+        problem = (f"which is over {MAX_FILE_VALUE // 1024} KiB: too long for an environment variable"
+                   if len(data) > MAX_FILE_VALUE else "which holds a NUL byte (a binary file?)" if b"\0" in data
+                   else None)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            problem = problem or "which is not UTF-8 text"
+        if problem:
+            raise EnvFileError(f"{key} reads {path}, {problem}", fix=f"point {key} at a short text file")
+        return text.strip()
 
     def run_source(self, script: SourceScript, key: str, fix: str) -> None:
         path = Path(script.script)
@@ -323,70 +357,3 @@ def _around(old: str | None, new: str) -> tuple[list[str], list[str]] | None:
         if after[i:i + len(before)] == before:
             return after[:i], after[i + len(before):]
     return None
-
-
-# --- running a script -----------------------------------------------------------------------------------
-
-# The script is sourced as a user would (`. script args`) into a non-interactive bash with no rc files; its
-# output goes to the log; the environment it leaves is written NUL-separated to a file named by $1 (a file,
-# not stdout, so nothing the script prints can be mistaken for it). No `set -a`: what the script exports
-# is what a build started from the user's shell would see; its unexported helper variables are not.
-_SNIPPET = ('__flagtree_cpu_dump=$1; shift; . "$0" "$@" </dev/null || exit $?; '
-            'command -p env -0 >"$__flagtree_cpu_dump"')
-
-
-def source_script(script: Path, args: Sequence[str], env: Mapping[str, str], cwd: Path | None, *,
-                  timeout_s: float = SOURCE_TIMEOUT_S) -> dict[str, str]:
-    """The environment ``script`` leaves when sourced by bash in ``env``. A missing script raises
-    FileNotFoundError (``filename``: the script); one that fails, hangs or exits raises SourceScriptError."""
-    import errno
-
-    from .proc import run_logged
-
-    if not script.is_file():
-        raise FileNotFoundError(errno.ENOENT, "which does not exist" if not script.exists() else "which is not a file",
-                                str(script))
-
-    with tempfile.TemporaryDirectory(prefix="flagtree-cpu-source-") as tmp:
-        dump, log = Path(tmp) / "env", Path(tmp) / "source.log"
-        bash = shutil.which("bash", path=env.get("PATH") or os.defpath) or "/bin/bash"
-        argv = [bash, "--noprofile", "--norc", "-c", _SNIPPET, str(script), str(dump), *args]
-        folder = cwd if cwd is not None and cwd.is_dir() else script.parent
-        try:
-            result = run_logged(argv, cwd=folder, env=env, log=log, timeout_s=timeout_s)
-        except FileNotFoundError as exc:
-            raise SourceScriptError(f"cannot run bash to source {script}: {exc}",
-                                    fix="install bash (sourcing a script needs it)") from exc
-        output = _output_lines(log)
-        if result.timed_out:
-            raise SourceScriptError(f"sourcing {script} did not finish within {timeout_s:g} s", details=output[-10:],
-                                    fix=f"run `bash -c '. {script}'` by hand: it must return without waiting "
-                                    "for input")
-        if not result.ok:
-            how = f"killed by {result.signal_name}" if result.signal_name else f"exit status {result.returncode}"
-            raise SourceScriptError(f"sourcing {script} failed ({how})", details=output[-10:],
-                                    fix=f"run `. {script}` in bash to see why; the lines above are its last output")
-        if not dump.exists():
-            raise SourceScriptError(f"sourcing {script} ended its shell (it calls `exit`) before its environment "
-                                    "could be read", details=output[-10:],
-                                    fix="a script meant to be sourced must `return`, not `exit`")
-        return _parse_env(dump.read_bytes())
-
-
-def _parse_env(data: bytes) -> dict[str, str]:
-    env = {}
-    for item in data.decode("utf-8", "surrogateescape").split("\0"):
-        name, sep, value = item.partition("=")
-        if sep and name:
-            env[name] = value
-    return env
-
-
-def _output_lines(log: Path) -> tuple[str, ...]:
-    """The script's own output from a ``run_logged`` log (its header and footer lines left out)."""
-    try:
-        lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return ()
-    body = lines[lines.index("") + 1:] if "" in lines else lines
-    return tuple(line for line in body if line and not line.startswith("# "))

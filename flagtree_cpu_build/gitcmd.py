@@ -125,7 +125,8 @@ def modified_files(repo: Path, *, submodules: bool = True) -> list[str]:
 
 def local_diff(repo: Path) -> str:
     """The working tree's changes to tracked files against HEAD, binary-safe ("" when clean)."""
-    return git_result(["diff", "HEAD", "--binary", "--no-ext-diff"], cwd=repo)[1]
+    # --submodule=diff: a change inside a submodule (a patch applied into it) shows as its hunks, not as "-dirty"
+    return git_result(["diff", "HEAD", "--binary", "--no-ext-diff", "--submodule=diff"], cwd=repo)[1]
 
 
 def submodule_status(repo: Path) -> list[SubmoduleState]:

@@ -1,4 +1,4 @@
-"""Recipe patches: applied after checkout, idempotently; taken back before a checkout moves.
+"""Recipe patches in one folder of a checkout: applied idempotently; taken back before the checkout moves.
 
 For each patch: already applied (it reverse-applies cleanly) -> skip; applies cleanly ->
 apply; otherwise stop with the rejected hunks, the tree as it was (``git apply`` is
@@ -6,11 +6,15 @@ all-or-nothing). A copy of each applied patch is kept in the workspace state, so
 exact text can be reversed before the checkout moves to another commit — our own
 changes must not make a checkout look "dirty" to the next sync.
 
-That state (``.flagtree-cpu/patches/<source>/``) is read defensively: a copy that is not a
-readable file, or whose text is neither the one the lock file records nor the recipe's, is
-damaged. It is rebuilt from the recipe's patch when the lock proves that exact text was
-applied; otherwise sync stops naming the path and the repair — it never guesses what to
-take back from a checkout.
+That state (``.flagtree-cpu/patches/<source>/``, one folder per folder patched, see
+``source_patches``) is read defensively: a copy that is not a readable file, or whose text
+is neither the one the lock file records nor the recipe's, is damaged. It is rebuilt from
+the recipe's patch when the lock proves that exact text was applied; otherwise sync stops
+naming the path and the repair — it never guesses what to take back from a checkout.
+
+``git apply`` runs at the top of the repository that holds the folder (a submodule is its own
+repository) with ``--directory`` for a folder below it: run from a subfolder, git would silently
+skip every path outside it.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote
 
 from .atomic import write_atomic
 from .digest import hash_bytes
@@ -28,9 +33,28 @@ from .gitcmd import git_result, git_succeeds, run_git
 
 @dataclass(frozen=True)
 class PatchOutcome:
-    file: str
+    file: str  # the lock record's name (``Patch.label``)
     sha256: str
     applied_now: bool  # False: it was already applied
+
+
+@dataclass(frozen=True)
+class PatchFile:
+    """One patch to apply: how the lock names it, and where its text is now."""
+
+    label: str
+    path: Path
+    fix: str = ""  # what to do when it does not apply (default: update the recipe's file)
+
+    @property
+    def copy_name(self) -> str:
+        return copy_name(self.label)
+
+
+def copy_name(label: str) -> str:
+    """The file name of a patch's copy: the label itself for a recipe patch (its file name, as always), quoted
+    for a source's file (``spine-triton:patch/triton.patch``: a '/' cannot be in a file name)."""
+    return label if "/" not in label else quote(label, safe=" :+@,=~")
 
 
 @dataclass(frozen=True)
@@ -39,9 +63,17 @@ class PatchState:
 
     folder: Path
     source: str
-    checkout: Path
-    recorded: Mapping[str, str] = field(default_factory=dict)  # file name -> sha256, from the lock file
-    recipe_patches: Sequence[Path] = ()  # the recipe's patch files, to rebuild a damaged copy from
+    checkout: Path  # the repository where git applies them
+    recorded: Mapping[str, str] = field(default_factory=dict)  # copy name -> sha256, from the lock file
+    recipe_patches: Mapping[str, Path] = field(default_factory=dict)  # copy name -> the patch, to rebuild a copy
+    directory: str = ""  # the patched folder inside ``checkout`` ("" = its top)
+
+    @property
+    def where(self) -> Path:
+        return self.checkout / self.directory if self.directory else self.checkout
+
+    def git_apply(self, *args: str) -> list[str]:
+        return ["apply", *([f"--directory={self.directory}"] if self.directory else []), *args]
 
     def copies(self) -> dict[str, Path]:
         """Every applied patch's copy, checked (and rebuilt where the lock proves what it held)."""
@@ -69,22 +101,22 @@ class PatchState:
         (self.folder / name).unlink(missing_ok=True)
 
     def _checked(self, copy: Path) -> Path:
-        recipe = {p.name: p for p in self.recipe_patches}.get(copy.name)
+        recipe = self.recipe_patches.get(copy.name)
         recipe_text = _read(recipe) if recipe else None
         recorded = self.recorded.get(copy.name)
         text = _read(copy) if copy.is_file() else None
         if text is not None:
             if _sha256(text) in (recorded, recipe_text and _sha256(recipe_text)):
                 return copy
-            if recorded is None and git_succeeds(["apply", "--stat", str(copy)], cwd=self.checkout):
+            if recorded is None and git_succeeds(self.git_apply("--stat", str(copy)), cwd=self.checkout):
                 return copy  # nothing to compare it with, and it is a whole patch: trust it
         if recipe_text is not None and _sha256(recipe_text) == recorded and not copy.is_dir():
             self.save(copy.name, recipe_text)  # the lock proves this exact text was applied
             return copy
         what = ("is truncated or changed" if text is not None else
                 "is a folder" if copy.is_dir() else "is not a readable file")
-        raise self._damaged(copy, what, f"look at `git -C {self.checkout} diff`; undo what patch {copy.name} "
-                            f"changed there, if anything (git -C {self.checkout} checkout -- <its files>), then "
+        raise self._damaged(copy, what, f"look at `git -C {self.where} diff`; undo what patch {copy.name} "
+                            f"changed there, if anything (git -C {self.where} checkout -- <its files>), then "
                             f"remove the copy (rm -r {copy}) and sync again: the patch is then applied afresh")
 
     def _damaged(self, path: Path, what: str, fix: str) -> SourceError:
@@ -104,51 +136,58 @@ def _sha256(content: bytes) -> str:
     return hash_bytes(content, "sha256")
 
 
-def apply_patches(source: str, checkout: Path, patches: Sequence[Path], state: PatchState) -> list[PatchOutcome]:
+def apply_patches(source: str, patches: Sequence[PatchFile], state: PatchState) -> list[PatchOutcome]:
+    """Apply each patch in ``state``'s folder unless it is there already; a changed patch's old text is taken back
+    first. A patch that does not apply stops everything with the tree as it was (git apply is all-or-nothing)."""
     outcomes = []
     copies = state.copies()
+    repo = state.checkout
     for patch in patches:
-        content = patch.read_bytes()
-        copy = copies.get(patch.name)
+        content = patch.path.read_bytes()
+        copy = copies.get(patch.copy_name)
         if copy is not None and copy.read_bytes() != content:
             # the recipe's patch changed since we applied it: take the old text back first
-            if git_succeeds(["apply", "--check", "-R", str(copy)], cwd=checkout):
-                run_git(["apply", "-R", str(copy)], cwd=checkout)
-            state.forget(patch.name)
-        if git_succeeds(["apply", "--check", "-R", str(patch)], cwd=checkout):
+            if git_succeeds(state.git_apply("--check", "-R", str(copy)), cwd=repo):
+                run_git(state.git_apply("-R", str(copy)), cwd=repo)
+            state.forget(patch.copy_name)
+        if git_succeeds(state.git_apply("--check", "-R", str(patch.path)), cwd=repo):
             applied_now = False
-        elif git_succeeds(["apply", "--check", str(patch)], cwd=checkout):
-            run_git(["apply", "--whitespace=nowarn", str(patch)], cwd=checkout)
+        elif git_succeeds(state.git_apply("--check", str(patch.path)), cwd=repo):
+            run_git(state.git_apply("--whitespace=nowarn", str(patch.path)), cwd=repo)
             applied_now = True
         else:
-            _status, _out, err = git_result(["apply", "--check", "-v", str(patch)], cwd=checkout)
+            _status, _out, err = git_result(state.git_apply("--check", "-v", str(patch.path)), cwd=repo)
             rejected = tuple(line for line in err.splitlines() if line.startswith("error:"))
             raise SourceError(
-                f"patch {patch.name} does not apply to source {source} ({checkout}); nothing was changed",
+                f"patch {patch.label} does not apply to source {source} ({state.where}); nothing was changed",
                 details=rejected or tuple(err.splitlines()[-5:]),
-                fix=f"the patch was made for another version: update {patch} for the pinned commit, or "
-                "pin the commit it was made for",
+                fix=patch.fix or f"the patch was made for another version: update {patch.path} for the pinned "
+                "commit, or pin the commit it was made for",
             )
-        state.save(patch.name, content)
-        outcomes.append(PatchOutcome(patch.name, _sha256(content), applied_now))
+        state.save(patch.copy_name, content)
+        outcomes.append(PatchOutcome(patch.label, _sha256(content), applied_now))
     return outcomes
 
 
-def revert_patches(checkout: Path, state: PatchState) -> list[str]:
-    """Reverse every patch we applied here (when it still reverses cleanly); return their names."""
+def revert_patches(state: PatchState, keep: Sequence[str] | None = None) -> list[str]:
+    """Reverse every patch we applied in ``state``'s folder (when it still reverses cleanly), but those whose copy
+    names are in ``keep``; return the names of those taken back."""
     reverted = []
     for name, copy in state.copies().items():
-        if git_succeeds(["apply", "--check", "-R", str(copy)], cwd=checkout):
-            run_git(["apply", "-R", str(copy)], cwd=checkout)
+        if keep is not None and name in keep:
+            continue
+        if git_succeeds(state.git_apply("--check", "-R", str(copy)), cwd=state.checkout):
+            run_git(state.git_apply("-R", str(copy)), cwd=state.checkout)
             reverted.append(name)
             state.forget(name)
     return reverted
 
 
 def patched_paths(state: PatchState) -> set[str]:
-    """The files the applied patches change (``+++ b/<path>`` lines of their copies)."""
+    """The files the applied patches change, relative to the patched folder (``+++ b/`` and ``--- a/`` lines of
+    their copies: what they change, create and delete)."""
     paths: set[str] = set()
     for copy in state.copies().values():
         text = copy.read_text(errors="replace")
-        paths |= {line[6:].strip() for line in text.splitlines() if line.startswith("+++ b/")}
+        paths |= {line[6:].strip() for line in text.splitlines() if line.startswith(("+++ b/", "--- a/"))}
     return paths

@@ -4,8 +4,9 @@ of the user's work.
 For each source (parents before the sources nested inside them): clone it if missing
 (through the git cache when there is one), or move an existing checkout to its pin after
 checking that nothing would be lost; bring submodules to their recorded gitlinks; verify
-HEAD. Then apply recipe patches, record everything in the lock file, and run the
-recipe's compatibility checks. What this module refuses to do, and why:
+HEAD. Once every source is there, apply the recipe's patches (a patch may come from another
+source's checkout), record everything in the lock file, and run the recipe's compatibility
+checks. What this module refuses to do, and why:
 
 * move a checkout with changes to tracked files (they would mix with another version)
   unless ``--allow-dirty`` — and even then git itself refuses if they conflict;
@@ -16,7 +17,7 @@ recipe's compatibility checks. What this module refuses to do, and why:
   overwrites are those its own interrupted checkout left half written (``checkouts``).
 
 Pins come from ``pins``, submodules are brought to their gitlinks by ``submodules``, and
-recipe patches are applied and taken back by ``patches``.
+recipe patches are applied and taken back by ``source_patches``.
 """
 
 from __future__ import annotations
@@ -34,12 +35,10 @@ from .errors import SourceError
 from .gitcache import GitCache
 from .gitcmd import effective_url, git_result, has_commit, head, modified_files, remote_url, run_git
 from .lockfile import PatchLock, SourceLock, empty_lock, read_lock, update_lock, write_lock
-from .patches import PatchOutcome, PatchState, apply_patches, patched_paths, revert_patches
 from .pins import Pin, resolve_pins, same_repository
 from .probes import check_sources
 from .recipe import Source
-from .recipe.checks import find_patch
-from .recipe.files import patch_dirs
+from .source_patches import SourcePatches
 from .stages import Action, StageContext, StageResult
 from .submodules import SubmoduleSync
 from .workspace import Workspace
@@ -93,11 +92,13 @@ def run_sync(ctx: StageContext, options: SyncOptions) -> StageResult:
     pins = resolve_pins(recipe, old, options)
     cache = GitCache(options.git_cache, ctx.ui) if options.git_cache else None
     actions, warnings, entries = [], [], {}
-    for name in recipe.sources_in_order():
-        locked = old.sources.get(name) if old else None
-        syncer = _SourceSync(name, recipe.sources[name], pins[name], ws.root / recipe.source_path(name),
-                             ctx, options, cache, locked)
-        action, entry, warning = syncer.run()
+    syncers = [_SourceSync(name, recipe.sources[name], pins[name], ws.root / recipe.source_path(name), ctx, options,
+                           cache, old.sources.get(name) if old else None) for name in recipe.sources_in_order()]
+    for syncer in syncers:
+        syncer.checkout()
+    for syncer in syncers:  # every checkout is in place: a patch may come from another source
+        name = syncer.name
+        action, entry, warning = syncer.finish()
         actions.append(action)
         entries[name] = entry
         if warning:
@@ -130,15 +131,17 @@ class _SourceSync:
         self.ui = ctx.ui
         self.ws: Workspace = ctx.workspace
         self.options, self.cache = options, cache
-        self.patch_folder = ctx.workspace.state_dir / "patches" / name
-        self.recorded_patches = {p.file: p.sha256 for p in locked.patches} if locked else {}
-        self.recipe_file = ctx.recipe.file
+        self.patches = SourcePatches(name, ctx.recipe, ctx.workspace.root, ctx.workspace.recipe_state / "patches",
+                                     {p.file: p.sha256 for p in locked.patches} if locked else {})
+        self.notes: list[str] = []
+        self.path = dest  # the checkout (where a --source-path link points), known once checkout() ran
+        self.status, self.detail, self.submodules = "ok", "", []
 
-    def run(self) -> tuple[Action, SourceLock, str | None]:
-        notes = []
+    def checkout(self) -> None:
+        """The checkout at its pin, submodules at their gitlinks (patches come after every source is there)."""
         if self.name in self.options.source_paths:
-            notes.append(self._link_existing_clone(self.options.source_paths[self.name]))
-        checkout = self.dest.resolve() if self.dest.is_symlink() else self.dest
+            self.notes.append(self._link_existing_clone(self.options.source_paths[self.name]))
+        checkout = self.path = self.dest.resolve() if self.dest.is_symlink() else self.dest
         if self.dest.is_symlink() and not checkout.exists():
             # never clone into wherever an old --source-path link points
             raise SourceError(f"{self.dest} links to {os.readlink(self.dest)}, which no longer exists",
@@ -152,12 +155,17 @@ class _SourceSync:
         if head(checkout) != self.pin.commit:
             raise SourceError(f"{checkout} is not at {self.pin.commit} after checkout",
                               fix="re-run with --verbose and report it")
-        patches = self._apply_patches(checkout)
+        self.status, self.detail, self.submodules = status, detail, submodules
+
+    def finish(self) -> tuple[Action, SourceLock, str | None]:
+        """Patches applied; the lock entry, the action and a warning about the user's own changes."""
+        checkout, status, detail, submodules, notes = self.path, self.status, self.detail, self.submodules, self.notes
+        patches = self.patches.apply(checkout)
         if any(p.applied_now for p in patches) and status == "ok":
             status = "updated"
         if patches:
             detail += f"; {len(patches)} patch{'es' if len(patches) > 1 else ''}"
-        warning = self._dirty_warning(checkout, patches) if status == "ok" else None
+        warning = self._dirty_warning(checkout) if status == "ok" else None
         if self.options.git_cache:
             detail += " (git cache)"
         if notes:
@@ -234,6 +242,8 @@ class _SourceSync:
                           f"purpose with --set sources.{self.name}.url={origin or '<its url>'}")
 
     def _check_safe_to_move(self, checkout: Path, target: str) -> None:
+        """A submodule about to move to its gitlink: our patches inside it are ours to take back first."""
+        self.patches.revert_inside(self.path, checkout)
         self._check_no_changes(checkout, target)
         self._check_no_lost_commits(checkout, target)
 
@@ -309,7 +319,7 @@ class _SourceSync:
     def _move(self, checkout: Path, interrupted: list[str] | None) -> None:
         """Move to the pin; ``interrupted``: the commits of a checkout of ours that did not finish,
         whose half-written files are ours to overwrite (but no one else's: ``finish_move``)."""
-        revert_patches(checkout, self._patch_state(checkout))  # our own changes do not count as the user's
+        self.patches.revert_all(checkout)  # our own changes do not count as the user's
         finishing = interrupted is not None and not self.options.allow_dirty
         if not finishing:
             self._check_no_changes(checkout, self.pin.commit)
@@ -358,29 +368,8 @@ class _SourceSync:
 
     # -- patches and warnings -----------------------------------------------------------------------
 
-    def _recipe_patches(self) -> list[Path]:
-        dirs = patch_dirs(self.recipe_file)
-        return [found for name in self.source.patches if (found := find_patch(name, dirs)) is not None]
-
-    def _patch_state(self, checkout: Path) -> PatchState:
-        return PatchState(self.patch_folder, self.name, checkout, self.recorded_patches, self._recipe_patches())
-
-    def _apply_patches(self, checkout: Path) -> list[PatchOutcome]:
-        if not self.source.patches:
-            return []
-        files = self._recipe_patches()
-        if len(files) < len(self.source.patches):
-            missing = next(n for n in self.source.patches if n not in {f.name for f in files})
-            raise SourceError(f"patch {missing} of source {self.name} has disappeared from "
-                              f"{patch_dirs(self.recipe_file)[0]}",
-                              fix="restore the file, or remove it from the recipe")
-        return apply_patches(self.name, checkout, files, self._patch_state(checkout))
-
-    def _dirty_warning(self, checkout: Path, patches: list[PatchOutcome]) -> str | None:
-        modified = modified_files(checkout)
-        if patches:
-            ours = patched_paths(self._patch_state(checkout))
-            modified = [m for m in modified if m not in ours]
+    def _dirty_warning(self, checkout: Path) -> str | None:
+        modified = self.patches.foreign_changes(checkout)
         if not modified:
             return None
         return (f"{self.name} has changes to {len(modified)} tracked file(s) at {checkout} "

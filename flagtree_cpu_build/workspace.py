@@ -26,10 +26,19 @@ class Workspace:
     root: Path  # absolute
     # --lock-file: a lock kept elsewhere (next to a CI config, in version control), not in the state folder
     lock_path: Path | None = None
+    # a stacked recipe (one that `extends` another) keeps its lock, stamps and reports in a folder of its own, so
+    # the base's stay exactly as they were; None: the workspace's first recipe, whose state is the state folder
+    layer: str | None = None
 
     @property
     def state_dir(self) -> Path:
+        """The workspace's own state: the busy lock, the empty folder, and the first recipe's state."""
         return self.root / STATE_DIRNAME
+
+    @property
+    def recipe_state(self) -> Path:
+        """This recipe's lock, build stamps, step markers and last reports."""
+        return self.state_dir / "recipes" / self.layer if self.layer else self.state_dir
 
     @property
     def logs_dir(self) -> Path:
@@ -37,7 +46,7 @@ class Workspace:
 
     @property
     def lock_file(self) -> Path:
-        return self.lock_path or self.state_dir / "lock.yaml"
+        return self.lock_path or self.recipe_state / "lock.yaml"
 
     @property
     def empty_dir(self) -> Path:

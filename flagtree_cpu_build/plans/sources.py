@@ -59,7 +59,7 @@ def _plan_one(ctx: StageContext, name: str, lock: Lock | None, scope: Scope, cou
     changed: list[str] = []
     if count_changes or at != target:  # at another commit, local changes decide between moving and stopping
         try:
-            changed = modified_files(checkout)
+            changed = _users_changes(ctx, name, lock) if source.patches else modified_files(checkout)
         except FlagtreeCpuError as exc:  # a checkout git cannot read: a change nobody should build on
             changed = [f"(git status failed: {exc.message})"]
         data["modified_files"] = len(changed)
@@ -77,12 +77,21 @@ def _plan_one(ctx: StageContext, name: str, lock: Lock | None, scope: Scope, cou
         reason = "at another commit" if wanted else f"the tip of {source.ref!r} is another commit"
         return PlanItem("sources", name, "differs", f"at {at[:12]}, the pin is {target[:12]}",
                         f"move {name} {at[:7]} -> {target[:7]}", reason, data, "updated")
-    wrong = submodules_off(checkout)
+    wrong = submodules_off(checkout) if source.submodules != "none" else []  # none: sync leaves them alone
     if wrong:
         return PlanItem("sources", name, "differs", f"at its pin; {len(wrong)} submodule(s) are not at their "
                         f"recorded commits ({', '.join(wrong[:2])})", f"update {name}'s submodules",
                         "submodules moved", data, "updated")
     return PlanItem("sources", name, "ok", f"at {at[:12]}{dirty}", data=data)
+
+
+def _users_changes(ctx: StageContext, name: str, lock: Lock | None) -> list[str]:
+    """Modified tracked files other than the recipe's own patches (sync takes those back before it moves)."""
+    from ..source_patches import changes_besides_patches
+
+    recorded = {p.file: p.sha256 for p in lock.sources[name].patches} if lock and name in lock.sources else None
+    return changes_besides_patches(ctx.recipe, name, ctx.workspace.root, ctx.workspace.recipe_state / "patches",
+                                   recorded)
 
 
 def _tip(url: str, ref: str, name: str) -> str | None:

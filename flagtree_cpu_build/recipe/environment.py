@@ -1,4 +1,4 @@
-"""Environment operations (set, prepend/append, unset, source, if_command) and hazards, as recipe data.
+"""Environment operations (set, from_file, prepend/append, unset, source, if_command) and hazards, as recipe data.
 
 ``envops`` applies them; the build, steps, toolchains, the run time and checks all use the same type.
 """
@@ -14,10 +14,22 @@ from .checks import (
     check_placeholders,
     check_regex,
     check_script_path,
+    escapes,
 )
 from .schema import Context, Path_, spec
 
 ENV_CHECKS = (check_env_names, check_placeholders)
+
+
+def check_file_paths(value: dict[str, str], ctx: Context, path: Path_) -> None:
+    """``from_file`` paths: absolute, or relative to the workdir without leaving it (like a sourced script)."""
+    for name, file in value.items():
+        if not file.strip():
+            ctx.report(path + (name,), f"the file to read {name} from is empty",
+                       "give its path, e.g. \"{sources.NAME.path}/VERSION\"")
+        elif not file.startswith(("/", "{")) and escapes(file):
+            ctx.report(path + (name,), f"file {file!r} escapes the workdir",
+                       "give an absolute path (e.g. {sources.NAME.path}/VERSION) or one inside the workdir")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,14 +53,18 @@ class CommandEnv:
 
 @dataclass(frozen=True, kw_only=True)
 class EnvOps:
-    """Changes to an inherited environment, applied in this order: unset, source, set, if_command,
-    prepend, append."""
+    """Changes to an inherited environment, applied in this order: unset, source, set, from_file,
+    if_command, prepend, append."""
 
     unset: tuple[str, ...] = spec("inherited variables removed; globs like LLVM_* remove every match", default=(),
                                   checks=check_env_patterns)
     source: tuple[SourceScript, ...] = spec("scripts run in bash whose resulting environment is kept", default=())
     set: dict[str, str] = spec("variables set (replacing inherited values)", default_factory=dict,
                                interpolate=True, checks=ENV_CHECKS)
+    from_file: dict[str, str] = spec("variables set to a file's content, surrounding whitespace stripped (e.g. a "
+                                     "version file of a source: \"{sources.NAME.path}/VERSION_NUMBER\"); a relative "
+                                     "path is inside the workdir", default_factory=dict, interpolate=True,
+                                     checks=(check_env_names, check_placeholders, check_file_paths))
     if_command: tuple[CommandEnv, ...] = spec("variables set when a command exists (e.g. ccache)", default=())
     prepend: dict[str, tuple[str, ...]] = spec("entries put in front of PATH-like variables (':'-separated)",
                                                default_factory=dict, interpolate=True, checks=ENV_CHECKS)
@@ -56,7 +72,8 @@ class EnvOps:
                                               interpolate=True, checks=ENV_CHECKS)
 
     def is_empty(self) -> bool:
-        return not (self.unset or self.source or self.set or self.if_command or self.prepend or self.append)
+        return not (self.unset or self.source or self.set or self.from_file or self.if_command or self.prepend
+                    or self.append)
 
 
 @dataclass(frozen=True, kw_only=True)

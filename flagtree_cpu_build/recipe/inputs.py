@@ -48,6 +48,40 @@ class Probe:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Patch:
+    """A patch applied after checkout: a file under the recipe's patches/ folders (written as a bare
+    string), or a file of one of the recipe's sources (`from`); `into` runs `git apply` in a folder of the
+    checkout, e.g. a submodule (spine-triton applies its own patch/triton.patch inside its triton submodule)."""
+
+    SHORTHAND = "file"  # a bare string means {file: <string>}
+
+    file: str = spec("the patch: a file name under the recipe's patches/ folders, or with `from`, a path in "
+                     "that source's checkout")
+    from_source: str | None = spec("the source whose checkout holds the file (the patched source itself, or "
+                                   "another one of this recipe); read after checkout", key="from", default=None,
+                                   checks=check_source_ref)
+    into: str | None = spec("folder of the patched checkout the patch applies to (e.g. a submodule); default: "
+                            "the checkout's top", default=None, checks=check_file_in_source)
+
+    def check(self, ctx: Context, path: Path_) -> None:
+        if self.from_source is not None:  # a path in a checkout: it must stay inside it (found after sync)
+            check_file_in_source(self.file, ctx, path + ("file",))
+
+    @property
+    def label(self) -> str:
+        """How the lock file and messages name it: the file name for a recipe patch (as before `from` and
+        `into` existed), ``SOURCE:PATH`` for a source's file, `` into FOLDER`` added for a folder."""
+        own = f"{self.from_source}:{self.file}" if self.from_source else posixpath.basename(self.file)
+        return f"{own} into {self.folder}" if self.folder else own
+
+    @property
+    def folder(self) -> str:
+        """``into`` normalized; "" for the checkout's top."""
+        folder = posixpath.normpath(self.into) if self.into else "."
+        return "" if folder == "." else folder
+
+
+@dataclass(frozen=True, kw_only=True)
 class Source:
     """A git repository checked out at a pinned commit."""
 
@@ -65,19 +99,27 @@ class Source:
     shallow: bool = spec("fetch only the pinned commit on first clone", default=False)
     filter: Literal["blob:none", "tree:0"] | None = spec("partial-clone filter for the first clone",
                                                         default=None)
-    patches: tuple[str, ...] = spec("patch files (under patches/) applied after checkout",
-                                    default=())
+    patches: tuple[Patch, ...] = spec("patches applied after checkout (and submodules), each once: a file name "
+                                      "under patches/, or {file, from, into}", default=())
     probes: tuple[Probe, ...] = spec("compatibility probes run after checkout", default=())
 
     def check(self, ctx: Context, path: Path_) -> None:
         if self.ref is None and self.commit is None:
             ctx.report(path, "a source needs `ref` (a branch or tag), `commit`, or both",
                        "add `ref: main` to follow a branch (resolved once, then locked)")
+        seen: dict[str, int] = {}
         for i, patch in enumerate(self.patches):
-            if find_patch(patch, ctx.facts.get("patch_dirs", ())) is None:
+            where = path + ("patches", i)
+            if patch.label in seen:
+                ctx.report(where, f"patch {patch.label!r} is listed twice (also entry {seen[patch.label]})",
+                           "delete one of the two entries")
+            seen.setdefault(patch.label, i)
+            # a source's own file can only be looked for once it is checked out (sync says when it is missing)
+            if patch.from_source is None and find_patch(patch.file, ctx.facts.get("patch_dirs", ())) is None:
                 dirs = " or ".join(str(d) for d in ctx.facts.get("patch_dirs", ()))
-                ctx.report(path + ("patches", i), f"patch file {patch!r} not found in {dirs}",
-                           "put the file there, or fix its name")
+                ctx.report(where, f"patch file {patch.file!r} not found in {dirs}",
+                           "put the file there, or fix its name; a patch kept in a source's checkout is written "
+                           "{file: PATH, from: SOURCE}")
 
 
 @dataclass(frozen=True)

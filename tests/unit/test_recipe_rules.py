@@ -199,7 +199,7 @@ def test_patch_next_to_the_recipe_is_found(tmp_path: Path) -> None:
     path.write_text(MINIMAL + "    patches: [fix.patch]\n")
     from flagtree_cpu_build.recipe.files import load_recipe_file
 
-    assert load_recipe_file(path).sources["main"].patches == ("fix.patch",)
+    assert [p.file for p in load_recipe_file(path).sources["main"].patches] == ["fix.patch"]
 
 
 def test_warnings_for_unpinned_inputs() -> None:
