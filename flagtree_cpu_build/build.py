@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import pythonenv
-from .build_stamp import products_of, reasons_to_build, stamp_components, write_stamp
+from . import pythonenv, stacking
+from .build_stamp import build_mode, products_of, reasons_to_build, stamp_components, stamp_name, write_stamp
 from .buildenv import BuildEnv, compute_build_env, toolchain_layers
 from .digest import hash_file
-from .envops import EnvLayer
+from .envops import EnvFileError, EnvLayer
 from .errors import BuildError
 from .host import HostFacts
 from .links import plan_links
@@ -70,13 +70,21 @@ def run_build(ctx: StageContext, options: BuildOptions) -> StageResult:
         if early:
             raise _missing_inputs(early, options)
     pythonenv.ensure_interpreter(options.python, ws, recipe.python.requires, ui)
-    build_env = build_environment(recipe, options.python, offline=options.offline, host=ctx.host, workdir=ws.root)
+    try:
+        build_env = build_environment(recipe, options.python, offline=options.offline, host=ctx.host,
+                                      workdir=ws.root)
+    except EnvFileError:  # `from_file` reads a source that is not there yet: say everything that is missing
+        early = [*stacking.base_problems(ctx), *missing_inputs(ctx)]
+        if early:
+            raise _missing_inputs(early, options) from None
+        raise
     mode = build_mode(recipe, options.wheel_dir)
     report = _preflight(ctx, options, build_env, mode)
+    kept = stacking.require_kept(ctx, options.python)
     for conflict in build_env.conflicts:
         ui.warn(f"inherited {conflict.describe()}")
     components = stamp_components(recipe, ctx, options.python, build_env, report, mode)
-    stamp_file = ws.state_dir / stamp_name(mode)
+    stamp_file = ws.recipe_state / stamp_name(mode)
     stored = read_state(stamp_file, needs=STAMP_KEYS, repair=True, notice=ui.warn)
     built_before = stored is not None
     reasons = reasons_to_build(stored, components, report, options.python, missing_creates(recipe, ctx.host),
@@ -88,6 +96,7 @@ def run_build(ctx: StageContext, options: BuildOptions) -> StageResult:
     for reason in reasons:
         ui.info(f"building because {reason}")
     make_state_dir(ws.empty_dir)  # the recipe's env may point variables at it (an empty folder)
+    pythonenv.constraints_file(recipe, ws)  # PIP_CONSTRAINT names it: the build's own pip runs keep to it
     wheel_dir = _wheel_dir(ctx, options, mode)
     wheels_before = _wheels(wheel_dir)
     argv = list(recipe.build.wheel_argv if mode == "wheel" else recipe.build.argv)
@@ -104,6 +113,7 @@ def run_build(ctx: StageContext, options: BuildOptions) -> StageResult:
     if not result.ok:
         raise failure(result, recipe, options.jobs, "the build failed")
     steps += run_steps("post-install", recipe, ctx.host, **step_options)
+    stacking.check_kept(ctx, options.python, kept)
     broken = [link for link in plan_links(recipe, ws).links if link.state != "ok"]
     if broken:
         raise BuildError("the build changed the recipe's links", details=tuple(f"{b.path}: {b.detail}" for b in broken),
@@ -119,16 +129,6 @@ def run_build(ctx: StageContext, options: BuildOptions) -> StageResult:
         data["wheel"] = wheel
     status = "updated" if built_before else "created"
     return StageResult("build", (Action("build", status, detail, data),), seconds=time.monotonic() - start)
-
-
-def build_mode(recipe: Recipe, wheel_dir: Path | None) -> str:
-    """"wheel" (build --wheel DIR, or a wheel-only recipe) or "editable": which command and stamp."""
-    assert recipe.build is not None
-    return "wheel" if wheel_dir is not None or recipe.build.mode == "wheel-only" else "editable"
-
-
-def stamp_name(mode: str) -> str:
-    return f"build-{mode}.json"
 
 
 def _wheel_dir(ctx: StageContext, options: BuildOptions, mode: str) -> Path | None:
@@ -155,7 +155,7 @@ def build_freshness(ctx: StageContext, python: Path, *, offline: bool = False,
     build_env = build_environment(recipe, python, offline=offline, host=ctx.host, workdir=ctx.workspace.root)
     mode = build_mode(recipe, None)
     report = pythonenv.check(python, recipe.python.build, build_env.env.get("PATH", ""),
-                             also=_installed_distribution(recipe, mode))
+                             also=_installed_distribution(recipe, mode), recipe=recipe)
     if report.missing:
         return [f"build prerequisites are missing: {', '.join(p.name for p in report.missing)}"]
     options = BuildOptions(python=python, offline=offline)
@@ -164,7 +164,7 @@ def build_freshness(ctx: StageContext, python: Path, *, offline: bool = False,
         for name, commit in assume["sources"].items():
             components["sources"][name] = {**components["sources"].get(name, {}), "commit": commit}
         components["artifacts"].update(assume["artifacts"])
-    stored = read_state(ctx.workspace.state_dir / stamp_name(mode), needs=STAMP_KEYS)
+    stored = read_state(ctx.workspace.recipe_state / stamp_name(mode), needs=STAMP_KEYS)
     return reasons_to_build(stored, components, report, options.python, missing_creates(recipe, ctx.host),
                             force=options.force)
 
@@ -223,7 +223,7 @@ def _preflight(ctx: StageContext, options: BuildOptions, build_env: BuildEnv,
                mode: str) -> pythonenv.PythonReport:
     """Check every input; list all that are missing at once, each with what provides it."""
     recipe, ws = ctx.recipe, ctx.workspace
-    problems = missing_inputs(ctx)
+    problems = [*stacking.base_problems(ctx), *missing_inputs(ctx)]
     if recipe.links is not None and not problems:
         bad = [link for link in plan_links(recipe, ws).links if link.state != "ok"]
         if bad:
@@ -231,9 +231,14 @@ def _preflight(ctx: StageContext, options: BuildOptions, build_env: BuildEnv,
                             f"({', '.join(b.path for b in bad[:3])}{' ...' if len(bad) > 3 else ''}) — run "
                             "`flagtree-cpu link`")
     also = _installed_distribution(recipe, mode)
-    report = pythonenv.check(options.python, recipe.python.build, build_env.env.get("PATH", ""), also=also)
+    pythonenv.refuse_conflicts(recipe, recipe.python.build)  # the recipe contradicts itself: exit 2, nothing run
+    report = pythonenv.check(options.python, recipe.python.build, build_env.env.get("PATH", ""), also=also,
+                             recipe=recipe)
+    pythonenv.require_preinstalled(report)  # a vendor's package pip must not (and cannot) provide
     if report.missing:
-        commands = " && ".join(shlex.join(c) for c in pythonenv.install_commands(options.python, report.missing))
+        limits = pythonenv.constraints_file(recipe, ws)
+        commands = " && ".join(shlex.join(c) for c in pythonenv.install_commands(options.python, report.missing,
+                                                                                  limits))
         if options.offline or problems:
             problems.append(f"Python prerequisites missing in {options.python}: "
                             f"{', '.join(p.describe() for p in report.missing)} — run `{commands}` "
@@ -242,7 +247,7 @@ def _preflight(ctx: StageContext, options: BuildOptions, build_env: BuildEnv,
         raise _missing_inputs(problems, options)
     if report.missing:
         report = pythonenv.install_and_recheck(report, ws, ctx.ui, lambda: pythonenv.check(
-            options.python, recipe.python.build, build_env.env.get("PATH", ""), also=also))
+            options.python, recipe.python.build, build_env.env.get("PATH", ""), also=also, recipe=recipe))
     return report
 
 

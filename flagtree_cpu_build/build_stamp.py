@@ -24,6 +24,16 @@ from .state import write_state
 from .steps import steps_stamp
 
 
+def build_mode(recipe: Recipe, wheel_dir: Path | None) -> str:
+    """"wheel" (build --wheel DIR, or a wheel-only recipe) or "editable": which command and stamp."""
+    assert recipe.build is not None
+    return "wheel" if wheel_dir is not None or recipe.build.mode == "wheel-only" else "editable"
+
+
+def stamp_name(mode: str) -> str:
+    return f"build-{mode}.json"
+
+
 def stamp_components(recipe: Recipe, ctx: StageContext, python: Path, build_env: BuildEnv,
                      report: pythonenv.PythonReport, mode: str) -> dict[str, Any]:
     """Everything the build's result depends on, as the stamp records it."""

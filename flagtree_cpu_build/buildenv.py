@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -146,13 +146,19 @@ def runtime_env(
 ) -> BuildEnv:
     """The environment programs using the result get (`flagtree-cpu env`, validation checks):
     ``inherited`` with ``runtime.env``, then the env of the toolchains that apply on this host (``facts``),
-    then ``extra_ops`` (a check's own ``env``: ``EnvLayer(check.env, f"checks[{i}].env")``).
+    each first for the recipe's bases (``extends``) and then for the recipe itself, then ``extra_ops`` (a
+    check's own ``env``: ``EnvLayer(check.env, f"checks[{i}].env")``).
 
     Relative ``source`` scripts are found under ``workdir`` (the workspace root); a missing or failing
     script raises SourceScriptError (a build error, exit code 5).
     """
-    layers = [EnvLayer(recipe.runtime.env, "runtime.env"), *toolchain_layers(recipe, facts),
-              *(_layer(x) for x in extra_ops)]
+    layers = []
+    for layer in recipe.stack():  # a stacked recipe's programs run in its base's environment first
+        mine = layer is recipe
+        layer_facts = facts if mine else replace(facts, variant=layer.variant)
+        layers += [EnvLayer(layer.runtime.env, "runtime.env" if mine else f"{layer.name}: runtime.env"),
+                   *toolchain_layers(layer, layer_facts)]
+    layers += [_layer(x) for x in extra_ops]
     applied = apply_layers(layers, inherited, workdir=workdir, has_command=has_command, source=source)
     return BuildEnv(applied.env, applied.changes, applied.sourced, applied.named)
 

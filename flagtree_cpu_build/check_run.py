@@ -6,6 +6,10 @@
 - ``import``: the target interpreter imports the module and prints its ``__version__``, judged here;
 - ``wheel``: the wheels' ELF objects and tags, read from the zip files (no process).
 
+A check whose ``needs`` (device nodes, paths, commands on the run-time PATH, the recipe's toolchains) are
+absent on this host is skipped with what is absent, never run and never failed: a hardware-only check is
+declared honestly and still lets validation pass where the hardware is not.
+
 A process that dies is judged from how it died: a timeout, SIGILL (the CPU lacks an instruction), or a
 known message in its output (the recipe's ``diagnosis.run``, then the generic run-time signatures).
 Everything a process prints goes to ``logs/validate-<check>-<time>.log``.
@@ -16,7 +20,9 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shutil
 import signal
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -105,7 +111,7 @@ class Run:
 
 def run_check(ctx: StageContext, options: ValidateOptions, check: Check, env: dict[str, str],
               missing: set[str]) -> CheckResult:
-    skip = skip_reason(ctx, options, check, missing)
+    skip = skip_reason(ctx, options, check, missing, env)
     if skip is not None:
         return CheckResult(check.label, "skip", check.required, message=skip)
     if check.wheel is not None:
@@ -134,13 +140,19 @@ def _run_process(ctx: StageContext, options: ValidateOptions, check: Check, env:
     return _died(ctx.recipe, check, run) or _argv_verdict(ctx.recipe, check, run)
 
 
-def skip_reason(ctx: StageContext, options: ValidateOptions, check: Check, missing: set[str]) -> str | None:
-    """Why the check does not run here, or None."""
+def skip_reason(ctx: StageContext, options: ValidateOptions, check: Check, missing: set[str],
+                env: Mapping[str, str] | None = None) -> str | None:
+    """Why the check does not run here, or None. ``env`` is the run-time environment (its PATH is where
+    `needs.commands` are looked for)."""
     recipe, host = ctx.recipe, ctx.host
     if check.when is not None and not check.when.matches(recipe.facts_on(host)):
         return f"not for this host or variant (when: {_conditions(check.when)})"
     if check.where == "target" and recipe.is_cross(host.arch):
         return f"runs on {recipe.target_arch(host.arch)}; this host is {host.arch}"
+    absent = absent_needs(recipe, check, (env if env is not None else os.environ).get("PATH", ""),
+                          ctx.workspace.root)
+    if absent:
+        return f"needs {', '.join(absent)} (absent on this host)"
     preset = preset_of(check)
     if preset is not None:
         needed = [name for name in preset.imports if name in missing]
@@ -149,6 +161,27 @@ def skip_reason(ctx: StageContext, options: ValidateOptions, check: Check, missi
         if preset.needs_model and options.model is None:
             return "no model given (--model PATH)"
     return None
+
+
+def absent_needs(recipe: Recipe, check: Check, path: str, workdir: Path) -> list[str]:
+    """What of the check's `needs` this host lacks, each as the report names it (relative paths are in the
+    workdir, where the check would run)."""
+    from .build import toolchain_missing
+
+    needs = check.needs
+    absent = [device for device in needs.devices if not os.path.exists(device)]
+    absent += [f"path {p}" for p in needs.paths if not (workdir / p).exists()]
+    absent += [f"command {c}" for c in needs.commands if shutil.which(c, path=path) is None]
+    for name in needs.toolchains:
+        toolchain = recipe.toolchains.get(name)
+        if toolchain is None:  # the loader refuses unknown names; this is a toolchain a variant's overlay removed
+            absent.append(f"toolchain {name} (not in the recipe)")
+            continue
+        lacking = toolchain_missing(toolchain)
+        if lacking:
+            listed = ", ".join(lacking[:2]) + (f" and {len(lacking) - 2} more" if len(lacking) > 2 else "")
+            absent.append(f"toolchain {name} ({listed} missing)")
+    return absent
 
 
 def _conditions(when: Any) -> str:

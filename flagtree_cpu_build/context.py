@@ -79,14 +79,37 @@ def open_context(request: ContextRequest, ui: UI) -> StageContext:
     """The recipe resolved for the workspace and host the request names: what every stage is given."""
     from .host import read_host
     from .recipe.upgrade import note_upgraded
-    from .stages import StageContext
 
     loaded = requested_recipe(request)
     note_upgraded(ui, loaded)  # a version 1 file: one line on stderr saying `recipe upgrade` rewrites it
     host = read_host(request.sysroot)
     ws = open_workspace(request.workdir, request.lock_file)
-    recipe, _ = resolve_for(loaded, request, ws, host)
-    return StageContext(recipe, ws, host, ui)
+    return _context_of(loaded, request, ws, host, ui)
+
+
+def _context_of(loaded: Recipe, request: ContextRequest, ws: Workspace, host: HostFacts, ui: UI) -> StageContext:
+    """``loaded`` resolved for ``ws``; a stacked recipe (``extends``) gets its base opened first, for the same
+    workspace, and then its own state folder and the constraints that protect the base."""
+    from dataclasses import replace
+
+    from .recipe.files import load_base, user_recipe_dirs
+    from .stacking import constrained, own_constraints, restack, with_pip_constraint
+    from .stages import StageContext
+
+    if loaded.extends is None:
+        recipe, _ = resolve_for(loaded, request, ws, host)
+        return StageContext(with_pip_constraint(recipe, ws), ws, host, ui)
+    # the base as its own file says (no --set, its default variant), bound by the stack's constraints too
+    base = constrained(load_base(loaded, user_recipe_dirs(request.recipes_dirs)),
+                       own_constraints(loaded, "stacked on it by"))
+    base_ws = replace(ws, layer=base.name if base.extends else None, lock_path=None)
+    base_request = replace(request, recipe=base.file, overrides=(), variant=None, lock_file=None)
+    base_ctx = _context_of(base, base_request, base_ws, host, ui)
+    top_ws = replace(ws, layer=loaded.name)
+    top, _ = resolve_for(loaded, request, top_ws, host)
+    top = constrained(top, own_constraints(base_ctx.recipe, "needed by"))
+    top = replace(with_pip_constraint(top, top_ws), base=base_ctx.recipe)
+    return restack(StageContext(top, top_ws, host, ui, base=base_ctx))
 
 
 def resolved_view(request: ContextRequest, name: str | None = None) -> ResolvedView:

@@ -39,11 +39,16 @@ def run_setup(ctx: StageContext, options: SetupOptions) -> SetupReport:
     report = SetupReport(ctx.recipe.name, ctx.workspace.root, options.python,
                          datetime.now(timezone.utc).isoformat(timespec="seconds"),
                          [StageRecord(stage, "not run") for stage in STAGE_NAMES], variant=ctx.recipe.variant)
+    if ctx.base is not None:  # a stacked recipe: its base is set up first, as one row of this report
+        report.records.insert(1, StageRecord("base", "not run"))
     current = ["preflight"]  # the stages running now
     try:
         with ctx.ui.group("flagtree-cpu setup: preflight"):
             began = time.monotonic()
             _finish(report.record("preflight"), run_preflight(ctx, options), time.monotonic() - began, ctx)
+        if ctx.base is not None:
+            current = ["base"]
+            ctx = _set_up_base(ctx, options, report)
         for group in _in_turn(STAGES):
             current = [stage.name for stage in group]
             with ctx.ui.group(f"flagtree-cpu setup: {group[0].name}"):
@@ -73,6 +78,29 @@ def run_setup(ctx: StageContext, options: SetupOptions) -> SetupReport:
     if options.junit is not None and not report.junit_written:
         junit_without_kernels(ctx, options.junit, report)
     return report
+
+
+def _set_up_base(ctx: StageContext, options: SetupOptions, report: SetupReport) -> StageContext:
+    """The base recipe's own setup (its state, its stamp; not its validation), then ``ctx`` constrained by
+    what the base holds now."""
+    from dataclasses import replace
+
+    from .stacking import restack
+
+    assert ctx.base is not None
+    name, began = ctx.base.recipe.name, time.monotonic()
+    with ctx.ui.group(f"flagtree-cpu setup: base recipe {name}"):
+        done = run_setup(ctx.base, replace(options, skip_validate=True, junit=None))
+    record = report.record("base")
+    record.seconds = time.monotonic() - began
+    if done.error is not None:
+        record.status, record.detail = "failed", f"{name}: {failed_stage(done)} failed"
+        raise done.error
+    changed = [r.stage for r in done.records if r.status in ("created", "updated")]
+    record.status = "updated" if changed else "ok"
+    record.detail = f"{name}: " + (f"{', '.join(changed)} changed" if changed else "all current")
+    ctx.ui.info(f"base: {record.detail} ({record.seconds:.1f}s)")
+    return restack(ctx)
 
 
 def _finish(record: StageRecord, result: StageResult, seconds: float, ctx: StageContext) -> None:

@@ -42,23 +42,42 @@ def _search_path(python: Path) -> str:
 def plan_python(ctx: StageContext, python: Path, *, runtime: bool = True) -> list[PlanItem]:
     from . import pythonenv
 
-    ws = ctx.workspace
+    recipe, ws = ctx.recipe, ctx.workspace
     requirements = wanted(ctx, runtime)
+    conflicts = pythonenv.constraint_conflicts(recipe, requirements)
+    if conflicts:  # the recipe contradicts itself: the run stops before the venv and pip (exit 2)
+        return [PlanItem("python", str(python), "conflict", "; ".join(p.describe() for p in conflicts),
+                         "stop: a requirement and a constraint of the recipe cannot both hold (python.constraints)",
+                         "conflict", will="stop", exit_code=2)]
+    vendor = ", ".join(r.requirement for r in recipe.python.preinstalled)
     if not python.exists():
         if python != ws.venv_dir / "bin" / "python":
             return [PlanItem("python", str(python), "missing", "does not exist", "stop: --python must exist",
                              "missing", will="stop", exit_code=5)]
+        if vendor:  # a new venv cannot have what only the vendor's installer provides
+            return [PlanItem("python", str(python), "missing", "no workspace venv yet", f"stop: {vendor} must be "
+                             "provided by the vendor's installer (python.preinstalled); pass --python with the "
+                             "interpreter that has it", "missing", will="stop", exit_code=5)]
         names = ", ".join(r.requirement for r in requirements)
         return [PlanItem("python", str(python), "missing", "no workspace venv yet",
                          f"create the venv {ws.venv_dir}" + (f"; pip install {names}" if names else ""), "missing",
                          will="created")]
-    report = pythonenv.check(python, requirements, _search_path(python))
+    report = pythonenv.check(python, requirements, _search_path(python), recipe=recipe)
+    if report.unprovided:
+        return [PlanItem("python", str(python), "missing", f"Python {report.version}; not provided: "
+                         f"{', '.join(p.describe() for p in report.unprovided)}",
+                         f"stop: {', '.join(p.requirement.requirement for p in report.unprovided)} must be provided "
+                         "by the vendor's installer (python.preinstalled); pip never installs it", "missing",
+                         {"unprovided": [p.name for p in report.unprovided]}, will="stop", exit_code=5)]
+    provided = "".join(f"; preinstalled {p.name} {p.installed}" for p in report.preinstalled)
     if not report.missing:
         return [PlanItem("python", str(python), "ok", f"Python {report.version}; {len(requirements)} "
-                         "prerequisites present")]
+                         f"prerequisites present{provided}")]
+    limits = len(recipe.python.constraints)
     return [PlanItem("python", str(python), "missing", f"Python {report.version}; missing: "
-                     f"{', '.join(p.describe() for p in report.missing)}",
-                     f"pip install {' '.join(p.requirement.requirement for p in report.missing)}", "missing",
+                     f"{', '.join(p.describe() for p in report.missing)}{provided}",
+                     f"pip install {' '.join(p.requirement.requirement for p in report.missing)}"
+                     + (f" (within the recipe's {limits} constraints)" if limits else ""), "missing",
                      {"missing": [p.name for p in report.missing]}, "created")]
 
 
@@ -68,23 +87,34 @@ def run_python(ctx: StageContext, options: PythonOptions) -> StageResult:
     from .stages import Action, StageResult
 
     recipe, ws, python = ctx.recipe, ctx.workspace, options.python
+    requirements = wanted(ctx, options.runtime)
+    pythonenv.refuse_conflicts(recipe, requirements)  # a contradiction in the recipe: before the venv and pip
     actions = []
     created = not python.exists()
+    if created and python == ws.venv_dir / "bin" / "python" and recipe.python.preinstalled:
+        # a new venv cannot have what only the vendor's installer provides: say so before making one
+        pythonenv.require_preinstalled(pythonenv.PythonReport(python, "", (), {}, tuple(
+            pythonenv.Prerequisite(r, None, None, False) for r in recipe.python.preinstalled)))
     pythonenv.ensure_interpreter(python, ws, recipe.python.requires, ctx.ui)
     if created:
         actions.append(Action("venv", "created", str(python.parent.parent)))
-    requirements = wanted(ctx, options.runtime)
     path = _search_path(python)
-    report = pythonenv.check(python, requirements, path)
+    report = pythonenv.check(python, requirements, path, recipe=recipe)
+    # checked with and without --offline alike: pip is never what provides them
+    pythonenv.require_preinstalled(report)
+    if report.preinstalled:
+        actions.append(Action("preinstalled", "ok", ", ".join(f"{p.name} {p.installed}"
+                                                             for p in report.preinstalled)))
     if report.missing:
-        commands = pythonenv.install_commands(python, report.missing)
+        commands = pythonenv.install_commands(python, report.missing, pythonenv.constraints_file(recipe, ws))
         if options.offline:
             raise BuildError(f"{len(report.missing)} Python prerequisites are missing in {python} and "
                              "--offline forbids pip", details=tuple(p.describe() for p in report.missing),
                              fix=" && ".join(shlex.join(c) for c in commands) + "   (with PIP_FIND_LINKS=<wheel "
                              "folder> PIP_NO_INDEX=1 on an air-gapped machine), then run the same command again")
         names = ", ".join(p.name for p in report.missing)
-        pythonenv.install_and_recheck(report, ws, ctx.ui, lambda: pythonenv.check(python, requirements, path))
+        pythonenv.install_and_recheck(report, ws, ctx.ui,
+                                      lambda: pythonenv.check(python, requirements, path, recipe=recipe))
         actions.append(Action("prerequisites", "created", f"installed {names}"))
     else:
         actions.append(Action("prerequisites", "ok", f"Python {report.version}; all {len(requirements)} present"))

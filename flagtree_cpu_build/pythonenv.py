@@ -5,6 +5,15 @@ The interpreter is ``--python PATH``, else the active venv, else ``{workdir}/.ve
 distributions it has (one short process, no pip); pip runs only for what is missing or
 does not satisfy its version range. A requirement with ``system_command`` (cmake, ninja)
 is also satisfied by that command on PATH when its version fits.
+
+Given the recipe (``check(..., recipe=)``), two more things hold:
+
+- ``python.constraints`` bind every pip run (``-c <recipe state>/constraints.txt``), and an installed
+  version outside a constraint counts as missing, so pip puts it right; a requirement that no version can
+  satisfy together with a constraint is refused before pip (``ConstraintConflict``, exit 2).
+- ``python.preinstalled`` packages come from a vendor's installer: they are checked, never installed
+  (``require_preinstalled``, exit 5), and their ranges are written into the constraints file too, so no
+  pip run of the recipe replaces them.
 """
 
 from __future__ import annotations
@@ -20,13 +29,17 @@ from pathlib import Path
 
 from packaging.requirements import Requirement as PipRequirement
 from packaging.specifiers import SpecifierSet
-from packaging.version import InvalidVersion, Version
 
-from .errors import BuildError
+from .errors import BuildError, RecipeError, RecipeProblem
+from .pip_constraints import PREINSTALLED_WHY, allows, cannot_meet_both, constraints_file, fits, pip_limits, same_name
 from .proc import capture, log_path, run_logged
-from .recipe import Requirement
+from .recipe import Constraint, Recipe, Requirement
 from .ui import UI
 from .workspace import Workspace
+
+__all__ = ["ConstraintConflict", "Prerequisite", "PythonReport", "check", "command_version", "constraints_file",
+           "ensure_interpreter", "inspect", "install", "install_and_recheck", "install_commands", "query",
+           "constraint_conflicts", "refuse_conflicts", "require_preinstalled"]
 
 _QUERY = (
     "import json, sys\n"
@@ -48,6 +61,8 @@ class Prerequisite:
     installed: str | None  # version in the target interpreter
     system: str | None  # version of the system command that satisfies it, if that is what does
     satisfied: bool
+    violates: Constraint | None = None  # the installed version is outside this constraint (pip will put it right)
+    conflict: Constraint | None = None  # no version satisfies both the requirement and this constraint
 
     @property
     def name(self) -> str:
@@ -56,6 +71,12 @@ class Prerequisite:
     def describe(self) -> str:
         if self.system:
             return f"{self.requirement.requirement}: system {self.requirement.system_command} {self.system}"
+        if self.conflict is not None:
+            return f"{self.requirement.requirement}: cannot be met together with the constraint " \
+                   f"{_with_why(self.conflict)}"
+        if self.violates is not None:
+            return f"{self.requirement.requirement}: installed {self.installed}, outside the constraint " \
+                   f"{_with_why(self.violates)}"
         return f"{self.requirement.requirement}: {'installed ' + self.installed if self.installed else 'missing'}"
 
 
@@ -65,10 +86,17 @@ class PythonReport:
     version: str
     prerequisites: tuple[Prerequisite, ...]
     extra_found: Mapping[str, str | None]  # other distributions asked about (the build's own)
+    preinstalled: tuple[Prerequisite, ...] = ()  # python.preinstalled, when the recipe was given
+    recipe: Recipe | None = None  # whose constraints bind pip (install_and_recheck passes them on)
 
     @property
     def missing(self) -> list[Prerequisite]:
         return [p for p in self.prerequisites if not p.satisfied]
+
+    @property
+    def unprovided(self) -> list[Prerequisite]:
+        """The preinstalled packages that are missing or of a version outside their range."""
+        return [p for p in self.preinstalled if not p.satisfied]
 
 
 def ensure_interpreter(python: Path, ws: Workspace, requires: str | None, ui: UI) -> None:
@@ -105,34 +133,117 @@ def inspect(python: Path, names: Sequence[str]) -> dict:
 
 
 def check(python: Path, requirements: Sequence[Requirement], path: str, *,
-          also: Sequence[str] = ()) -> PythonReport:
-    """Which prerequisites the interpreter (or the system, for system commands) satisfies."""
+          also: Sequence[str] = (), recipe: Recipe | None = None) -> PythonReport:
+    """Which prerequisites the interpreter (or the system, for system commands) satisfies; with ``recipe``
+    also within its constraints, and which of its preinstalled packages are there."""
+    limits = pip_limits(recipe) if recipe is not None else ()
+    preinstalled = tuple(recipe.python.preinstalled) if recipe is not None else ()
     names = [PipRequirement(r.requirement).name for r in requirements]
-    version, found = query(python, [*names, *also])
+    vendor = [PipRequirement(r.requirement).name for r in preinstalled]
+    version, found = query(python, list(dict.fromkeys([*names, *vendor, *also])))
     statuses = []
     for requirement, name in zip(requirements, names, strict=True):
         specifier = PipRequirement(requirement.requirement).specifier
+        same = [c for c in limits if same_name(c.requirement, name)]
+        conflict = next((c for c in same if cannot_meet_both(requirement.requirement, c.requirement)), None)
         installed = found.get(name)
-        if installed is not None and _fits(specifier, installed):
+        violates = next((c for c in same if installed is not None and not allows(c.requirement, installed)), None)
+        if conflict is not None:
+            statuses.append(Prerequisite(requirement, installed, None, False, violates, conflict))
+            continue
+        if installed is not None and fits(specifier, installed) and violates is None:
             statuses.append(Prerequisite(requirement, installed, None, True))
             continue
         system = command_version(requirement.system_command, path) if requirement.system_command else None
-        if system is not None and _fits(specifier, system):
+        if system is not None and fits(specifier, system) and all(allows(c.requirement, system) for c in same):
             statuses.append(Prerequisite(requirement, installed, system, True))
         else:
-            statuses.append(Prerequisite(requirement, installed, None, False))
-    return PythonReport(python, version, tuple(statuses), {n: found.get(n) for n in also})
+            statuses.append(Prerequisite(requirement, installed, None, False, violates))
+    vendor_statuses = tuple(
+        Prerequisite(r, found.get(n), None, found.get(n) is not None
+                     and fits(PipRequirement(r.requirement).specifier, found[n] or ""))
+        for r, n in zip(preinstalled, vendor, strict=True))
+    return PythonReport(python, version, tuple(statuses), {n: found.get(n) for n in also}, vendor_statuses, recipe)
 
 
-def install(python: Path, missing: Sequence[Prerequisite], ws: Workspace, ui: UI) -> None:
-    """pip install what is missing, one pip run per package index."""
-    for argv in install_commands(python, missing):
+def require_preinstalled(report: PythonReport) -> None:
+    """Stop (exit 5) when a package the recipe expects from a vendor's installer is missing or of another
+    version: pip cannot provide it (a vendor torch is built for the vendor's driver), so it is never tried."""
+    unprovided = report.unprovided
+    if not unprovided:
+        return
+    names = ", ".join(p.requirement.requirement for p in unprovided)
+    raise BuildError(
+        f"{names} must be provided by the vendor's installer (python.preinstalled), and {report.python} "
+        + ("does not have a version in range" if any(p.installed for p in unprovided) else
+           "does not have it" if len(unprovided) == 1 else "does not have them"),
+        details=tuple(f"{p.requirement.requirement}: "
+                      + (f"installed {p.installed}, outside the range" if p.installed else "missing")
+                      for p in unprovided),
+        fix=f"install {names} with the vendor's installer (its wheel or setup script) into {report.python}, or "
+        "pass --python with the interpreter that has it; flagtree-cpu never installs python.preinstalled "
+        "packages with pip")
+
+
+class ConstraintConflict(RecipeError):
+    """A requirement of python.build/runtime that no version satisfies together with a constraint of the same
+    name: the recipe contradicts itself, so it is a recipe error (exit 2), raised before pip runs — pip
+    would only fail after resolving, with a message that names neither key."""
+
+    def __init__(self, recipe: Recipe, conflicting: Sequence[Prerequisite]):
+        origin = recipe.file or recipe.name
+        problems = [RecipeProblem(origin, None, _key_of(recipe, p.requirement),
+                                  f"{p.requirement.requirement} cannot be met together with the constraint "
+                                  f"{_with_why(p.conflict)}: no version satisfies both",
+                                  _conflict_fix(p)) for p in conflicting if p.conflict is not None]
+        super().__init__(origin, problems, fix="make each requirement agree with the constraint of the same name "
+                         "(python.constraints), then run the same command again; pip was not run")
+        first = conflicting[0]
+        assert first.conflict is not None
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        self.message = (f"recipe {origin}: the requirement {first.requirement.requirement} and the constraint "
+                        f"{_with_why(first.conflict)} cannot both hold{more}")
+        self.args = (self.message,)
+
+
+def constraint_conflicts(recipe: Recipe, requirements: Sequence[Requirement]) -> list[Prerequisite]:
+    """The requirements that no version satisfies together with a same-name constraint of the recipe (or a
+    preinstalled package's range): known from the recipe alone, before any interpreter or pip."""
+    limits = pip_limits(recipe)
+    found = []
+    for requirement in requirements:
+        name = PipRequirement(requirement.requirement).name
+        conflict = next((c for c in limits if same_name(c.requirement, name)
+                         and cannot_meet_both(requirement.requirement, c.requirement)), None)
+        if conflict is not None:
+            found.append(Prerequisite(requirement, None, None, False, conflict=conflict))
+    return found
+
+
+def refuse_conflicts(recipe: Recipe, requirements: Sequence[Requirement]) -> None:
+    """Raise ConstraintConflict (exit 2) when a requirement cannot be met together with a constraint."""
+    conflicting = constraint_conflicts(recipe, requirements)
+    if conflicting:
+        raise ConstraintConflict(recipe, conflicting)
+
+
+def install(python: Path, missing: Sequence[Prerequisite], ws: Workspace, ui: UI, *,
+            recipe: Recipe | None = None) -> None:
+    """pip install what is missing, one pip run per package index; with ``recipe`` under its constraints
+    (a requirement that cannot meet them is refused first: ConstraintConflict)."""
+    constraints = None
+    if recipe is not None:
+        refuse_conflicts(recipe, [p.requirement for p in missing])
+        constraints = constraints_file(recipe, ws)
+    for argv in install_commands(python, missing, constraints):
         ui.info(f"+ {shlex.join(argv)}")
         with ui.progress("installing Python prerequisites") as task:
             result = run_logged(argv, cwd=ws.root, env=_plain_env(), log=log_path(ws.logs_dir, "prerequisites"),
                                 on_line=lambda line: task.update(0, None, detail="pip"))
         if not result.ok:
-            raise BuildError(f"pip could not install the prerequisites ({', '.join(argv[5:])})",
+            options = [i for i, a in enumerate(argv) if i > 4 and a.startswith("-")]
+            names = argv[4:options[0] if options else None]  # the requirements, not --index-url or -c
+            raise BuildError(f"pip could not install the prerequisites ({', '.join(names)})",
                              details=(f"log: {result.log}",),
                              fix="read the log; behind a proxy set https_proxy, or install them yourself with the "
                              "command above")
@@ -141,7 +252,7 @@ def install(python: Path, missing: Sequence[Prerequisite], ws: Workspace, ui: UI
 def install_and_recheck(report: PythonReport, ws: Workspace, ui: UI,
                         recheck: Callable[[], PythonReport]) -> PythonReport:
     """pip install what ``report`` says is missing, then check again: what pip did not provide is an error."""
-    install(report.python, report.missing, ws, ui)
+    install(report.python, report.missing, ws, ui, recipe=report.recipe)
     after = recheck()
     if after.missing:
         raise BuildError("Python prerequisites are still missing after pip ran",
@@ -150,7 +261,9 @@ def install_and_recheck(report: PythonReport, ws: Workspace, ui: UI,
     return after
 
 
-def install_commands(python: Path, missing: Sequence[Prerequisite]) -> list[list[str]]:
+def install_commands(python: Path, missing: Sequence[Prerequisite],
+                     constraints: Path | None = None) -> list[list[str]]:
+    """The pip runs that install ``missing``: one per package index, each under ``constraints`` (a file)."""
     by_index: dict[str | None, list[str]] = {}
     for prerequisite in missing:
         by_index.setdefault(prerequisite.requirement.index_url, []).append(prerequisite.requirement.requirement)
@@ -159,8 +272,35 @@ def install_commands(python: Path, missing: Sequence[Prerequisite]) -> list[list
         argv = [str(python), "-m", "pip", "install", *requirements]
         if index:
             argv += ["--index-url", index]
+        if constraints is not None:
+            argv += ["-c", str(constraints)]
         commands.append(argv)
     return commands
+
+
+def _with_why(constraint: Constraint | None) -> str:
+    if constraint is None:
+        return ""
+    return constraint.requirement + (f" ({constraint.why})" if constraint.why else "")
+
+
+def _key_of(recipe: Recipe, requirement: Requirement) -> str:
+    """Where a requirement sits in the recipe, e.g. python.build[2]."""
+    for key in ("build", "runtime"):
+        entries = getattr(recipe.python, key)
+        if requirement in entries:
+            return f"python.{key}[{entries.index(requirement)}]"
+    return "python"
+
+
+def _conflict_fix(p: Prerequisite) -> str:
+    assert p.conflict is not None
+    limit = p.conflict.requirement
+    if p.conflict.why == PREINSTALLED_WHY:  # the vendor's package decides: the requirement must follow it
+        return f"change the requirement to a range the preinstalled {limit} allows, or drop it (the vendor's " \
+               "installer provides the package)"
+    return (f"change the requirement to a range the constraint allows (e.g. {limit}), or, when the constraint's "
+            f"reason no longer holds, change or remove {limit} in python.constraints")
 
 
 def command_version(command: str, path: str) -> str | None:
@@ -170,13 +310,6 @@ def command_version(command: str, path: str) -> str | None:
     result = capture([executable, "--version"], timeout_s=20)
     match = re.search(r"(\d+\.\d+(?:\.\d+)?)", result.stdout + result.stderr)
     return match.group(1) if match else None
-
-
-def _fits(specifier: SpecifierSet, version: str) -> bool:
-    try:
-        return specifier.contains(Version(version), prereleases=True)
-    except InvalidVersion:
-        return False
 
 
 def _plain_env() -> dict[str, str]:

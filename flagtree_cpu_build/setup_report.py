@@ -109,4 +109,4 @@ def save(ctx: StageContext, report: SetupReport) -> None:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     make_state_dir(ctx.workspace.logs_dir)
     write_state(ctx.workspace.logs_dir / f"setup-{stamp}.json", document)
-    write_state(ctx.workspace.state_dir / "last-setup.json", document)
+    write_state(ctx.workspace.recipe_state / "last-setup.json", document)

@@ -61,6 +61,8 @@ class StageContext:
     workspace: Workspace
     host: HostFacts
     ui: UI
+    # a stacked recipe's base (``extends``), opened for the same workspace: `setup` sets it up first
+    base: StageContext | None = None
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,24 @@ def inspect_workspace(ctx: StageContext, scope: Scope) -> WorkspaceStatus:
     from .registry import plan_all
 
     start = time.monotonic()
-    items = plan_all(ctx, scope)
+    items = [*_base_item(ctx, scope), *plan_all(ctx, scope)]
     return WorkspaceStatus(ctx.recipe.name, ctx.workspace.root, scope.python, tuple(items), time.monotonic() - start,
                            ctx.recipe.variant)
+
+
+def _base_item(ctx: StageContext, scope: Scope) -> list[PlanItem]:
+    """A stacked recipe's base, as one row: `setup` sets it up first (without validating it)."""
+    from dataclasses import replace
+
+    from .registry import plan_all
+
+    if ctx.base is None:
+        return []
+    name = ctx.base.recipe.name
+    behind = [i for i in (_base_item(ctx.base, scope) + plan_all(ctx.base, replace(scope, skip_validate=True)))
+              if not i.current]
+    if not behind:
+        return [PlanItem("base", name, "ok", f"{name}: all current")]
+    shown = ", ".join(f"{i.area} {i.subject}: {i.state}" for i in behind[:3]) + (" ..." if len(behind) > 3 else "")
+    return [PlanItem("base", name, "stale", f"{name}: {shown}", f"set up {name} first", "the base is not current",
+                     {"behind": [i.to_json() for i in behind]}, "updated")]

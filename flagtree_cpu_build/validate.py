@@ -112,17 +112,18 @@ def _prerequisites(ctx: StageContext, options: ValidateOptions) -> CheckResult |
     path = os.environ.get("PATH", "")
     start = time.monotonic()
     try:
-        report = pythonenv.check(options.python, runtime, path)
+        report = pythonenv.check(options.python, runtime, path, recipe=ctx.recipe)
         if report.missing and options.install_prereqs:
-            pythonenv.install(options.python, report.missing, ctx.workspace, ctx.ui)
-            report = pythonenv.check(options.python, runtime, path)
+            pythonenv.install(options.python, report.missing, ctx.workspace, ctx.ui, recipe=ctx.recipe)
+            report = pythonenv.check(options.python, runtime, path, recipe=ctx.recipe)
     except BuildError as exc:
         raise ValidationFailed(exc.message, details=exc.details, fix=exc.fix) from exc
     found = ", ".join(f"{p.name} {p.installed}" for p in report.prerequisites if p.satisfied)
     if not report.missing:
         return CheckResult("prerequisites", "pass", True, found, seconds=time.monotonic() - start,
                             details={"missing": []})
-    commands = [shlex.join(argv) for argv in pythonenv.install_commands(options.python, report.missing)]
+    commands = [shlex.join(argv) for argv in pythonenv.install_commands(
+        options.python, report.missing, pythonenv.constraints_file(ctx.recipe, ctx.workspace))]
     return CheckResult(
         "prerequisites", "fail", True, f"{len(report.missing)} missing",
         "; ".join(p.describe() for p in report.missing),

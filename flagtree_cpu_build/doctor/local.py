@@ -232,12 +232,15 @@ def _requirements_outcome(c: DoctorContext, requirements: Iterable, when: str) -
     if facts is None:
         return skip(f"{c.python} does not exist yet; {when} installs them")
     report = check_prerequisites(c.python, list(requirements), os.pathsep.join(
-        [str(c.python.parent), c.environ.get("PATH", "")]))
+        [str(c.python.parent), c.environ.get("PATH", "")]), recipe=c.recipe)
     if not report.missing:
         return ok(", ".join(p.describe() for p in report.prerequisites) or "none needed")
     import shlex
 
-    commands = " && ".join(shlex.join(argv) for argv in install_commands(c.python, report.missing))
+    from ..pip_constraints import constraints_path, pip_limits
+
+    limits = constraints_path(c.workspace) if pip_limits(c.recipe) else None  # its path: doctor writes nothing
+    commands = " && ".join(shlex.join(argv) for argv in install_commands(c.python, report.missing, limits))
     return warn(f"missing or too old: {', '.join(p.describe() for p in report.missing)}; {when} installs them",
                 commands)
 

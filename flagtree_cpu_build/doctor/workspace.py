@@ -111,9 +111,9 @@ def workspace_artifacts(c: DoctorContext) -> Outcome:
 def workspace_build(c: DoctorContext) -> Outcome:
     if c.recipe.build is None:
         return skip("the recipe has no build")
-    from ..build import build_mode, stamp_name
+    from ..build_stamp import build_mode, stamp_name
 
-    stamp_file = c.workspace.state_dir / stamp_name(build_mode(c.recipe, None))
+    stamp_file = c.workspace.recipe_state / stamp_name(build_mode(c.recipe, None))
     if not stamp_file.exists():
         return skip("no build yet") if _set_up(c) else _not_set_up(c, "`flagtree-cpu build` builds it")
     damaged: list[str] = []

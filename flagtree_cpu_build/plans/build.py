@@ -45,10 +45,10 @@ def plan_build(ctx: StageContext, scope: Scope, earlier: list[PlanItem]) -> list
 def stamp_path(ctx: StageContext) -> Path:
     """The stamp of the build `setup` and `build` (without --wheel) run: the editable install's, or a wheel-only
     recipe's wheel's."""
-    from ..build import build_mode, stamp_name
+    from ..build_stamp import build_mode, stamp_name
 
     assert ctx.recipe.build is not None
-    return ctx.workspace.state_dir / stamp_name(build_mode(ctx.recipe, None))
+    return ctx.workspace.recipe_state / stamp_name(build_mode(ctx.recipe, None))
 
 
 def _as_move(reason: str) -> str:

@@ -51,7 +51,7 @@ def save_last(ctx: StageContext, report: dict[str, Any], key: str | None) -> Non
     ``key`` (set when every check ran) says what was validated: `setup` skips validating again
     while the key is unchanged."""
     if ctx.workspace.state_dir.is_dir():
-        write_state(ctx.workspace.state_dir / LAST_REPORT, {**report, "key": key})
+        write_state(ctx.workspace.recipe_state / LAST_REPORT, {**report, "key": key})
 
 
 def validation_key(ctx: StageContext, python: Path, model: Path | None) -> str:
@@ -75,7 +75,7 @@ def validation_key(ctx: StageContext, python: Path, model: Path | None) -> str:
 
 
 def last_validation(ctx: StageContext) -> dict[str, Any] | None:
-    return read_state(ctx.workspace.state_dir / LAST_REPORT, needs=("ok", "summary"))
+    return read_state(ctx.workspace.recipe_state / LAST_REPORT, needs=("ok", "summary"))
 
 
 def current_validation(ctx: StageContext, python: Path, model: Path | None) -> dict[str, Any] | None:

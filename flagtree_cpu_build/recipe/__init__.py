@@ -38,6 +38,7 @@ from .inputs import (
 from .model import (
     SCHEMA_VERSION,
     BuildSpec,
+    Constraint,
     DiskNeed,
     PythonSpec,
     Recipe,
@@ -63,8 +64,8 @@ from .validation import Check, Diagnosis, Expect, ImportCheck, SignatureSpec, Wh
 
 __all__ = [
     "SCHEMA_VERSION", "AfterUnpack", "Artifact", "ArtifactRoot", "ArtifactVariant", "BuildSpec", "Check",
-    "CommandEnv", "CompilerRequirement", "DeviceRequirement", "Diagnosis", "DiskNeed", "EnvHazard", "EnvOps",
-    "Expect", "HostPlatform", "HostRequirements", "HostSelector", "ImportCheck", "LibraryRequirement", "Link",
+    "CommandEnv", "Constraint", "CompilerRequirement", "DeviceRequirement", "Diagnosis", "DiskNeed", "EnvHazard",
+    "EnvOps", "Expect", "HostPlatform", "HostRequirements", "HostSelector", "ImportCheck", "LibraryRequirement", "Link",
     "Links", "Platform", "Probe", "PythonSpec", "Recipe", "Requirement", "Resources", "RuntimeSpec", "Selector",
     "SelectorFacts", "SignatureSpec", "Source", "SourcePin", "SourceScript", "Step", "SystemPackages",
     "TargetPlatform", "Toolchain", "Variant", "WheelCheck", "expand", "resolve", "select_variants",

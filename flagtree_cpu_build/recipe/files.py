@@ -103,10 +103,11 @@ def find_recipe(name_or_path: str, user_dirs: Sequence[Path] = ()) -> RecipeRef:
 def load_recipe(name_or_path: str, overrides: Sequence[str] = (),
                 user_dirs: Sequence[Path] = (), variant: str | None = None) -> Recipe:
     ref = find_recipe(name_or_path, user_dirs)
-    return load_recipe_file(ref.path, overrides, variant)
+    return load_recipe_file(ref.path, overrides, variant, user_dirs=user_dirs)
 
 
-def load_recipe_file(path: Path, overrides: Sequence[str] = (), variant: str | None = None) -> Recipe:
+def load_recipe_file(path: Path, overrides: Sequence[str] = (), variant: str | None = None, *,
+                     user_dirs: Sequence[Path] = (), stacked_on_by: tuple[str, ...] = ()) -> Recipe:
     try:
         text = loader.read_text(path)
     except UnicodeDecodeError as exc:
@@ -117,7 +118,23 @@ def load_recipe_file(path: Path, overrides: Sequence[str] = (), variant: str | N
     except OSError as exc:
         raise RecipeNotFound(f"cannot read recipe {path}: {exc}",
                              fix="check the file exists and is readable UTF-8 text") from exc
-    return parse_recipe(text, str(path), overrides, patch_dirs=patch_dirs(path), variant=variant)
+    return parse_recipe(text, str(path), overrides, patch_dirs=patch_dirs(path), variant=variant,
+                        user_dirs=user_dirs, stacked_on_by=stacked_on_by)
+
+
+def find_base(extends: str, recipe_file: str, user_dirs: Sequence[Path] = ()) -> RecipeRef:
+    """The recipe ``extends`` names: a recipe name, or a file (relative to the stacked recipe's folder)."""
+    looks_like_path = "/" in extends or extends.endswith((".yaml", ".yml"))
+    if looks_like_path and not Path(extends).expanduser().is_absolute() and recipe_file:
+        return find_recipe(str(Path(recipe_file).parent / extends), user_dirs)
+    return find_recipe(extends, user_dirs)
+
+
+def load_base(recipe: Recipe, user_dirs: Sequence[Path] = (), stacked_on_by: tuple[str, ...] = ()) -> Recipe:
+    """The recipe ``recipe`` is stacked on, as its own file says (its default variant, no overrides)."""
+    assert recipe.extends is not None
+    ref = find_base(recipe.extends, recipe.file, user_dirs)
+    return load_recipe_file(ref.path, user_dirs=user_dirs, stacked_on_by=(*stacked_on_by, recipe.file))
 
 
 def patch_dirs(recipe_file: str | Path) -> list[Path]:
@@ -127,7 +144,8 @@ def patch_dirs(recipe_file: str | Path) -> list[Path]:
 
 
 def parse_recipe(text: str, origin: str, overrides: Sequence[str] = (),
-                 patch_dirs: Sequence[Path] = (), variant: str | None = None) -> Recipe:
+                 patch_dirs: Sequence[Path] = (), variant: str | None = None, *,
+                 user_dirs: Sequence[Path] = (), stacked_on_by: tuple[str, ...] = ()) -> Recipe:
     """Validate a recipe text (plus overrides) as its variant ``variant`` (default: the recipe's own
     default); raises RecipeError listing every problem. A version 1 recipe is upgraded in memory first."""
     loaded = loader.load(text, origin)
@@ -152,6 +170,9 @@ def parse_recipe(text: str, origin: str, overrides: Sequence[str] = (),
         loaded.positions = upgrade_positions(loaded.positions, data)  # problems still name the v1 line
         data, upgraded_from = upgrade_data(data), 1
     data = _apply_variant(data, loaded, origin, variant)
+    base_problem = _inherit_from_base(data, loaded, origin, user_dirs, stacked_on_by)
+    if base_problem:
+        raise RecipeError(origin, [base_problem])
 
     ctx = Context(
         facts={
@@ -181,6 +202,35 @@ def parse_recipe(text: str, origin: str, overrides: Sequence[str] = (),
     canonical = json.dumps(rs.to_data(recipe), sort_keys=True, separators=(",", ":"))
     return replace(recipe, file=origin, digest=hashlib.sha256(canonical.encode()).hexdigest(),
                    upgraded_from=upgraded_from)
+
+
+def _inherit_from_base(data: dict[str, Any], loaded: LoadedData, origin: str, user_dirs: Sequence[Path],
+                       stacked_on_by: tuple[str, ...]) -> RecipeProblem | None:
+    """A stacked recipe (``extends``) must name a recipe that loads; without a ``platform`` of its own it
+    builds where its base builds, so the base's platform is copied in before validation."""
+    extends = data.get("extends")
+    if not isinstance(extends, str) or not extends:
+        return None  # a wrong type is the schema's to report
+    line = loaded.position(("extends",)).line
+    try:
+        ref = find_base(extends, origin, user_dirs)
+        if str(ref.path) == origin or str(ref.path) in stacked_on_by:
+            chain = " -> ".join([*stacked_on_by, origin, str(ref.path)])
+            return RecipeProblem(origin, line, "extends", f"the recipes extend each other in a circle ({chain})",
+                                 "a base recipe cannot extend the recipe stacked on it")
+        base = load_recipe_file(ref.path, user_dirs=user_dirs, stacked_on_by=(*stacked_on_by, origin))
+    except RecipeNotFound as exc:
+        return RecipeProblem(origin, line, "extends", f"the base recipe cannot be found: {exc.message}",
+                             exc.fix or "name a recipe from `flagtree-cpu recipe list`, or a recipe file")
+    except RecipeError as exc:
+        first = exc.problems[0] if exc.problems else None
+        said = f": line {first.line} {first.key + ': ' if first.key else ''}{first.message}" if first else ""
+        more = f" (and {len(exc.problems) - 1} more)" if len(exc.problems) > 1 else ""
+        return RecipeProblem(origin, line, "extends", f"the base recipe {ref.path} is not valid{said}{more}",
+                             f"run `flagtree-cpu recipe validate {ref.path}`")
+    if "platform" not in data:
+        data["platform"] = rs.to_data(base.platform)
+    return None
 
 
 def _apply_variant(data: dict[str, Any], loaded: LoadedData, origin: str, asked: str | None) -> dict[str, Any]:

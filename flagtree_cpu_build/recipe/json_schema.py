@@ -28,6 +28,9 @@ def recipe_json_schema() -> dict[str, Any]:
                               "rewrites one.")
     # The loader reads both versions, so an editor should not flag the version line itself.
     schema["properties"]["schema_version"]["enum"] = list(SUPPORTED_VERSIONS)
+    # a stacked recipe may leave `platform` out: it builds where the recipe it extends builds
+    schema["required"] = [key for key in schema["required"] if key != "platform"]
+    schema["anyOf"] = [{"required": ["platform"]}, {"required": ["extends"]}]
     return schema
 
 

@@ -76,12 +76,28 @@ class Requirement:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Constraint:
+    """A version limit pip must respect whatever asks for the package (pip's `-c`); it installs nothing."""
+
+    SHORTHAND = "requirement"  # a bare string means {requirement: <string>}
+
+    requirement: str = spec("PEP 508 requirement, e.g. numpy==1.26.4", checks=check_requirement)
+    why: str = spec("who needs the limit (named when a requirement conflicts with it)", default="")
+
+
+@dataclass(frozen=True, kw_only=True)
 class PythonSpec:
     """The target Python interpreter and packages."""
 
     requires: str | None = spec("interpreter version range", default=None, checks=check_specifier)
     build: tuple[Requirement, ...] = spec("needed by the build (installed before it)", default=())
     runtime: tuple[Requirement, ...] = spec("needed to run and validate the result", default=())
+    constraints: tuple[Constraint, ...] = spec(
+        "version limits for every pip run of this recipe (prerequisites and the build); in a stack they also "
+        "bind the base", default=())
+    preinstalled: tuple[Requirement, ...] = spec(
+        "packages provided by other means (a vendor torch): checked before the build, never installed with pip",
+        default=())
 
 # --- build and steps ------------------------------------------------------------------------------------
 
@@ -209,6 +225,11 @@ class Recipe:
     description: str = spec("one line on what this recipe builds", default="")
     variant: str | None = spec("the default variant (--variant picks another)", default=None)
     variants: dict[str, Variant] = spec("named overlays (--variant NAME)", default_factory=dict, checks=check_names)
+    extends: str | None = spec("the recipe this one is stacked on (a name or a file): same workspace and "
+                               "interpreter, its platform when this recipe gives none, its run-time environment "
+                               "first; each keeps its own lock and stamps", default=None)
+    keep_installed: tuple[str, ...] = spec("distributions this build must leave as they were (version and "
+                                           "install origin), e.g. the base's triton", default=())
     platform: Platform = spec("where it builds and where the result runs")
     system_packages: SystemPackages = spec("system packages", default_factory=SystemPackages)
     sources: dict[str, Source] = spec("git sources by name", checks=check_names)
@@ -229,6 +250,8 @@ class Recipe:
     digest: str = spec("sha256 of the normalized recipe", default="", internal=True)
     upgraded_from: int | None = spec("the schema version of the file, when it was older", default=None,
                                      internal=True)
+    base: Recipe | None = spec("the recipe `extends` names, resolved for the same workspace and host (set when "
+                               "a context is opened)", default=None, internal=True)
 
     def check(self, ctx: Context, path: Path_) -> None:
         check_source_tree(self.sources, ctx, path + ("sources",))
@@ -251,6 +274,10 @@ class Recipe:
             if step.name in steps:
                 ctx.report(path + ("steps", i, "name"), f"step name {step.name!r} is used twice")
             steps.setdefault(step.name, i)
+
+    def stack(self) -> list[Recipe]:
+        """This recipe's bases, the bottom one first, then this recipe."""
+        return [*(self.base.stack() if self.base is not None else ()), self]
 
     def source_path(self, name: str) -> str:
         """The checkout folder of source ``name``, relative to the workdir."""

@@ -19,7 +19,7 @@ from .checks import (
 )
 from .environment import EnvOps
 from .inputs import Selector
-from .schema import Context, Path_, spec
+from .schema import Context, Path_, spec, suggest
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,6 +73,39 @@ class WheelCheck:
                        "e.g. arch: riscv64 (every ELF object is for it), forbid: [x86_64], or tags: [linux_riscv64]")
 
 
+def check_devices(value: tuple[str, ...], ctx: Context, path: Path_) -> None:
+    for i, device in enumerate(value):
+        if not device.startswith("/dev/"):
+            ctx.report(path + (i,), f"{device!r} is not a device node path", "write it as /dev/NAME")
+
+
+def check_toolchain_refs(value: tuple[str, ...], ctx: Context, path: Path_) -> None:
+    """Each name must be one of the recipe's `toolchains` (as a source reference must name a source)."""
+    names = ctx.facts.get("toolchains", set())
+    for i, name in enumerate(value):
+        if name not in names:
+            have = ", ".join(sorted(names)) or "none"
+            ctx.report(path + (i,), f"there is no toolchain named {name!r}{suggest(name, names)}",
+                       f"use one of the recipe's toolchains: {have}" if names else
+                       "declare it under `toolchains:` (its path and expected files), or remove it from `needs`")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Needs:
+    """What a check needs of the machine it runs on; when any of it is absent the check is skipped (with the
+    reason), never failed: a check for hardware this host lacks is declared, not hidden."""
+
+    devices: tuple[str, ...] = spec("device nodes, e.g. /dev/davinci_manager", default=(), checks=check_devices)
+    paths: tuple[str, ...] = spec("files or folders (placeholders allowed)", default=(), interpolate=True,
+                                  checks=INTERPOLATED)
+    commands: tuple[str, ...] = spec("commands on the check's PATH, e.g. npu-smi", default=())
+    toolchains: tuple[str, ...] = spec("the recipe's toolchains (their folder and `expect` files)", default=(),
+                                       checks=check_toolchain_refs)
+
+    def is_empty(self) -> bool:
+        return not (self.devices or self.paths or self.commands or self.toolchains)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Check:
     """One validation check: a command with expectations, a bundled preset, an import, or a wheel inspection."""
@@ -94,6 +127,8 @@ class Check:
     required: bool = spec("a failure fails validation (otherwise it is reported only)", default=True)
     timeout: float = spec("seconds before it is stopped", default=600.0, json={"exclusiveMinimum": 0})
     when: Selector | None = spec("when it runs (default: always)", default=None)
+    needs: Needs = spec("devices, paths, commands and toolchains it needs; absent on this host: skipped",
+                        default_factory=Needs)
     expect: Expect = spec("what a command must show", default_factory=Expect)
 
     def check(self, ctx: Context, path: Path_) -> None:

@@ -1,0 +1,104 @@
+"""Stacked recipes (`extends`) as the loader sees them: the base must load, recipes cannot extend each other
+in a circle, a stacked recipe without a platform builds where its base does, and the per-recipe state folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from flagtree_cpu_build.errors import RecipeError
+from flagtree_cpu_build.recipe.files import load_base, load_recipe_file
+from flagtree_cpu_build.workspace import Workspace
+
+BASE = """\
+schema_version: 2
+name: base
+platform:
+  host: {arch: [aarch64], why: the base's own reason}
+  target: {cpu_features: [sve2]}
+sources:
+  main: {url: https://example.invalid/main.git, ref: main}
+python:
+  build: [pybind11>=2.13]
+runtime:
+  env: {set: {BASE_VAR: base}}
+"""
+
+TOP = """\
+schema_version: 2
+name: top
+extends: {extends}
+keep_installed: [triton]
+sources:
+  gems: {{url: https://example.invalid/gems.git, ref: main}}
+python:
+  constraints: [numpy==1.26.4, {{requirement: "setuptools<80", why: FlagGems' build backend}}]
+runtime:
+  env: {{set: {{TOP_VAR: top}}}}
+"""
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    path = folder / f"{name}.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_a_stacked_recipe_without_a_platform_builds_where_its_base_does(tmp_path: Path) -> None:
+    write(tmp_path, "base", BASE)
+    top = load_recipe_file(write(tmp_path, "top", TOP.format(extends="base.yaml")))
+    assert top.extends == "base.yaml" and top.keep_installed == ("triton",)
+    assert top.platform.host.arch == ("aarch64",) and top.platform.target.cpu_features == ("sve2",)
+    assert top.platform.host.why == "the base's own reason"
+    assert [(c.requirement, c.why) for c in top.python.constraints] == [
+        ("numpy==1.26.4", ""), ("setuptools<80", "FlagGems' build backend")]
+    base = load_base(top)
+    assert base.name == "base" and base.extends is None
+
+
+def test_a_stacked_recipe_keeps_its_own_platform(tmp_path: Path) -> None:
+    write(tmp_path, "base", BASE)
+    text = TOP.format(extends="base.yaml") + "platform:\n  host: {arch: [aarch64, x86_64]}\n"
+    top = load_recipe_file(write(tmp_path, "top", text))
+    assert top.platform.host.arch == ("aarch64", "x86_64")
+
+
+def test_a_base_that_does_not_exist_is_named_with_its_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "top", TOP.format(extends="flagtree-cpu-arm46"))
+    with pytest.raises(RecipeError) as caught:
+        load_recipe_file(path)
+    [problem] = caught.value.problems
+    assert problem.line == 3 and problem.key == "extends"
+    assert "base recipe cannot be found" in problem.message and "flagtree-cpu-arm64" in problem.message
+
+
+def test_an_invalid_base_is_reported_on_the_stacked_recipe(tmp_path: Path) -> None:
+    write(tmp_path, "base", BASE.replace("ref: main", "ref: main, colour: blue"))
+    with pytest.raises(RecipeError) as caught:
+        load_recipe_file(write(tmp_path, "top", TOP.format(extends="base.yaml")))
+    [problem] = caught.value.problems
+    assert "is not valid" in problem.message and "recipe validate" in problem.fix
+
+
+def test_recipes_that_extend_each_other_are_refused(tmp_path: Path) -> None:
+    write(tmp_path, "base", BASE.replace("name: base\n", "name: base\nextends: top.yaml\n"))
+    with pytest.raises(RecipeError) as caught:
+        load_recipe_file(write(tmp_path, "top", TOP.format(extends="base.yaml")))
+    text = str(caught.value) + " ".join(p.message for p in caught.value.problems)
+    assert "circle" in text
+
+
+def test_the_bundled_flagtree_recipe_can_be_a_base(tmp_path: Path) -> None:
+    top = load_recipe_file(write(tmp_path, "top", TOP.format(extends="flagtree-cpu-arm64")))
+    assert top.platform.host.arch == ("aarch64",)
+    assert load_base(top).name == "flagtree-cpu-arm64"
+
+
+def test_a_stacked_recipe_keeps_its_state_in_a_folder_of_its_own(tmp_path: Path) -> None:
+    first, stacked = Workspace(tmp_path), Workspace(tmp_path, layer="flaggems-arm")
+    assert first.recipe_state == first.state_dir == tmp_path / ".flagtree-cpu"
+    assert first.lock_file == tmp_path / ".flagtree-cpu" / "lock.yaml"
+    assert stacked.recipe_state == tmp_path / ".flagtree-cpu" / "recipes" / "flaggems-arm"
+    assert stacked.lock_file == stacked.recipe_state / "lock.yaml"
+    assert stacked.busy_lock == first.busy_lock and stacked.empty_dir == first.empty_dir  # one workspace
