@@ -1,0 +1,1 @@
+"""Loopback fixture worlds for the bundled sibling recipes (one module per recipe)."""
