@@ -30,7 +30,7 @@ from . import pythonenv, stacking
 from .build_stamp import build_mode, products_of, reasons_to_build, stamp_components, stamp_name, write_stamp
 from .buildenv import BuildEnv, compute_build_env, toolchain_layers
 from .digest import hash_file
-from .envops import EnvFileError, EnvLayer
+from .envops import EnvFileError, EnvLayer, SourceScriptError
 from .errors import BuildError
 from .host import HostFacts
 from .links import plan_links
@@ -73,7 +73,8 @@ def run_build(ctx: StageContext, options: BuildOptions) -> StageResult:
     try:
         build_env = build_environment(recipe, options.python, offline=options.offline, host=ctx.host,
                                       workdir=ws.root)
-    except EnvFileError:  # `from_file` reads a source that is not there yet: say everything that is missing
+    except (EnvFileError, SourceScriptError):  # a file the env reads (a source's, a toolchain's script) is not
+        # there yet: say everything that is missing, not only the first
         early = [*stacking.base_problems(ctx), *missing_inputs(ctx)]
         if early:
             raise _missing_inputs(early, options) from None

@@ -71,6 +71,8 @@ def stamp_components(recipe: Recipe, ctx: StageContext, python: Path, build_env:
         components["steps"] = steps
     if recipe.variant is not None:
         components["variant"] = recipe.variant
+    if report.preinstalled:  # a vendor package the build (or a post-install step) patches or links against
+        components["preinstalled"] = {p.name: p.installed for p in report.preinstalled}
     return components
 
 

@@ -12,6 +12,8 @@ The log diagnosis shared by the build and its steps lives here too.
 
 from __future__ import annotations
 
+import glob
+import os
 import shlex
 from collections.abc import Callable
 from pathlib import Path
@@ -54,7 +56,7 @@ def steps_stamp(recipe: Recipe, host: HostFacts) -> dict[str, dict[str, Any]]:
 def _inputs_digest(step: Step) -> str:
     """One digest over the files the step's ``inputs`` globs match now (names and contents)."""
     cwd = Path(step.cwd)
-    files = sorted({p for pattern in step.inputs for p in cwd.glob(pattern) if p.is_file()})
+    files = sorted({p for pattern in step.inputs for p in matching(cwd, pattern) if p.is_file()})
     listing = "\n".join(f"{p.relative_to(cwd)} {hash_file(p)}" for p in files)
     return hash_text(f"{len(files)}\n{listing}")
 
@@ -62,7 +64,15 @@ def _inputs_digest(step: Step) -> str:
 def missing_creates(recipe: Recipe, host: HostFacts) -> list[str]:
     """The ``creates`` globs of applicable steps that match nothing now ("step NAME: GLOB")."""
     return [f"step {s.name}: {pattern}" for s in applicable_steps(recipe, host) for pattern in s.creates
-            if not any(Path(s.cwd).glob(pattern))]
+            if not any(matching(Path(s.cwd), pattern))]
+
+
+def matching(cwd: Path, pattern: str) -> list[Path]:
+    """What a step's ``inputs``/``creates`` glob matches: relative to its cwd, or absolute (a step that
+    installs into an artifact's tree names it with a placeholder, e.g. {artifacts.toolchain.path}/...)."""
+    if os.path.isabs(pattern):
+        return [Path(p) for p in glob.glob(pattern, recursive=True)]
+    return list(cwd.glob(pattern))
 
 
 # --- running -----------------------------------------------------------------------------------------------

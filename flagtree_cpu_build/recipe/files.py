@@ -206,8 +206,8 @@ def parse_recipe(text: str, origin: str, overrides: Sequence[str] = (),
 
 def _inherit_from_base(data: dict[str, Any], loaded: LoadedData, origin: str, user_dirs: Sequence[Path],
                        stacked_on_by: tuple[str, ...]) -> RecipeProblem | None:
-    """A stacked recipe (``extends``) must name a recipe that loads; without a ``platform`` of its own it
-    builds where its base builds, so the base's platform is copied in before validation."""
+    """A stacked recipe (``extends``) must name a recipe that loads; without a ``platform`` (``system_packages``)
+    of its own it builds where (with what) its base builds, so the base's are copied in before validation."""
     extends = data.get("extends")
     if not isinstance(extends, str) or not extends:
         return None  # a wrong type is the schema's to report
@@ -228,8 +228,9 @@ def _inherit_from_base(data: dict[str, Any], loaded: LoadedData, origin: str, us
         more = f" (and {len(exc.problems) - 1} more)" if len(exc.problems) > 1 else ""
         return RecipeProblem(origin, line, "extends", f"the base recipe {ref.path} is not valid{said}{more}",
                              f"run `flagtree-cpu recipe validate {ref.path}`")
-    if "platform" not in data:
-        data["platform"] = rs.to_data(base.platform)
+    for key in ("platform", "system_packages"):  # it builds where, and with what, its base builds
+        if key not in data:
+            data[key] = rs.to_data(getattr(base, key))
     return None
 
 

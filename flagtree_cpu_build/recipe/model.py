@@ -152,9 +152,10 @@ class Step:
     run: tuple[tuple[str, ...], ...] = spec("the commands, each a list of arguments (never a shell string)",
                                             interpolate=True, checks=INTERPOLATED)
     env: EnvOps = spec("changes on top of the build environment", default_factory=EnvOps)
-    inputs: tuple[str, ...] = spec("globs (relative to cwd) whose contents are part of the build stamp", default=())
-    creates: tuple[str, ...] = spec("globs (relative to cwd) it produces; missing ones make the build run again",
-                                    default=())
+    inputs: tuple[str, ...] = spec("globs (relative to cwd, or absolute) whose contents are part of the build stamp",
+                                   default=(), interpolate=True, checks=INTERPOLATED)
+    creates: tuple[str, ...] = spec("globs (relative to cwd, or absolute) it produces; missing ones make the build "
+                                    "run again", default=(), interpolate=True, checks=INTERPOLATED)
     when: Selector | None = spec("when it runs (default: always)", default=None)
 
     def check(self, ctx: Context, path: Path_) -> None:

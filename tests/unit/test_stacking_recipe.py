@@ -17,6 +17,7 @@ name: base
 platform:
   host: {arch: [aarch64], why: the base's own reason}
   target: {cpu_features: [sve2]}
+system_packages: {apt: [git, zlib1g-dev]}
 sources:
   main: {url: https://example.invalid/main.git, ref: main}
 python:
@@ -51,6 +52,7 @@ def test_a_stacked_recipe_without_a_platform_builds_where_its_base_does(tmp_path
     assert top.extends == "base.yaml" and top.keep_installed == ("triton",)
     assert top.platform.host.arch == ("aarch64",) and top.platform.target.cpu_features == ("sve2",)
     assert top.platform.host.why == "the base's own reason"
+    assert top.system_packages.apt == ("git", "zlib1g-dev")
     assert [(c.requirement, c.why) for c in top.python.constraints] == [
         ("numpy==1.26.4", ""), ("setuptools<80", "FlagGems' build backend")]
     base = load_base(top)
