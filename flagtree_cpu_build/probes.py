@@ -61,7 +61,7 @@ def artifact_pin_failures(recipe: Recipe, ws: Workspace, *, missing_ok: bool = F
 
 def _rule(pin: SourcePin) -> str:
     if pin.json_path is not None:
-        return f"at {pin.json_path}"
+        return f"the first {pin.chars} characters at {pin.json_path}" if pin.chars else f"at {pin.json_path}"
     if pin.regex is not None:
         return f"matched by {pin.regex!r}"
     return f"its first {pin.leading_chars} characters"
@@ -81,7 +81,8 @@ def _pinned_text(pin: SourcePin, text: str, key: str) -> tuple[str, str | None]:
             return "", f"has no {pin.json_path} ({missing}) — {fix}"
         if isinstance(value, (dict, list)) or value is None or value == "":
             return "", f"holds {json.dumps(value)[:60]} at {pin.json_path}, not a value a URL can contain — {fix}"
-        return (str(value).lower() if isinstance(value, bool) else str(value)), None
+        text_value = str(value).lower() if isinstance(value, bool) else str(value)
+        return (text_value[:pin.chars] if pin.chars else text_value), None
     if pin.regex is not None:
         match = re.search(pin.regex, text, re.MULTILINE)
         if match is None:

@@ -205,9 +205,9 @@ class SourcePin:
 
     source: str = spec("source holding the file", checks=check_source_ref)
     file: str = spec("file in that source", checks=check_file_in_source)
-    chars: int | None = spec("how many leading characters of the file must appear in the URL (the default, 8, "
-                             "when neither regex nor json_path is given)", default=None,
-                             json={"minimum": 1, "maximum": 64})
+    chars: int | None = spec("how many leading characters of the file (with json_path: of the value there) must "
+                             "appear in the URL (the default, 8, when neither regex nor json_path is given)",
+                             default=None, json={"minimum": 1, "maximum": 64})
     regex: str | None = spec("a regular expression; its first group (else the whole match) must appear in the URL",
                              default=None, checks=check_regex)
     json_path: str | None = spec("a dotted path into the file's JSON (e.g. llvm_hash, or builds.0.hash); the value "
@@ -215,9 +215,9 @@ class SourcePin:
 
     def check(self, ctx: Context, path: Path_) -> None:
         given = [k for k in ("chars", "regex", "json_path") if getattr(self, k) is not None]
-        if len(given) > 1:
+        if len(given) > 1 and given != ["chars", "json_path"]:  # a JSON value's first N characters: a short hash
             ctx.report(path, f"give one of chars, regex and json_path, not {' and '.join(given)}",
-                       "keep the one that reads the file as it is written")
+                       "keep the one that reads the file as it is written (chars may narrow json_path's value)")
         if self.chars is not None and not 1 <= self.chars <= 64:
             ctx.report(path + ("chars",), f"chars must be between 1 and 64, got {self.chars}")
 

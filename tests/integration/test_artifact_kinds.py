@@ -261,6 +261,19 @@ def test_a_json_path_pin_that_agrees_lets_the_download_go(kit: Kit) -> None:
     assert result.exit_code == 0, result.stderr
 
 
+def test_chars_narrow_a_json_path_value_to_the_short_hash_the_url_carries(kit: Kit) -> None:
+    """triton-cpu's llvm-info.json holds the whole 40-character hash; its tarball names the first 8."""
+    sources = kit.checkout("triton", "cmake/llvm-info.json", json.dumps({"llvm_hash": HASH}))
+    pin = {"source": "triton", "file": "cmake/llvm-info.json", "json_path": "llvm_hash", "chars": 8}
+    wrong = kit.serve("llvm-deadbeef-ubuntu.tar.gz", tarball_with(TOOL))
+    refused = kit.fetch({"url": wrong, "matches": pin}, sources=sources)
+    assert refused.exit_code == 4 and f"asks for '{HASH[:8]}' (the first 8 characters at llvm_hash)" in \
+        refused.stderr
+    assert kit.server.requests == [] and not kit.dest.exists()
+    right = kit.serve(f"llvm-{HASH[:8]}-ubuntu.tar.gz", tarball_with(TOOL))
+    assert kit.fetch({"url": right, "matches": pin}, sources=sources).exit_code == 0
+
+
 @pytest.mark.parametrize("text, path, said", [
     ("not json {", "llvm_hash", "is not JSON"),
     (json.dumps({"llvm": {"hash": HASH}}), "llvm.commit", "llvm has no key 'commit'; its keys: hash"),
