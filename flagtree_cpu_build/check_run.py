@@ -33,6 +33,7 @@ from packaging.version import InvalidVersion, Version
 from .check_catalog import preset_of
 from .check_judge import judge_output, judge_wheels
 from .diagnose import diagnose, signatures_for
+from .envops import EnvFileError, SourceScriptError
 from .presets import RESULT_MARKER
 from .proc import ProcResult, log_path, run_logged
 from .recipe import Check, EnvOps, Recipe
@@ -117,7 +118,11 @@ def run_check(ctx: StageContext, options: ValidateOptions, check: Check, env: di
     if check.wheel is not None:
         return _wheel(ctx, check)
     try:
-        return _run_process(ctx, options, check, with_ops(env, check.env, check.label, ctx.workspace.root))
+        own_env = with_ops(env, check.env, check.label, ctx.workspace.root)
+    except (EnvFileError, SourceScriptError) as exc:  # its own env reads a file that is not there: this check
+        return CheckResult(check.label, "fail", check.required, "did not start", exc.message, fix=exc.fix or "")
+    try:
+        return _run_process(ctx, options, check, own_env)
     except OSError as exc:  # no such program or working folder: the check cannot start
         what = f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else str(exc)
         return CheckResult(check.label, "fail", check.required, "did not start", f"cannot start it: {what}",

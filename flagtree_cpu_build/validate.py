@@ -143,7 +143,12 @@ def runtime_env(ctx: StageContext) -> dict[str, str]:
 
 
 def check_env(ctx: StageContext) -> dict[str, str]:
-    env = runtime_env(ctx)
+    from .envops import EnvFileError, SourceScriptError
+
+    try:
+        env = runtime_env(ctx)
+    except (EnvFileError, SourceScriptError) as exc:  # nothing can run as a user's program would: a failed check
+        raise ValidationFailed(exc.message, details=exc.details, fix=exc.fix) from exc
     env.pop("PYTHONHOME", None)
     env["PYTHONUNBUFFERED"] = "1"  # a check that hangs or dies has still shown what it did
     return env

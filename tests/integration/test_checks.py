@@ -235,3 +235,24 @@ def test_an_unknown_preset_is_a_recipe_error_and_no_checks_is_said(checks: Check
     none = checks.validate([])
     assert none.exit_code == 2
     assert "recipe checks-fixture has no checks" in none.stdout + none.stderr
+
+
+def test_a_file_the_runtime_env_reads_that_is_missing_fails_validation_with_its_key(checks: Checks) -> None:
+    spec = [{"name": "one", "argv": [PY, "-c", "print(1)"]}]
+    result = checks.validate(spec, runtime={"env": {"from_file": {"APP_VERSION": "app/VERSION"}}})
+    assert result.exit_code == 6, result.stdout  # validation failed, not a build error
+    error = json.loads(result.stdout)["error"]
+    assert "runtime.env.from_file.APP_VERSION" in error["message"] and "VERSION" in error["message"]
+
+
+def test_a_checks_own_env_file_that_is_missing_fails_that_check_only(checks: Checks) -> None:
+    (checks.ws / "VERSION").write_text(" 3.6.0+spacemit.a5 \n")
+    spec = [{"name": "reads-it", "argv": [PY, "-c", "import os; print(os.environ['V'])"],
+             "env": {"from_file": {"V": "VERSION"}}, "expect": {"output": r"^3\.6\.0\+spacemit\.a5$"}},
+            {"name": "missing", "argv": [PY, "-c", "print(1)"], "env": {"from_file": {"V": "NOT-THERE"}}},
+            {"name": "after", "argv": [PY, "-c", "print(1)"]}]
+    result = checks.validate(spec)
+    assert result.exit_code == 6
+    found = rows(result)
+    assert found["reads-it"]["status"] == "pass" and found["after"]["status"] == "pass"
+    assert found["missing"]["status"] == "fail" and "NOT-THERE" in json.dumps(found["missing"])
