@@ -60,6 +60,10 @@ def _read(path: Path) -> str:
         return ""
 
 
+# the manifest a board's snapshot (`doctor --snapshot`, snapshot.py) carries: what /etc and /proc do not say
+SNAPSHOT_MANIFEST = "flagtree-cpu-snapshot.json"
+
+
 def read_host(root: Path = Path("/")) -> HostFacts:
     os_release = parse_os_release(_read(root / "etc/os-release") or _read(root / "usr/lib/os-release"))
     meminfo = parse_meminfo(_read(root / "proc/meminfo"))
@@ -85,11 +89,11 @@ def read_host(root: Path = Path("/")) -> HostFacts:
         cpu_count=cpus,
         mem_total=meminfo.get("MemTotal"),
         mem_available=meminfo.get("MemAvailable", meminfo.get("MemFree")),
-        glibc=_glibc() if root == Path("/") else None,
+        glibc=host_glibc() if root == Path("/") else _snapshot_manifest(root).get("glibc"),
     )
 
 
-def _glibc() -> str | None:
+def host_glibc() -> str | None:
     """This machine's glibc version (None on musl or when the C library does not say)."""
     try:
         name, _, version = (os.confstr("CS_GNU_LIBC_VERSION") or "").partition(" ")
@@ -98,14 +102,22 @@ def _glibc() -> str | None:
     return version if name == "glibc" and version else None
 
 
-def _snapshot_machine(root: Path) -> str | None:
-    """``uname -m`` of the board, from the manifest ``flagtree-cpu doctor --snapshot`` writes."""
+def _snapshot_manifest(root: Path) -> dict:
+    """The manifest ``flagtree-cpu doctor --snapshot`` writes into a board's snapshot ({} when there is none);
+    only its text values are kept (a damaged manifest says nothing)."""
     import json
 
-    from .snapshot import MANIFEST_NAME
-
     try:
-        machine = (json.loads(_read(root / MANIFEST_NAME) or "{}").get("uname") or {}).get("machine")
-    except (ValueError, AttributeError):
-        return None
-    return machine if isinstance(machine, str) and machine else None
+        manifest = json.loads(_read(root / SNAPSHOT_MANIFEST) or "{}")
+    except ValueError:
+        return {}
+    if not isinstance(manifest, dict):
+        return {}
+    uname = manifest.get("uname") if isinstance(manifest.get("uname"), dict) else {}
+    facts = {"machine": uname.get("machine"), "glibc": manifest.get("glibc")}
+    return {key: value for key, value in facts.items() if isinstance(value, str) and value}
+
+
+def _snapshot_machine(root: Path) -> str | None:
+    """``uname -m`` of the board, from its snapshot's manifest."""
+    return _snapshot_manifest(root).get("machine")

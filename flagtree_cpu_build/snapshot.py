@@ -35,9 +35,10 @@ from typing import Any
 from . import __version__
 from .atomic import write_atomic
 from .errors import UsageError
+from .host import SNAPSHOT_MANIFEST, host_glibc
 
 SCHEMA_ID = "flagtree-cpu/snapshot/v1"
-MANIFEST_NAME = "flagtree-cpu-snapshot.json"
+MANIFEST_NAME = SNAPSHOT_MANIFEST
 
 # Every file host.py, cpuinfo.py, system_packages.py and doctor/machine.py read under a sysroot; keep in step.
 # /proc/self/auxv is the snapshotting process's own auxiliary vector: its HWCAP bits are the machine's.
@@ -134,6 +135,8 @@ def write_snapshot(dest: Path, root: Path = Path("/")) -> SnapshotWritten:
         "uname": {"sysname": uname.sysname, "release": uname.release, "version": uname.version,
                   "machine": uname.machine} if live else None,
         "euid": os.geteuid() if live else None,  # so fixes for the board drop sudo when it was made as root
+        # artifact variants may select on it (triton-cpu's LLVM: almalinux-x64 for glibc <= 2.28)
+        "glibc": host_glibc() if live else None,
         "files": list(contents), "absent": absent,
     }
     packed = io.BytesIO()  # small: every file was read bounded

@@ -116,6 +116,7 @@ def test_snapshot_holds_file_contents_and_a_manifest(tmp_path: Path) -> None:
     assert manifest["schema"] == "flagtree-cpu/snapshot/v1" and manifest["tool_version"]
     assert manifest["uname"]["machine"] == platform.machine() and manifest["hostname"] == socket.gethostname()
     assert manifest["euid"] == os.geteuid()
+    assert manifest["glibc"] == os.confstr("CS_GNU_LIBC_VERSION").split()[1]  # read back by doctor --sysroot
     assert datetime.datetime.fromisoformat(manifest["created"]).tzinfo is not None
     assert sorted(manifest["files"]) == sorted(n for n in members if n != MANIFEST_NAME)
     if not Path("/proc/sys/abi/sve_default_vector_length").exists():

@@ -264,3 +264,21 @@ def test_this_host_resolves_to_the_tarball_its_glibc_selects(tmp_path: Path) -> 
     assert result.exit_code == 0, result.stderr
     llvm = result_of(result.stdout)["recipe"]["artifacts"]["llvm"]
     assert llvm["url"] == f"{LLVM_BASE}public/llvm-builds/{llvm_name(host_suffix())}.tar.gz"
+
+
+def test_doctor_on_a_board_snapshot_applies_the_glibc_rule_its_manifest_records(tmp_path: Path) -> None:
+    """A snapshot (`doctor --snapshot`) records the board's glibc; an old-glibc x86_64 machine (manylinux_2_28,
+    AlmaLinux 8) gets the almalinux-x64 tarball, as build_helpers.py would pick on it."""
+    import shutil
+
+    from flagtree_cpu_build.snapshot import MANIFEST_NAME
+
+    board = tmp_path / "x86_64-glibc-2.28"
+    shutil.copytree(HOSTS / "x86_64-debian", board)
+    (board / MANIFEST_NAME).write_text(json.dumps({"glibc": "2.28", "uname": {"machine": "x86_64"}}))
+    old = doctor("--sysroot", str(board))
+    assert "llvm-62b7cf96-almalinux-x64-2.tar.gz" in old["host.os"]["detail"], old["host.os"]
+    (board / MANIFEST_NAME).write_text(json.dumps({"glibc": "2.36"}))
+    assert "llvm-62b7cf96-ubuntu-x64-2.tar.gz" in doctor("--sysroot", str(board))["host.os"]["detail"]
+    (board / MANIFEST_NAME).write_text("{damaged")  # says nothing: the default tarball, no crash
+    assert "llvm-62b7cf96-ubuntu-x64-2.tar.gz" in doctor("--sysroot", str(board))["host.os"]["detail"]
