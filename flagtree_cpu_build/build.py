@@ -41,7 +41,7 @@ from .recipe import Recipe, Toolchain
 from .recipe.resolve import toolchain_override_var
 from .stages import Action, StageContext, StageResult
 from .state import make_state_dir, read_state
-from .steps import failure, missing_creates, run_steps
+from .steps import failure, missing_creates, run_steps, unverified
 from .ui import UI
 
 STAMP_KEYS = ("digest", "components")  # what a build stamp must hold to be compared at all
@@ -88,7 +88,8 @@ def run_build(ctx: StageContext, options: BuildOptions) -> StageResult:
     stamp_file = ws.recipe_state / stamp_name(mode)
     stored = read_state(stamp_file, needs=STAMP_KEYS, repair=True, notice=ui.warn)
     built_before = stored is not None
-    reasons = reasons_to_build(stored, components, report, options.python, missing_creates(recipe, ctx.host),
+    gone = missing_creates(recipe, ctx.host) + unverified(recipe, ctx.host, options.python)
+    reasons = reasons_to_build(stored, components, report, options.python, gone,
                                force=options.force)
     if not reasons:
         assert stored is not None
@@ -115,6 +116,11 @@ def run_build(ctx: StageContext, options: BuildOptions) -> StageResult:
         raise failure(result, recipe, options.jobs, "the build failed")
     steps += run_steps("post-install", recipe, ctx.host, **step_options)
     stacking.check_kept(ctx, options.python, kept)
+    still = unverified(recipe, ctx.host, options.python)
+    if still:  # the step ran and said nothing, but did not do its job (a patch script that found no pattern)
+        raise BuildError("the steps ran, but what they should have left is not there", details=tuple(still),
+                         fix="read the step's log in " + str(ws.logs_dir) + "; the distribution may be another "
+                         "version than the step's script knows")
     broken = [link for link in plan_links(recipe, ws).links if link.state != "ok"]
     if broken:
         raise BuildError("the build changed the recipe's links", details=tuple(f"{b.path}: {b.detail}" for b in broken),
@@ -166,7 +172,8 @@ def build_freshness(ctx: StageContext, python: Path, *, offline: bool = False,
             components["sources"][name] = {**components["sources"].get(name, {}), "commit": commit}
         components["artifacts"].update(assume["artifacts"])
     stored = read_state(ctx.workspace.recipe_state / stamp_name(mode), needs=STAMP_KEYS)
-    return reasons_to_build(stored, components, report, options.python, missing_creates(recipe, ctx.host),
+    gone = missing_creates(recipe, ctx.host) + unverified(recipe, ctx.host, options.python)
+    return reasons_to_build(stored, components, report, options.python, gone,
                             force=options.force)
 
 

@@ -13,6 +13,7 @@ The log diagnosis shared by the build and its steps lives here too.
 from __future__ import annotations
 
 import glob
+import json
 import os
 import shlex
 from collections.abc import Callable
@@ -65,6 +66,45 @@ def missing_creates(recipe: Recipe, host: HostFacts) -> list[str]:
     """The ``creates`` globs of applicable steps that match nothing now ("step NAME: GLOB")."""
     return [f"step {s.name}: {pattern}" for s in applicable_steps(recipe, host) for pattern in s.creates
             if not any(matching(Path(s.cwd), pattern))]
+
+
+def unverified(recipe: Recipe, host: HostFacts, python: Path) -> list[str]:
+    """The ``verify`` marks of applicable steps that ``python``'s installed distributions no longer hold
+    ("step NAME: DIST's FILE does not hold 'TEXT'"): one short run of the interpreter for all of them."""
+    wanted = [(s, v) for s in applicable_steps(recipe, host) for v in s.verify]
+    if not wanted or not python.exists():
+        return []
+    from .proc import capture
+
+    answer = capture([str(python), "-c", _VERIFY, json.dumps([[v.distribution, v.file, v.contains]
+                                                              for _, v in wanted])])
+    try:
+        found = json.loads(answer.stdout) if answer.returncode == 0 else None
+    except ValueError:
+        found = None
+    if not isinstance(found, list) or len(found) != len(wanted):  # the interpreter cannot tell: run the step
+        return [f"step {s.name}: {python} could not say whether {v.distribution}'s {v.file} holds {v.contains!r}"
+                for s, v in wanted]
+    return [f"step {s.name}: {v.distribution}'s {v.file} {state}" for (s, v), state in zip(wanted, found, strict=True)
+            if state != "ok"]
+
+
+# run in the target interpreter: for each [distribution, file, text], "ok" or what is wrong
+_VERIFY = """import json, sys
+from importlib import metadata
+out = []
+for dist, name, text in json.loads(sys.argv[1]):
+    try:
+        path = metadata.distribution(dist).locate_file(name)
+    except metadata.PackageNotFoundError:
+        out.append("cannot be read: " + dist + " is not installed"); continue
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            out.append("ok" if text in f.read() else "does not hold " + repr(text))
+    except OSError as exc:
+        out.append("cannot be read: " + (exc.strerror or str(exc)))
+print(json.dumps(out))
+"""
 
 
 def matching(cwd: Path, pattern: str) -> list[Path]:

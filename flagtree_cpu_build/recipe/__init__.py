@@ -46,6 +46,7 @@ from .model import (
     Resources,
     RuntimeSpec,
     Step,
+    StepVerify,
     SystemPackages,
     Toolchain,
     Variant,
@@ -67,6 +68,6 @@ __all__ = [
     "CommandEnv", "Constraint", "CompilerRequirement", "DeviceRequirement", "Diagnosis", "DiskNeed", "EnvHazard",
     "EnvOps", "Expect", "HostPlatform", "HostRequirements", "HostSelector", "ImportCheck", "LibraryRequirement", "Link",
     "Links", "Platform", "Probe", "PythonSpec", "Recipe", "Requirement", "Resources", "RuntimeSpec", "Selector",
-    "SelectorFacts", "SignatureSpec", "Source", "SourcePin", "SourceScript", "Step", "SystemPackages",
+    "SelectorFacts", "SignatureSpec", "Source", "SourcePin", "SourceScript", "Step", "StepVerify", "SystemPackages",
     "TargetPlatform", "Toolchain", "Variant", "WheelCheck", "expand", "resolve", "select_variants",
 ]

@@ -143,6 +143,17 @@ class BuildSpec:
 
 
 @dataclass(frozen=True, kw_only=True)
+class StepVerify:
+    """A mark a step leaves in an installed distribution's files (a patch of triton-ascend): when it is gone (the
+    distribution was reinstalled, even at the same version) the build runs again, and so does the step."""
+
+    distribution: str = spec("the installed distribution, e.g. triton-ascend")
+    file: str = spec("a file of it, relative to where it is installed (site-packages), e.g. "
+                     "triton/backends/ascend/driver.py", checks=lambda v, c, p: check_file(v, c, p))
+    contains: str = spec("text the file holds once the step has run")
+
+
+@dataclass(frozen=True, kw_only=True)
 class Step:
     """A named command list run before the build or after it installs, logged, stamped and diagnosed like it."""
 
@@ -156,6 +167,8 @@ class Step:
                                    default=(), interpolate=True, checks=INTERPOLATED)
     creates: tuple[str, ...] = spec("globs (relative to cwd, or absolute) it produces; missing ones make the build "
                                     "run again", default=(), interpolate=True, checks=INTERPOLATED)
+    verify: tuple[StepVerify, ...] = spec("marks it leaves in installed distributions; checked after it runs and "
+                                          "whenever the build's freshness is judged", default=())
     when: Selector | None = spec("when it runs (default: always)", default=None)
 
     def check(self, ctx: Context, path: Path_) -> None:

@@ -131,6 +131,23 @@ def test_an_unchanged_build_with_steps_runs_nothing_and_a_changed_input_runs_aga
     assert edited.exit_code == 0 and "steps.prepare.run changed" in edited.stderr
 
 
+def test_a_step_whose_verify_mark_is_not_left_fails_the_build_and_writes_no_stamp(
+        bws: BuildWorkspace, step_dir: Path) -> None:  # noqa: F811
+    """A post-install step that ran without error but did not leave its mark (a patch script that found no
+    pattern) is a failed build; a mark it does leave keeps the build up to date."""
+    mark = "{distribution: pybind11, file: pybind11/__init__.py, contains: %s}"
+    step = (f"steps=[{{name: patch, phase: post-install, cwd: '{step_dir}', run: [['{{python}}', step.py, patch]], "
+            f"verify: [{mark}]}}]")
+    failed = bws.build(sets=(step % "NEVER-IN-PYBIND11",))
+    assert failed.exit_code == 5, failed.stderr
+    assert "the steps ran, but what they should have left is not there" in failed.stderr
+    assert "step patch: pybind11's pybind11/__init__.py does not hold 'NEVER-IN-PYBIND11'" in failed.stderr
+    assert not (bws.ws.root / ".flagtree-cpu" / "build-editable.json").exists()
+    held = step % "__version__"  # pybind11/__init__.py holds it: the mark is there
+    assert bws.build(sets=(held,)).exit_code == 0
+    assert "up to date" in bws.build(sets=(held,)).stderr and freshness(bws, (held,)) == []
+
+
 def test_a_failing_step_stops_the_build_and_names_itself(bws: BuildWorkspace, step_dir: Path) -> None:  # noqa: F811
     result = bws.build(sets=(two_steps(step_dir, first_command="['{python}', fail.py]"),))
     assert result.exit_code == 5
