@@ -39,7 +39,7 @@ class PreflightOptions(Protocol):
 # The blocking subset of doctor: fast, and each one would make a later stage fail after minutes.
 PREFLIGHT_ALWAYS = ("toolchain.git", "resources.disk", "system.packages")
 PREFLIGHT_FOR_BUILD = ("host.arch", "cpu.features", "host.devices", "toolchain.compiler", "toolchain.build-commands",
-                       "toolchain.provisioned", "resources.memory")
+                       "toolchain.provisioned", "python.preinstalled", "resources.memory")
 # Without git nothing can be cloned, whatever --ignore-host says.
 NEVER_IGNORED = ("toolchain.git",)
 

@@ -31,10 +31,11 @@ from packaging.requirements import Requirement as PipRequirement
 from packaging.specifiers import SpecifierSet
 
 from .errors import BuildError, RecipeError, RecipeProblem
-from .pip_constraints import PREINSTALLED_WHY, allows, cannot_meet_both, constraints_file, fits, pip_limits, same_name
+from .pip_constraints import PREINSTALLED_WHY, constraints_file, pip_limits
 from .proc import capture, log_path, run_logged
 from .recipe import Constraint, Recipe, Requirement
 from .ui import UI
+from .versions import allows, cannot_meet_both, fits, same_name
 from .workspace import Workspace
 
 __all__ = ["ConstraintConflict", "Prerequisite", "PythonReport", "check", "command_version", "constraints_file",

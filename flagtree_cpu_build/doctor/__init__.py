@@ -10,7 +10,8 @@ written, downloaded or built.
     kit        what a check gets and returns, and the @check registry (below every check)
     facts      answers several checks share (the target Python's facts, disk paths)
     machine    what a board is: host, CPU, system packages, memory (readable from a --sysroot snapshot)
-    local      this machine's tools, Python, C/C++ runtime, disk
+    local      this machine's tools, C/C++ runtime, disk
+    interpreter the target Python: version, prerequisites, preinstalled vendor packages
     network    can clones and downloads reach what they would use
     workspace  sources, links, the published downloads, the last build, the build and run-time environment
     run        imports the check modules (registering them), runs them, the report and its JSON Schema

@@ -55,7 +55,7 @@ class DoctorReport:
 
 
 def all_checks() -> list[Check]:
-    from . import local, machine, network, workspace  # noqa: F401 - importing registers the checks
+    from . import interpreter, local, machine, network, workspace  # noqa: F401 - importing registers the checks
 
     checks = kit.CHECKS  # looked up now, not bound at import: the registry may be replaced (tests do)
     return sorted(checks, key=lambda c: (AREAS.index(c.area), checks.index(c)))

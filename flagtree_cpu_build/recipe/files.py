@@ -348,7 +348,27 @@ def recipe_warnings(recipe: Recipe) -> list[RecipeWarning]:
         if not artifact.expected_digests():
             warnings.append(RecipeWarning(f"artifacts.{name}", "no digest: trusted on first "
                                           "download and its sha256 recorded in the lock file"))
+    warnings += _contradictions(recipe)
     if recipe.upgraded_from is not None:
         warnings.append(RecipeWarning("schema_version", f"schema version {recipe.upgraded_from}, read as version "
                                       f"{SCHEMA_VERSION}; `flagtree-cpu recipe upgrade {recipe.file}` rewrites it"))
     return warnings
+
+
+def _contradictions(recipe: Recipe) -> list[RecipeWarning]:
+    """Requirements no version can satisfy together with a constraint of the same name. A warning here (`recipe
+    validate` shows it); the stage that would install the requirement refuses it with exit 2, before pip."""
+    from ..versions import cannot_meet_both, parsed, same_name
+
+    found = []
+    for key in ("build", "runtime", "preinstalled"):
+        for i, requirement in enumerate(getattr(recipe.python, key)):
+            mine = parsed(requirement.requirement)
+            for constraint in recipe.python.constraints:
+                if mine is not None and same_name(constraint.requirement, mine.name) and \
+                        cannot_meet_both(requirement.requirement, constraint.requirement):
+                    found.append(RecipeWarning(f"python.{key}[{i}]", f"{requirement.requirement} cannot be met "
+                                               f"together with the constraint {constraint.requirement}: the stage "
+                                               "that installs it will refuse it"))
+    return found
+

@@ -374,3 +374,16 @@ def test_doctor_gives_each_variant_its_own_rules(tmp_path: Path, monkeypatch: py
     assert "libtorch_cuda.so" in cuda_arm["detail"]  # the variant's own why
     ascend_arm = doctor("--variant", "ascend", "--sysroot", str(graviton), "--check", "host.arch", *ws)
     assert ascend_arm["host.arch"]["status"] == "ok"
+
+
+def test_doctor_names_the_vendor_package_the_interpreter_lacks(tf: TorchFl) -> None:
+    """python.preinstalled: doctor (and setup's preflight) says which vendor package is missing, never pip."""
+    ws = ("-w", str(tf.root))
+    checked = ("--check", "python.preinstalled", "--python", str(tf.python))
+    lacking = doctor("--variant", "ascend", *ws, *checked)["python.preinstalled"]
+    assert lacking["status"] == "fail" and "triton-ascend: missing" in lacking["detail"], lacking
+    assert "vendor's installer" in lacking["fix"] and "never pip" in lacking["fix"]
+    pip_install(tf.python, tf.world.wheels["3.2.0"])
+    there = doctor("--variant", "ascend", *ws, *checked)["python.preinstalled"]
+    assert there["status"] == "ok" and "triton-ascend" in there["detail"], there
+    assert doctor("--variant", "cuda", *ws, *checked)["python.preinstalled"]["status"] == "skip"  # lists none
