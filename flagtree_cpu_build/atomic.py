@@ -45,8 +45,10 @@ def write_atomic(path: Path, data: str | bytes, *, mode: int | None = None, dura
                 out.flush()
                 os.fsync(out.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         _remove(tmp)
+        if isinstance(exc, OSError) and exc.filename is None:  # a failed write() names no file: say which
+            exc.filename = str(path)
         raise
 
 

@@ -56,7 +56,10 @@ def exclusive(lock_path: Path, *, on_wait: Callable[[str], None] | None = None,
         os.close(fd)  # the file was removed or replaced while we waited: lock the one there now
     try:
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()} {note}".strip().encode(), 0)
+        try:
+            os.pwrite(fd, f"{os.getpid()} {note}".strip().encode(), 0)
+        except OSError:  # a full disk: the lock holds without its note (who holds it), and the work itself
+            pass  # says what it cannot write
         yield
     finally:
         os.close(fd)  # closing releases the lock

@@ -73,9 +73,32 @@ def guard_invoke(ctx: typer.Context, invoke: Callable[[], object]) -> object:
     except (typer.Exit, typer.Abort, typer.TyperException):  # click's own, usage errors included
         raise
     except Exception as exc:  # noqa: BLE001 - the one place unexpected errors are reported
+        full = _disk_full(exc)
+        if full is not None:  # a full disk is foreseeable wherever the tool writes, not a bug to report
+            run.error = full
+            run.ui.error(full)
+            raise typer.Exit(int(full.exit_code)) from None
         run.crash = exc
         run.ui.unexpected(exc)
         raise typer.Exit(int(ExitCode.UNEXPECTED)) from None
+
+
+def _disk_full(exc: BaseException) -> FlagtreeCpuError | None:
+    """A write that failed because the file system (or the user's quota) is full, as the error that says where and
+    what to free; downloads and unpacks say it themselves, this covers every other write (state, logs, locks)."""
+    from pathlib import Path
+
+    from ..diskspace import DiskFull, disk_full, is_disk_full
+
+    if not is_disk_full(exc):
+        return None
+    assert isinstance(exc, OSError)
+    kept = "what this run finished is kept; the same command continues from there"
+    if isinstance(exc.filename, str):
+        return disk_full(Path(exc.filename), None, f"writing {exc.filename}", None, keep_note=kept)
+    return DiskFull(f"a file system filled while this run was writing ({exc.strerror})", details=(kept,),
+                    fix="free space where the workspace, the download cache and ~/.triton live (flagtree-cpu "
+                    "doctor --check resources.disk shows each), then run the same command again")
 
 
 def _report_usage_error(run: Run, exc: ClickException) -> None:
