@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,22 +14,15 @@ import pytest
 from typer.testing import CliRunner
 
 from flagtree_cpu_build.cli import app
+from tests.support.disks import tmpfs
 
 RECIPE = "schema_version: 2\nname: empty\nplatform: {host: {arch: [x86_64, aarch64]}}\nsources: {}\n"
 
 
 @pytest.fixture
 def full_disk(tmp_path: Path) -> Iterator[Path]:
-    mount = tmp_path / "tiny"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True,
-                          text=True)
-    if done.returncode != 0:
-        pytest.skip(f"mounting a tmpfs is not permitted here ({done.stderr.strip()}); a real full disk needs root")
-    try:
+    with tmpfs(tmp_path / "tiny", "1m", "a real full disk needs root") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
 def test_a_full_disk_under_the_workspace_is_named_and_nothing_is_left_behind(full_disk: Path,

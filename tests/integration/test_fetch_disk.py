@@ -7,13 +7,13 @@ from __future__ import annotations
 import io
 import os
 import random
-import subprocess
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support.disks import tmpfs
 from tests.support.fetching import URL_PATH, fetch, partial_folders
 from tests.support.httpserver import Faults, LoopbackHTTPServer
 from tests.support.tarballs import TOP, Tarball, llvm_tarball
@@ -21,17 +21,8 @@ from tests.support.tarballs import TOP, Tarball, llvm_tarball
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    mount = tmp_path / "small-disk"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True,
-                          text=True)
-    if done.returncode != 0:
-        pytest.skip(f"mounting a 4 MiB tmpfs is not permitted here ({done.stderr.strip()}); a real full disk "
-                    "needs root")
-    try:
+    with tmpfs(tmp_path / "small-disk", "4m", "a real full disk needs root") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
 def parts(cache: Path) -> list[Path]:

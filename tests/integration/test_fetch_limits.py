@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.disks import tmpfs
 from tests.support.fetching import URL_PATH, cache_root, dest, fetch, leftovers, partial_folders
 from tests.support.httpserver import LoopbackHTTPServer
 from tests.support.tarballs import TOP, many_files_tarball, rich_tarball, zeros_tarball
@@ -89,17 +90,9 @@ def test_a_flood_of_entries_stops_at_twice_the_stated_count(tmp_path: Path, http
 @pytest.fixture
 def fast_triton_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """TRITON_HOME on a tmpfs: the cost per entry is then the extractor's, not this machine's disk."""
-    mount = tmp_path / "tmpfs"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", str(mount)], capture_output=True,
-                          text=True)
-    if done.returncode != 0:
-        pytest.skip(f"mounting a tmpfs is not permitted here ({done.stderr.strip()})")
-    monkeypatch.setenv("TRITON_HOME", str(mount))
-    try:
+    with tmpfs(tmp_path / "tmpfs", "256m") as mount:
+        monkeypatch.setenv("TRITON_HOME", str(mount))
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
 def test_many_small_entries_unpack_at_thousands_per_second(tmp_path: Path, http_server: LoopbackHTTPServer,

@@ -24,9 +24,9 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from flagtree_cpu_build.cli import app
-from flagtree_cpu_build.versions import cannot_meet_both
 from flagtree_cpu_build.pythonenv import constraints_file
 from flagtree_cpu_build.recipe.files import parse_recipe
+from flagtree_cpu_build.versions import cannot_meet_both
 from flagtree_cpu_build.workspace import Workspace as ToolWorkspace
 from tests.support.envelope import error_of, result_of
 from tests.support.httpserver import LoopbackHTTPServer

@@ -101,7 +101,7 @@ class GitWorld:
         git("clone", "--quiet", "--branch", branch, self.repos[name].url, work, env=self.env)
         (work / path).parent.mkdir(parents=True, exist_ok=True)
         (work / path).write_text(content)
-        commit = _commit(work, message, self.env)
+        commit = commit_all(work, message, self.env)
         git("push", "--quiet", "origin", f"HEAD:{branch}", cwd=work, env=self.env)
         return commit
 
@@ -134,13 +134,15 @@ def _new_work_tree(work: Path, project: str, env: dict[str, str]) -> Path:
     return tree
 
 
-def _commit(work: Path, message: str, env: dict[str, str]) -> str:
+def commit_all(work: Path, message: str, env: dict[str, str]) -> str:
+    """Commit everything in the work tree; its commit id (the fixture worlds of every recipe use it)."""
     git("add", "-A", cwd=work, env=env)
     git("commit", "--quiet", "-m", message, cwd=work, env=env)
     return git("rev-parse", "HEAD", cwd=work, env=env)
 
 
-def _publish(work: Path, bare: Path, env: dict[str, str]) -> None:
+def publish_bare(work: Path, bare: Path, env: dict[str, str]) -> None:
+    """The work tree as a bare repository served to the tool (by path, insteadOf, or git daemon)."""
     git("clone", "--quiet", "--bare", work, bare, env=env)
     # clients may fetch a pinned commit directly (git fetch origin <sha>) and clone blobless
     git("config", "uploadpack.allowAnySHA1InWant", "true", cwd=bare, env=env)
@@ -161,10 +163,10 @@ def build_world(root: Path) -> GitWorld:
     # sleef
     sleef = Repo("sleef", bare / "shibatch" / "sleef.git")
     w = _new_work_tree(work, "sleef", env)
-    sleef.commits["first"] = _commit(w, "sleef: first", env)
+    sleef.commits["first"] = commit_all(w, "sleef: first", env)
     (w / "README.md").write_text("# sleef fixture\n\nA later commit nobody pinned.\n")
-    sleef.commits["second"] = _commit(w, "sleef: second", env)
-    _publish(w, sleef.bare, env)
+    sleef.commits["second"] = commit_all(w, "sleef: second", env)
+    publish_bare(w, sleef.bare, env)
 
     # flagtree-cpu
     ftc = Repo("flagtree-cpu", bare / "flagos-ai" / "flagtree-cpu.git")
@@ -173,28 +175,28 @@ def build_world(root: Path) -> GitWorld:
     git("checkout", "--quiet", sleef.commits["first"], cwd=w / "third_party/sleef", env=env)
     # record the real upstream URL, as the real .gitmodules does; tests reach it via insteadOf
     git("config", "-f", ".gitmodules", "submodule.third_party/sleef.url", GITHUB_URLS["sleef"], cwd=w, env=env)
-    ftc.commits["v33"] = _commit(w, "flagtree-cpu: Triton 3.3 compatible", env)
+    ftc.commits["v33"] = commit_all(w, "flagtree-cpu: Triton 3.3 compatible", env)
     git("checkout", "--quiet", "-b", "triton-3.7", cwd=w, env=env)
     git("rm", "--quiet", "-r", "third_party/sleef", cwd=w, env=env)
     git("rm", "--quiet", "--force", ".gitmodules", cwd=w, env=env)  # the port has no submodules
     _copy_tree(PROJECTS / "flagtree-cpu-v37", w)
-    ftc.commits["v37"] = _commit(w, "flagtree-cpu: Triton 3.7 port", env)
+    ftc.commits["v37"] = commit_all(w, "flagtree-cpu: Triton 3.7 port", env)
     git("checkout", "--quiet", "main", cwd=w, env=env)
-    _publish(w, ftc.bare, env)
+    publish_bare(w, ftc.bare, env)
 
     # FlagTree
     ft = Repo("flagtree", bare / "flagos-ai" / "FlagTree.git")
     w = _new_work_tree(work, "flagtree-base", env)
     (w / "python/triton/_C").mkdir(parents=True, exist_ok=True)
     os.symlink("../../../include/", w / "python/triton/_C/include")  # tracked, like the real one
-    ft.commits["pre-cpu"] = _commit(w, "FlagTree: base", env)
+    ft.commits["pre-cpu"] = commit_all(w, "FlagTree: base", env)
     git("checkout", "--quiet", "-b", "triton_v3.3.x", cwd=w, env=env)
     _copy_tree(PROJECTS / "flagtree-cpu-backend", w)
-    ft.commits["cpu-backend"] = _commit(w, "[CPU] ARM64 CPU backend", env)
+    ft.commits["cpu-backend"] = commit_all(w, "[CPU] ARM64 CPU backend", env)
     (w / "README.md").write_text("# FlagTree fixture\n\nA later commit on triton_v3.3.x.\n")
-    ft.commits["tip"] = _commit(w, "FlagTree: later change", env)
+    ft.commits["tip"] = commit_all(w, "FlagTree: later change", env)
     git("checkout", "--quiet", "main", cwd=w, env=env)
-    _publish(w, ft.bare, env)
+    publish_bare(w, ft.bare, env)
 
     repos = {"flagtree": ft, "flagtree-cpu": ftc, "sleef": sleef}
     return GitWorld(root, repos, write_redirect_config(root), git_env(home, root / "world.gitconfig"))

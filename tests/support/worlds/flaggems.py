@@ -23,7 +23,16 @@ from pathlib import Path
 
 import yaml
 
-from tests.support.gitworld import PROJECTS, GitWorld, Repo, _commit, _publish, git, git_env, write_redirect_config
+from tests.support.gitworld import (
+    PROJECTS,
+    GitWorld,
+    Repo,
+    commit_all,
+    git,
+    git_env,
+    publish_bare,
+    write_redirect_config,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 BASE_RECIPE = REPO_ROOT / "recipes" / "flagtree-cpu-arm64.yaml"
@@ -51,12 +60,12 @@ def build_flaggems_world(root: Path, base: GitWorld) -> GitWorld:
     arm = work / ARM_BACKEND
     held = root / "work" / "_arm"
     shutil.move(arm, held)  # main predates the Arm vendor backend
-    gems.commits["pre-arm"] = _commit(work, "FlagGems: before the Arm backend", env)
+    gems.commits["pre-arm"] = commit_all(work, "FlagGems: before the Arm backend", env)
     git("checkout", "--quiet", "-b", BRANCH, cwd=work, env=env)
     shutil.move(held, arm)
-    gems.commits["rc2"] = _commit(work, "[ARM] vendor backend", env)
+    gems.commits["rc2"] = commit_all(work, "[ARM] vendor backend", env)
     git("checkout", "--quiet", "main", cwd=work, env=env)
-    _publish(work, gems.bare, env)
+    publish_bare(work, gems.bare, env)
     repos["flaggems"] = gems
 
     gitconfig = write_redirect_config(root)

@@ -30,7 +30,7 @@ from urllib.parse import urlparse
 from typer.testing import CliRunner, Result
 
 from flagtree_cpu_build.cli import app
-from tests.support.gitworld import git, git_env
+from tests.support.gitworld import commit_all, git, git_env, publish_bare
 from tests.support.httpserver import LoopbackHTTPServer
 from tests.support.tarballs import Tarball
 
@@ -128,16 +128,8 @@ def tampered_toolchain() -> Tarball:
 # --- git --------------------------------------------------------------------------------------------------
 
 
-def _commit(work: Path, message: str, env: dict[str, str]) -> str:
-    git("add", "-A", cwd=work, env=env)
-    git("commit", "--quiet", "-m", message, cwd=work, env=env)
-    return git("rev-parse", "HEAD", cwd=work, env=env)
 
 
-def _publish(work: Path, bare: Path, env: dict[str, str]) -> None:
-    git("clone", "--quiet", "--bare", work, bare, env=env)
-    git("config", "uploadpack.allowAnySHA1InWant", "true", cwd=bare, env=env)
-    git("config", "uploadpack.allowFilter", "true", cwd=bare, env=env)
 
 
 def _work_tree(work: Path, project: str, env: dict[str, str]) -> Path:
@@ -177,10 +169,10 @@ def build_spine_world(root: Path) -> SpineWorld:
     work, bare = root / "work", root / "bare"
 
     triton = _work_tree(work, "spine-triton-triton", env)
-    gitlink = _commit(triton, "triton: the commit spine-triton pins", env)
+    gitlink = commit_all(triton, "triton: the commit spine-triton pins", env)
     (triton / "README.md").write_text("# triton fixture\n\nA later commit on main nobody pinned.\n")
-    triton_tip = _commit(triton, "triton: later", env)
-    _publish(triton, bare / "triton-lang" / "triton.git", env)
+    triton_tip = commit_all(triton, "triton: later", env)
+    publish_bare(triton, bare / "triton-lang" / "triton.git", env)
 
     spine = _work_tree(work, "spine-triton", env)
     git("submodule", "add", "--quiet", (bare / "triton-lang" / "triton.git").as_uri(), "triton", cwd=spine, env=env)
@@ -188,8 +180,8 @@ def build_spine_world(root: Path) -> SpineWorld:
     # as the real .gitmodules: the GitHub URL (reached through insteadOf) and the gitlink repeated as `branch`
     git("config", "-f", ".gitmodules", "submodule.triton.url", TRITON_URL, cwd=spine, env=env)
     git("config", "-f", ".gitmodules", "submodule.triton.branch", gitlink, cwd=spine, env=env)
-    commit = _commit(spine, "spine-triton: fixture", env)
-    _publish(spine, bare / "spacemit-com" / "spine-triton.git", env)
+    commit = commit_all(spine, "spine-triton: fixture", env)
+    publish_bare(spine, bare / "spacemit-com" / "spine-triton.git", env)
 
     gitconfig = root / "world.gitconfig"
     gitconfig.write_text('[protocol "file"]\n\tallow = always\n'

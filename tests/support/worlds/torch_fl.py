@@ -31,7 +31,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.support.gitworld import PROJECTS, Repo, _commit, _publish, git, git_env, write_redirect_config
+from tests.support.gitworld import PROJECTS, Repo, commit_all, git, git_env, publish_bare, write_redirect_config
 from tests.support.venvs import TOOLS, build_venv, site_packages
 
 URL = "https://github.com/flagos-ai/PyTorch-Plugin-FL.git"
@@ -96,9 +96,9 @@ def build_torch_fl_world(root: Path) -> TorchFlWorld:
     work.mkdir(parents=True)
     git("init", "--quiet", cwd=work, env=env)
     shutil.copytree(PROJECTS / "torch-fl", work, dirs_exist_ok=True)
-    commit = _commit(work, "torch_fl fixture", env)
+    commit = commit_all(work, "torch_fl fixture", env)
     repo.bare.parent.mkdir(parents=True)
-    _publish(work, repo.bare, env)
+    publish_bare(work, repo.bare, env)
     gitconfig = write_redirect_config(root)
     world = TorchFlWorld(root, repo.bare, commit, gitconfig, git_env(root / "home", gitconfig))
     _fake_toolchains(world)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typer.testing import CliRunner, Result
 
 from flagtree_cpu_build.cli import app
-from tests.support.gitworld import PROJECTS, git, git_env
+from tests.support.gitworld import PROJECTS, commit_all, git, git_env, publish_bare
 from tests.support.httpserver import LoopbackHTTPServer
 from tests.support.tarballs import Tarball, tarball_with, zip_with
 
@@ -100,10 +100,10 @@ def build_triton_cpu_world(root: Path, server: LoopbackHTTPServer) -> TritonCpuW
     world = TritonCpuWorld(root, server, _redirect_config(root))
 
     sleef = _new_tree(root / "work" / "sleef", PROJECTS / "triton-cpu-sleef", env)
-    world.commits["sleef-pinned"] = _commit(sleef, "sleef: the commit triton-cpu pins", env)
+    world.commits["sleef-pinned"] = commit_all(sleef, "sleef: the commit triton-cpu pins", env)
     (sleef / "README.md").write_text("# sleef fixture\n\nA later commit triton-cpu does not pin.\n")
-    world.commits["sleef-tip"] = _commit(sleef, "sleef: later", env)
-    _publish(sleef, bare / "shibatch" / "sleef.git", env)
+    world.commits["sleef-tip"] = commit_all(sleef, "sleef: later", env)
+    publish_bare(sleef, bare / "shibatch" / "sleef.git", env)
 
     tree = _new_tree(root / "work" / "triton-cpu", PROJECTS / "triton-cpu", env)
     git("submodule", "add", "--quiet", "--name", "sleef", (bare / "shibatch" / "sleef.git").as_uri(),
@@ -111,16 +111,16 @@ def build_triton_cpu_world(root: Path, server: LoopbackHTTPServer) -> TritonCpuW
     git("checkout", "--quiet", world.commits["sleef-pinned"], cwd=tree / "third_party/sleef", env=env)
     # .gitmodules as upstream writes it: [submodule "sleef"], the GitHub URL without .git
     git("config", "-f", ".gitmodules", "submodule.sleef.url", "https://github.com/shibatch/sleef", cwd=tree, env=env)
-    world.commits["triton-cpu"] = _commit(tree, "triton-cpu: Triton 3.7 with the CPU backend", env)
+    world.commits["triton-cpu"] = commit_all(tree, "triton-cpu: Triton 3.7 with the CPU backend", env)
     # a later commit that moves to another LLVM build, as upstream's LLVM bumps do
     git("checkout", "--quiet", "-b", "llvm-bump", cwd=tree, env=env)
     info = json.loads((tree / "cmake" / "llvm-info.json").read_text())
     info.update(llvm_hash="0123456789abcdef0123456789abcdef01234567", build_number=3,
                 sha256sum={suffix: f"{i:064x}" for i, suffix in enumerate(info["sha256sum"], 1)})
     (tree / "cmake" / "llvm-info.json").write_text(json.dumps(info, indent=2) + "\n")
-    world.commits["llvm-bump"] = _commit(tree, "[BUILD] Bump LLVM", env)
+    world.commits["llvm-bump"] = commit_all(tree, "[BUILD] Bump LLVM", env)
     git("checkout", "--quiet", "main", cwd=tree, env=env)
-    _publish(tree, bare / "triton-lang" / "triton-cpu.git", env)
+    publish_bare(tree, bare / "triton-lang" / "triton-cpu.git", env)
 
     for suffix in SUFFIXES:
         world.serve_llvm(suffix, llvm_tarball(suffix))
@@ -137,16 +137,8 @@ def _new_tree(tree: Path, project: Path, env: dict[str, str]) -> Path:
     return tree
 
 
-def _commit(tree: Path, message: str, env: dict[str, str]) -> str:
-    git("add", "-A", cwd=tree, env=env)
-    git("commit", "--quiet", "-m", message, cwd=tree, env=env)
-    return git("rev-parse", "HEAD", cwd=tree, env=env)
 
 
-def _publish(tree: Path, bare: Path, env: dict[str, str]) -> None:
-    bare.parent.mkdir(parents=True, exist_ok=True)
-    git("clone", "--quiet", "--bare", tree, bare, env=env)
-    git("config", "uploadpack.allowAnySHA1InWant", "true", cwd=bare, env=env)
 
 
 def _redirect_config(root: Path) -> Path:
