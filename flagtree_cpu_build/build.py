@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from . import pythonenv, stacking
-from .build_stamp import build_mode, products_of, reasons_to_build, stamp_components, stamp_name, write_stamp
+from .build_stamp import build_mode, products_of, reasons_to_build, stamp_components, stamp_path, write_stamp
 from .buildenv import BuildEnv, compute_build_env, toolchain_layers
 from .digest import hash_file
 from .envops import EnvFileError, EnvLayer, SourceScriptError
@@ -85,7 +85,7 @@ def run_build(ctx: StageContext, options: BuildOptions) -> StageResult:
     for conflict in build_env.conflicts:
         ui.warn(f"inherited {conflict.describe()}")
     components = stamp_components(recipe, ctx, options.python, build_env, report, mode)
-    stamp_file = ws.recipe_state / stamp_name(mode)
+    stamp_file = stamp_path(recipe, ws, mode)
     stored = read_state(stamp_file, needs=STAMP_KEYS, repair=True, notice=ui.warn)
     built_before = stored is not None
     gone = missing_creates(recipe, ctx.host) + unverified(recipe, ctx.host, options.python)
@@ -171,7 +171,7 @@ def build_freshness(ctx: StageContext, python: Path, *, offline: bool = False,
         for name, commit in assume["sources"].items():
             components["sources"][name] = {**components["sources"].get(name, {}), "commit": commit}
         components["artifacts"].update(assume["artifacts"])
-    stored = read_state(ctx.workspace.recipe_state / stamp_name(mode), needs=STAMP_KEYS)
+    stored = read_state(stamp_path(recipe, ctx.workspace, mode), needs=STAMP_KEYS)
     gone = missing_creates(recipe, ctx.host) + unverified(recipe, ctx.host, options.python)
     return reasons_to_build(stored, components, report, options.python, gone,
                             force=options.force)

@@ -22,6 +22,7 @@ from .recipe import Recipe
 from .stages import StageContext
 from .state import write_state
 from .steps import steps_stamp
+from .workspace import Workspace
 
 
 def build_mode(recipe: Recipe, wheel_dir: Path | None) -> str:
@@ -32,6 +33,12 @@ def build_mode(recipe: Recipe, wheel_dir: Path | None) -> str:
 
 def stamp_name(mode: str) -> str:
     return f"build-{mode}.json"
+
+
+def stamp_path(recipe: Recipe, ws: Workspace, mode: str | None = None) -> Path:
+    """Where ``recipe`` keeps the stamp of a build in ``mode`` (default: the build `setup` and `build` without
+    --wheel run: the editable install's, or a wheel-only recipe's wheel's), in its own state folder."""
+    return ws.recipe_state / stamp_name(mode or build_mode(recipe, None))
 
 
 def stamp_components(recipe: Recipe, ctx: StageContext, python: Path, build_env: BuildEnv,

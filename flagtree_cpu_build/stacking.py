@@ -22,10 +22,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .build_stamp import build_mode, stamp_name
+from .build_stamp import stamp_path
 from .errors import BuildError
 from .pip_constraints import constraints_path, pip_limits
-from .recipe import Constraint, EnvOps
+from .recipe import Constraint
 from .state import read_state
 
 if TYPE_CHECKING:
@@ -51,13 +51,12 @@ def _protect_mark(base: Recipe) -> str:
 
 
 def protecting(base: StageContext) -> list[Constraint]:
-    """Constraints that keep the base's build current: the exact versions of the prerequisites its build
-    stamp records, and the ranges of its run-time requirements (what it needs to run)."""
-
+    """Constraints that keep the base's build current: the exact versions of the prerequisites its build stamp
+    records (its run-time requirements' ranges come with ``own_constraints``)."""
     recipe = base.recipe
     found: list[Constraint] = []
     if recipe.build is not None:
-        stamp = read_state(base.workspace.recipe_state / stamp_name(build_mode(recipe, None)), needs=("components",))
+        stamp = read_state(stamp_path(base.recipe, base.workspace), needs=("components",))
         prerequisites = (stamp or {}).get("components", {}).get("prerequisites")
         for name, version in (prerequisites or {}).items() if isinstance(prerequisites, dict) else ():
             if isinstance(version, str) and version:
@@ -77,8 +76,13 @@ def own_constraints(recipe: Recipe, relation: str) -> list[Constraint]:
 
 
 def constrained(recipe: Recipe, extra: list[Constraint]) -> Recipe:
+    """``recipe`` with the constraints of ``extra`` it does not state already (the first ``why`` of each stays)."""
     known = {c.requirement for c in recipe.python.constraints}
-    added = [c for c in extra if c.requirement not in known and not known.add(c.requirement)]  # type: ignore[func-returns-value]
+    added = []
+    for constraint in extra:
+        if constraint.requirement not in known:
+            known.add(constraint.requirement)
+            added.append(constraint)
     if not added:
         return recipe
     return replace(recipe, python=replace(recipe.python, constraints=(*recipe.python.constraints, *added)))
@@ -93,7 +97,6 @@ def with_pip_constraint(recipe: Recipe, ws: Workspace) -> Recipe:
     if "PIP_CONSTRAINT" in build.env.set:
         return recipe
     env = replace(build.env, set={**build.env.set, "PIP_CONSTRAINT": str(constraints_path(ws))})
-    assert isinstance(env, EnvOps)
     return replace(recipe, build=replace(build, env=env, stamp_ignores=(*build.stamp_ignores, "PIP_CONSTRAINT")))
 
 
@@ -172,8 +175,7 @@ def base_problems(ctx: StageContext) -> list[str]:
     base = ctx.base
     if base is None or base.recipe.build is None:
         return []
-
-    stamp = base.workspace.recipe_state / stamp_name(build_mode(base.recipe, None))
+    stamp = stamp_path(base.recipe, base.workspace)
     if stamp.is_file():
         return []
     return [f"base recipe {base.recipe.name}: not built in this workspace ({stamp} is missing) — run "

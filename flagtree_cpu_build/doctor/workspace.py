@@ -111,9 +111,9 @@ def workspace_artifacts(c: DoctorContext) -> Outcome:
 def workspace_build(c: DoctorContext) -> Outcome:
     if c.recipe.build is None:
         return skip("the recipe has no build")
-    from ..build_stamp import build_mode, stamp_name
+    from ..build_stamp import stamp_path
 
-    stamp_file = c.workspace.recipe_state / stamp_name(build_mode(c.recipe, None))
+    stamp_file = stamp_path(c.recipe, c.workspace)
     if not stamp_file.exists():
         return skip("no build yet") if _set_up(c) else _not_set_up(c, "`flagtree-cpu build` builds it")
     damaged: list[str] = []

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import PlanItem, Scope
@@ -18,13 +17,14 @@ def plan_build(ctx: StageContext, scope: Scope, earlier: list[PlanItem]) -> list
     """``earlier``: the plans of the stages before (when one is not current, the build is judged as it will
     be once they have run)."""
     from ..build import build_freshness
+    from ..build_stamp import stamp_path
     from ..state import read_state
 
     if ctx.recipe.build is None:
         return []
     if scope.skip_build:
         return [PlanItem("build", "build", "skipped", "--skip-build", will="skipped")]
-    stamp = read_state(stamp_path(ctx), needs=("digest", "components"))
+    stamp = read_state(stamp_path(ctx.recipe, ctx.workspace), needs=("digest", "components"))
     if stamp is None:
         return [PlanItem("build", "build", "missing", "no build stamp in this workspace", "build",
                          "no previous build", will="created")]
@@ -42,13 +42,7 @@ def plan_build(ctx: StageContext, scope: Scope, earlier: list[PlanItem]) -> list
                      "; ".join(reasons), {**data, "reasons": reasons}, "updated")]
 
 
-def stamp_path(ctx: StageContext) -> Path:
-    """The stamp of the build `setup` and `build` (without --wheel) run: the editable install's, or a wheel-only
-    recipe's wheel's."""
-    from ..build_stamp import build_mode, stamp_name
 
-    assert ctx.recipe.build is not None
-    return ctx.workspace.recipe_state / stamp_name(build_mode(ctx.recipe, None))
 
 
 def _as_move(reason: str) -> str:

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 from ..digest import hash_text
 from ..state import read_state, write_state
 from . import PlanItem, Scope
-from .build import stamp_path
 
 if TYPE_CHECKING:
     from ..stages import StageContext
@@ -57,8 +56,11 @@ def save_last(ctx: StageContext, report: dict[str, Any], key: str | None) -> Non
 def validation_key(ctx: StageContext, python: Path, model: Path | None) -> str:
     """What a full validation depends on: the build (its stamp digest), the interpreter, the recipe's
     checks, variant and run-time environment, and the model given."""
+    from ..build_stamp import stamp_path
+
     build_stamp = None
-    stamp = read_state(stamp_path(ctx), needs=("digest", "components")) if ctx.recipe.build else None
+    recipe = ctx.recipe
+    stamp = read_state(stamp_path(recipe, ctx.workspace), needs=("digest", "components")) if recipe.build else None
     try:
         if stamp is not None and stamp["components"]["python"]["path"] == str(python):
             build_stamp = stamp["digest"]
@@ -66,7 +68,6 @@ def validation_key(ctx: StageContext, python: Path, model: Path | None) -> str:
         pass  # a stamp of another shape: not this build's
     from ..recipe.schema import to_data
 
-    recipe = ctx.recipe
     facts = {"build": build_stamp, "python": str(python), "model": str(model) if model else None,
              "checks": [to_data(check) for check in recipe.checks], "variant": recipe.variant,
              "runtime_env": to_data(recipe.runtime.env),
