@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 
 def temporary_name(path: Path) -> Path:
@@ -33,14 +35,23 @@ def write_atomic(path: Path, data: str | bytes, *, mode: int | None = None, dura
 
     Without ``mode`` the file gets the permissions any new file of this user would (0666 less the
     umask); with it, exactly ``mode``."""
-    content = data.encode("utf-8") if isinstance(data, str) else data
+    with open_atomic(path, mode=mode, durable=durable) as out:
+        out.write(data.encode("utf-8") if isinstance(data, str) else data)
+
+
+@contextlib.contextmanager
+def open_atomic(path: Path, *, mode: int | None = None, durable: bool = False,
+                create_mode: int = 0o666) -> Iterator[BinaryIO]:
+    """A file to write ``path``'s next version into, streamed (a bundle of gigabytes): it replaces ``path``
+    only when the ``with`` block ends normally; on any failure (Ctrl-C included) the temporary is removed and
+    ``path`` is as it was. ``durable``, ``mode``: as for ``write_atomic``; ``create_mode`` before the umask."""
     tmp = temporary_name(path)
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, create_mode)
         with os.fdopen(fd, "wb") as out:
             if mode is not None:
                 os.fchmod(out.fileno(), mode)
-            out.write(content)
+            yield out
             if durable:
                 out.flush()
                 os.fsync(out.fileno())
