@@ -38,6 +38,7 @@ class ContextRequest:
     wheel_dir: Path | None = None  # build --wheel DIR
     sysroot: Path = Path("/")  # whose /etc and /proc describe the host (doctor --sysroot: a board's snapshot)
     variant: str | None = None  # --variant; None: the recipe's default
+    host: HostFacts | None = None  # the machine to resolve for, when known otherwise than by a sysroot (a wheel tag)
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,7 @@ def open_context(request: ContextRequest, ui: UI) -> StageContext:
 
     loaded = requested_recipe(request)
     note_upgraded(ui, loaded)  # a version 1 file: one line on stderr saying `recipe upgrade` rewrites it
-    host = read_host(request.sysroot)
+    host = request.host or read_host(request.sysroot)
     ws = open_workspace(request.workdir, request.lock_file)
     return _context_of(loaded, request, ws, host, ui)
 
@@ -122,7 +123,7 @@ def resolved_view(request: ContextRequest, name: str | None = None) -> ResolvedV
     if name is not None:
         request = replace(request, recipe=name)
     loaded = requested_recipe(request)
-    host = read_host(request.sysroot)
+    host = request.host or read_host(request.sysroot)
     ws = open_workspace(request.workdir, request.lock_file)
     shown, jobs = resolve_for(loaded, request, ws, host)
     context = f"resolved for workdir {ws.root} on {host.arch} {host.os_id or 'unknown-os'} ({jobs} jobs)"

@@ -11,6 +11,8 @@ This package is the only place that imports typer or decides exit codes.
     stage_cmds     setup and its stages: sync, link, fetch, python, build, lock
     validate_cmd   validate
     inspect_cmds   status, env, doctor, clean, schema
+    bundle_cmds    bundle create (and the `bundle` group)
+    bundle_import_cmds  bundle import / verify (setup --bundle calls the core importer directly)
 
 Importing the command modules registers their commands on ``app``.
 """
@@ -19,7 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from . import inspect_cmds, recipe_cmds, stage_cmds, validate_cmd  # noqa: F401 - registers the commands
+# importing the command modules registers their commands
+from . import bundle_cmds, bundle_import_cmds, inspect_cmds, recipe_cmds, stage_cmds, validate_cmd  # noqa: F401
 from .app import app, hoist_global_options, reflow
 from .boundary import prepare_process
 

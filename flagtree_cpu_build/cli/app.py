@@ -110,7 +110,7 @@ class FlagtreeCommand(TyperCommand):
 # The order `--help` lists the commands in: the whole job, then its stages, then the rest (the modules
 # that define them are imported in another order).
 COMMAND_ORDER = ("recipe", "setup", "status", "sync", "link", "fetch", "python", "build", "env", "validate", "doctor",
-                 "clean", "lock", "schema")
+                 "bundle", "clean", "lock", "schema")
 
 
 class FlagtreeGroup(TyperGroup):
