@@ -243,11 +243,12 @@ def _preflight(ctx: StageContext, options: BuildOptions, build_env: BuildEnv,
     report = pythonenv.check(options.python, recipe.python.build, build_env.env.get("PATH", ""), also=also,
                              recipe=recipe)
     pythonenv.require_preinstalled(report)  # a vendor's package pip must not (and cannot) provide
+    wheelhouse = pythonenv.offline_wheelhouse(ws) if options.offline else None
     if report.missing:
         limits = pythonenv.constraints_file(recipe, ws)
         commands = " && ".join(shlex.join(c) for c in pythonenv.install_commands(options.python, report.missing,
-                                                                                  limits))
-        if options.offline or problems:
+                                                                                  limits, wheelhouse))
+        if (options.offline and wheelhouse is None) or problems:
             problems.append(f"Python prerequisites missing in {options.python}: "
                             f"{', '.join(p.describe() for p in report.missing)} — run `{commands}` "
                             "(online, or with PIP_FIND_LINKS pointing at a wheel folder)")
@@ -255,7 +256,8 @@ def _preflight(ctx: StageContext, options: BuildOptions, build_env: BuildEnv,
         raise _missing_inputs(problems, options)
     if report.missing:
         report = pythonenv.install_and_recheck(report, ws, ctx.ui, lambda: pythonenv.check(
-            options.python, recipe.python.build, build_env.env.get("PATH", ""), also=also, recipe=recipe))
+            options.python, recipe.python.build, build_env.env.get("PATH", ""), also=also, recipe=recipe),
+            wheelhouse=wheelhouse)
     return report
 
 

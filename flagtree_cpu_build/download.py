@@ -11,13 +11,15 @@ what it delivered for the next run. A ``.part`` is only ever deleted when its by
 to be wrong (a digest mismatch, a tarball that does not unpack) or the server sends the file
 again from the start; giving up, a full disk and Ctrl-C keep it, and the next run says
 "resuming llvm at 59 MB of 812 MB". ``remote_size`` asks a server how large a file is, for a
-dry run's estimate, without downloading it.
+dry run's estimate, without downloading it. ``FLAGTREE_CPU_NO_NETWORK=1`` (tests of air-gapped
+machines) makes every connection fail at once, loopback included (``file://`` still works).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -41,6 +43,12 @@ _HEADERS = {"User-Agent": "flagtree-cpu",
             "Accept-Encoding": "identity"}
 _PROBE_TIMEOUT_S = (3, 5)  # connect, read: a dry run's size question must not hold the dry run up
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
+NO_NETWORK_ENV = "FLAGTREE_CPU_NO_NETWORK"
+_SWITCHED_OFF = f"the network is switched off ({NO_NETWORK_ENV}=1); no connection was opened"
+
+
+def network_switched_off() -> bool:
+    return os.environ.get(NO_NETWORK_ENV, "").strip() not in ("", "0")  # anything but empty or 0
 
 
 @dataclass(frozen=True)
@@ -158,7 +166,8 @@ class Downloader:
             if self.watcher is not None:
                 self.watcher.follow(path)
             return self._copy_local(url, local, part, label)
-
+        if network_switched_off():
+            raise _Failure(_SWITCHED_OFF)
         import requests
         import urllib3
 
@@ -266,6 +275,9 @@ def _received(raw: Any) -> Iterator[bytes]:
 
 
 def _all_failed(label: str, failures: list[str]) -> ArtifactError:
+    if failures and all(_SWITCHED_OFF in f for f in failures):
+        return ArtifactError(f"could not download {label}: {_SWITCHED_OFF}", details=tuple(failures), fix=f"unset "
+                             f"{NO_NETWORK_ENV}, or bring it without the network: flagtree-cpu bundle import FILE")
     mismatch = any(" mismatch — expected " in f for f in failures)
     kept = any("is kept" in f for f in failures)
     return ArtifactError(
@@ -366,14 +378,12 @@ def _total_from(content_range: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-
-
 def remote_size(url: str) -> int | None:
     """The size of the file at an http(s) URL, asked without downloading it: the Content-Length of a
     HEAD request (redirects followed, short timeouts); a server that leaves it out is asked for one
     byte, whose Content-Range names the whole size. None when the server does not say, cannot be
     reached, or the URL is not http(s)."""
-    if not url.startswith(("http://", "https://")):
+    if not url.startswith(("http://", "https://")) or network_switched_off():
         return None
     import requests
 

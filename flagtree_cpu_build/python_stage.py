@@ -3,7 +3,8 @@ kernels use — the workspace venv unless another is given — and the recipe's 
 Python prerequisites in it. ``flagtree-cpu python`` runs it alone; ``setup`` runs it before build.
 
 The interpreter questions (which distributions, which versions, pip) are ``pythonenv``'s; this
-module decides what the stage wants and reports it.
+module decides what the stage wants and reports it. With ``--offline`` what is missing comes only from
+the wheelhouse a `bundle import` left in the workspace; without one the stage stops and lists it.
 """
 
 from __future__ import annotations
@@ -106,16 +107,22 @@ def run_python(ctx: StageContext, options: PythonOptions) -> StageResult:
         actions.append(Action("preinstalled", "ok", ", ".join(f"{p.name} {p.installed}"
                                                              for p in report.preinstalled)))
     if report.missing:
-        commands = pythonenv.install_commands(python, report.missing, pythonenv.constraints_file(recipe, ws))
-        if options.offline:
+        # offline, only an imported bundle's wheelhouse may provide them (pip then reads that folder alone)
+        wheelhouse = pythonenv.offline_wheelhouse(ws) if options.offline else None
+        if options.offline and wheelhouse is None:
+            commands = pythonenv.install_commands(python, report.missing, pythonenv.constraints_file(recipe, ws))
             raise BuildError(f"{len(report.missing)} Python prerequisites are missing in {python} and "
                              "--offline forbids pip", details=tuple(p.describe() for p in report.missing),
                              fix=" && ".join(shlex.join(c) for c in commands) + "   (with PIP_FIND_LINKS=<wheel "
-                             "folder> PIP_NO_INDEX=1 on an air-gapped machine), then run the same command again")
+                             "folder> PIP_NO_INDEX=1 on an air-gapped machine; or import a bundle made on a "
+                             "connected machine: flagtree-cpu bundle import FILE), then run the same command again")
         names = ", ".join(p.name for p in report.missing)
         pythonenv.install_and_recheck(report, ws, ctx.ui,
-                                      lambda: pythonenv.check(python, requirements, path, recipe=recipe))
-        actions.append(Action("prerequisites", "created", f"installed {names}"))
+                                      lambda: pythonenv.check(python, requirements, path, recipe=recipe),
+                                      wheelhouse=wheelhouse)
+        origin = f" from the wheelhouse {wheelhouse}" if wheelhouse else ""
+        actions.append(Action("prerequisites", "created", f"installed {names}{origin}",
+                              {"wheelhouse": str(wheelhouse)} if wheelhouse else {}))
     else:
         actions.append(Action("prerequisites", "ok", f"Python {report.version}; all {len(requirements)} present"))
     if recipe.python.runtime and not options.runtime:

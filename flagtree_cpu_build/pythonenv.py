@@ -14,6 +14,10 @@ Given the recipe (``check(..., recipe=)``), two more things hold:
 - ``python.preinstalled`` packages come from a vendor's installer: they are checked, never installed
   (``require_preinstalled``, exit 5), and their ranges are written into the constraints file too, so no
   pip run of the recipe replaces them.
+
+With ``--offline`` pip never reaches an index: what is missing comes from the wheelhouse a `bundle import`
+left in the workspace (``pip install --no-index --find-links <workdir>/.flagtree-cpu/wheelhouse``), or the
+stage stops and lists it.
 """
 
 from __future__ import annotations
@@ -40,7 +44,8 @@ from .workspace import Workspace
 
 __all__ = ["ConstraintConflict", "Prerequisite", "PythonReport", "check", "command_version", "constraints_file",
            "ensure_interpreter", "inspect", "install", "install_and_recheck", "install_commands", "query",
-           "constraint_conflicts", "refuse_conflicts", "require_preinstalled"]
+           "constraint_conflicts", "offline_wheelhouse", "refuse_conflicts", "require_preinstalled",
+           "wheelhouse_dir"]
 
 _QUERY = (
     "import json, sys\n"
@@ -228,15 +233,27 @@ def refuse_conflicts(recipe: Recipe, requirements: Sequence[Requirement]) -> Non
         raise ConstraintConflict(recipe, conflicting)
 
 
+def wheelhouse_dir(ws: Workspace) -> Path:
+    """Where `bundle import` puts a bundle's wheels (and the sdists of what has no wheel)."""
+    return ws.state_dir / "wheelhouse"
+
+
+def offline_wheelhouse(ws: Workspace) -> Path | None:
+    """The imported wheelhouse, when there is one: with --offline pip installs from it and nothing else."""
+    folder = wheelhouse_dir(ws)
+    return folder if folder.is_dir() and any(folder.iterdir()) else None
+
+
 def install(python: Path, missing: Sequence[Prerequisite], ws: Workspace, ui: UI, *,
-            recipe: Recipe | None = None) -> None:
-    """pip install what is missing, one pip run per package index; with ``recipe`` under its constraints
-    (a requirement that cannot meet them is refused first: ConstraintConflict)."""
+            recipe: Recipe | None = None, wheelhouse: Path | None = None) -> None:
+    """pip install what is missing, one pip run per package index (or one from ``wheelhouse``, with no index);
+    with ``recipe`` under its constraints (a requirement that cannot meet them is refused first:
+    ConstraintConflict)."""
     constraints = None
     if recipe is not None:
         refuse_conflicts(recipe, [p.requirement for p in missing])
         constraints = constraints_file(recipe, ws)
-    for argv in install_commands(python, missing, constraints):
+    for argv in install_commands(python, missing, constraints, wheelhouse):
         ui.info(f"+ {shlex.join(argv)}")
         with ui.progress("installing Python prerequisites") as task:
             result = run_logged(argv, cwd=ws.root, env=_plain_env(), log=log_path(ws.logs_dir, "prerequisites"),
@@ -244,16 +261,19 @@ def install(python: Path, missing: Sequence[Prerequisite], ws: Workspace, ui: UI
         if not result.ok:
             options = [i for i, a in enumerate(argv) if i > 4 and a.startswith("-")]
             names = argv[4:options[0] if options else None]  # the requirements, not --index-url or -c
-            raise BuildError(f"pip could not install the prerequisites ({', '.join(names)})",
+            raise BuildError(f"pip could not install the prerequisites ({', '.join(names)})"
+                             + (f" from the wheelhouse {wheelhouse}" if wheelhouse else ""),
                              details=(f"log: {result.log}",),
-                             fix="read the log; behind a proxy set https_proxy, or install them yourself with the "
-                             "command above")
+                             fix="read the log; " + (
+                                 "a wheel the bundle lacks, or one for another platform: make the bundle again "
+                                 "for this machine (bundle create --platform/--target-python)" if wheelhouse else
+                                 "behind a proxy set https_proxy, or install them yourself with the command above"))
 
 
 def install_and_recheck(report: PythonReport, ws: Workspace, ui: UI,
-                        recheck: Callable[[], PythonReport]) -> PythonReport:
+                        recheck: Callable[[], PythonReport], *, wheelhouse: Path | None = None) -> PythonReport:
     """pip install what ``report`` says is missing, then check again: what pip did not provide is an error."""
-    install(report.python, report.missing, ws, ui, recipe=report.recipe)
+    install(report.python, report.missing, ws, ui, recipe=report.recipe, wheelhouse=wheelhouse)
     after = recheck()
     if after.missing:
         raise BuildError("Python prerequisites are still missing after pip ran",
@@ -262,16 +282,20 @@ def install_and_recheck(report: PythonReport, ws: Workspace, ui: UI,
     return after
 
 
-def install_commands(python: Path, missing: Sequence[Prerequisite],
-                     constraints: Path | None = None) -> list[list[str]]:
-    """The pip runs that install ``missing``: one per package index, each under ``constraints`` (a file)."""
+def install_commands(python: Path, missing: Sequence[Prerequisite], constraints: Path | None = None,
+                     wheelhouse: Path | None = None) -> list[list[str]]:
+    """The pip runs that install ``missing``: one per package index, each under ``constraints`` (a file);
+    with a ``wheelhouse`` one run that reads only that folder (it holds what every index gave)."""
     by_index: dict[str | None, list[str]] = {}
     for prerequisite in missing:
-        by_index.setdefault(prerequisite.requirement.index_url, []).append(prerequisite.requirement.requirement)
+        index = None if wheelhouse else prerequisite.requirement.index_url
+        by_index.setdefault(index, []).append(prerequisite.requirement.requirement)
     commands = []
     for index, requirements in by_index.items():
         argv = [str(python), "-m", "pip", "install", *requirements]
-        if index:
+        if wheelhouse:
+            argv += ["--no-index", "--find-links", str(wheelhouse)]
+        elif index:
             argv += ["--index-url", index]
         if constraints is not None:
             argv += ["-c", str(constraints)]

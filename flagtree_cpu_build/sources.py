@@ -85,11 +85,24 @@ def run_lock(ctx: StageContext, options: SyncOptions) -> StageResult:
     return StageResult("lock", tuple(actions), seconds=time.monotonic() - start)
 
 
+def bundle_git_cache(ws: Workspace) -> Path:
+    """Where `bundle import` seeds bare mirrors of a bundle's git members."""
+    return ws.state_dir / "bundle" / "git"
+
+
+def chosen_git_cache(ws: Workspace, given: Path | None) -> Path | None:
+    """--git-cache when given; else the mirrors a bundle import seeded, so that `sync --offline` after
+    `bundle import` needs no option (an air-gapped board has no other place to clone from)."""
+    seeded = bundle_git_cache(ws)
+    return given or (seeded if seeded.is_dir() else None)
+
+
 def run_sync(ctx: StageContext, options: SyncOptions) -> StageResult:
     start = time.monotonic()
     ws, recipe = ctx.workspace, ctx.recipe
     old = read_lock(ws.lock_file)
     pins = resolve_pins(recipe, old, options)
+    options = replace(options, git_cache=chosen_git_cache(ws, options.git_cache))
     cache = GitCache(options.git_cache, ctx.ui) if options.git_cache else None
     actions, warnings, entries = [], [], {}
     syncers = [_SourceSync(name, recipe.sources[name], pins[name], ws.root / recipe.source_path(name), ctx, options,

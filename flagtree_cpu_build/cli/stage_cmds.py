@@ -29,7 +29,7 @@ from .session import Options, Verdict
 
 if TYPE_CHECKING:
     from ..errors import FlagtreeCpuError
-    from ..stages import StageContext
+    from ..stages import SetupOptions, StageContext
 
 
 @contextmanager
@@ -88,6 +88,7 @@ def opened(ctx: typer.Context, *, python: Path | None = None, jobs: int | None =
     "flagtree-cpu setup --offline --cache-dir /media/usb/flagtree-cache",
     "flagtree-cpu setup --frozen --require-hashes --junit reports/validate.xml   # CI",
     "flagtree-cpu setup --skip-build --ignore-host # sources, LLVM and links on any machine",
+    "flagtree-cpu setup --bundle board.bundle      # no network: import the bundle, then setup --offline",
 ))
 def setup(
     ctx: typer.Context,
@@ -120,6 +121,8 @@ def setup(
     junit: Annotated[Optional[Path], typer.Option("--junit", metavar="FILE", help="Write the validation as JUnit "
                                                   "XML (the kernels always run then).")] = None,
     timeout: TimeoutOption = None,
+    bundle: Annotated[Optional[Path], typer.Option("--bundle", metavar="FILE", help="Import this bundle first "
+                                                   "(`bundle import`), then set up with --offline.")] = None,
 ) -> None:
     """Do everything: preflight, sources and LLVM (concurrently), links, venv and prerequisites, build, validate.
 
@@ -131,10 +134,17 @@ def setup(
     from ..stages import SetupOptions
 
     opts, stage_ctx, target = opened(ctx, python=python, jobs=jobs)
+    if bundle is not None and dry_run:
+        from ..errors import UsageError
+
+        raise UsageError("--dry-run cannot show a plan for a bundle it does not import",
+                         fix=f"import it first (flagtree-cpu bundle import {bundle}), then: flagtree-cpu setup "
+                         "--dry-run --offline")
     setup_options = SetupOptions(
-        python=target, offline=offline, frozen=frozen, require_hashes=require_hashes, update=update,
-        allow_dirty=allow_dirty, skip_build=skip_build, skip_validate=skip_validate, ignore_host=ignore_host,
-        install_system_packages=install_system_packages, git_cache=git_cache.expanduser() if git_cache else None,
+        python=target, offline=offline or bundle is not None, frozen=frozen, require_hashes=require_hashes,
+        update=update, allow_dirty=allow_dirty, skip_build=skip_build, skip_validate=skip_validate,
+        ignore_host=ignore_host, install_system_packages=install_system_packages,
+        git_cache=git_cache.expanduser() if git_cache else None,
         cache_dir=cache_dir.expanduser() if cache_dir else None, mirrors=tuple(parse_mirrors(mirrors or [])),
         jobs=build_jobs(stage_ctx), model=absolute(model), junit=absolute(junit), timeout=timeout,
         verbose=opts.ui.verbose)
@@ -149,10 +159,24 @@ def setup(
     from ..pipeline import run_setup
 
     with exclusive(opts, stage_ctx, "setup"):
+        if bundle is not None:  # a bundle is for a machine without network: everything after it is --offline
+            _import_first(opts, stage_ctx, absolute(bundle) or bundle, setup_options)
         report = run_setup(stage_ctx, setup_options)
     render.setup(opts.ui, report, workdir_given=bool(opts.workdir))
     if report.error is not None:
         raise report.error
+
+
+def _import_first(opts: Options, stage_ctx: StageContext, bundle: Path, setup_options: SetupOptions) -> None:
+    """setup --bundle: the bundle imported (verified, made for this workspace) before the first stage."""
+    from ..bundle.importer import ImportOptions, import_bundle
+
+    result = import_bundle(stage_ctx, bundle, ImportOptions(python=setup_options.python,
+                                                            cache_dir=setup_options.cache_dir))
+    summary, *members = result.actions
+    changed = sum(a.status != "ok" for a in members)
+    opts.ui.info(f"bundle import: {summary.detail}: " + (f"{changed} of {len(members)} members imported"
+                                                         if changed else "everything in it was here already"))
 
 
 def _would_stop(stop: dict[str, object]) -> FlagtreeCpuError:

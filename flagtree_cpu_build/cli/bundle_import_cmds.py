@@ -1,0 +1,114 @@
+"""`bundle import` and `bundle verify`: using a bundle on the machine without network.
+
+Registered on ``bundle_app`` (``bundle_cmds``), which imports this module once the group exists.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from .app import CacheDirOption, FlagtreeCommand, PythonOption, examples, options
+from .bundle_cmds import bundle_app
+
+if TYPE_CHECKING:
+    from ..bundle import Manifest
+    from ..stages import StageResult
+    from ..ui import UI
+
+BundleArgument = Annotated[Path, typer.Argument(metavar="FILE", help="The bundle `bundle create -o FILE` wrote.")]
+UpdateLockOption = Annotated[bool, typer.Option("--update-lock", help="Replace a lock in the workspace that "
+                                                "disagrees with the bundle's (the checkouts move at the next "
+                                                "sync).")]
+
+
+@bundle_app.command("import", cls=FlagtreeCommand, epilog=examples(
+    "flagtree-cpu bundle import /media/usb/board.bundle && flagtree-cpu setup --offline",
+    "flagtree-cpu --recipe flaggems-arm bundle import gems.bundle   # the whole stack",
+    "flagtree-cpu bundle import board.bundle --cache-dir /data/flagtree-cache",
+))
+def bundle_import(
+    ctx: typer.Context,
+    bundle: BundleArgument,
+    python: PythonOption = None,
+    cache_dir: CacheDirOption = None,
+    update_lock: UpdateLockOption = False,
+) -> None:
+    """Verify a bundle, then seed this workspace and machine with it, so every stage works with --offline.
+
+    Nothing is imported unless the whole file verifies and it was made for this workspace's recipe, variant,
+    architecture and Python. Then the git sources become bare mirrors in <workdir>/.flagtree-cpu/bundle/git (sync's
+    git cache from then on, without --git-cache), the artifacts go into the download cache, the wheels into
+    <workdir>/.flagtree-cpu/wheelhouse (pip's only source with --offline), and the lock where the recipe keeps it.
+    Importing the same bundle again changes nothing.
+    """
+    from ..bundle.importer import ImportOptions, import_bundle
+    from .stage_cmds import absolute, exclusive, opened
+
+    opts, stage_ctx, target = opened(ctx, python=python)
+    import_options = ImportOptions(python=target, cache_dir=cache_dir.expanduser() if cache_dir else None,
+                                   update_lock=update_lock)
+    with exclusive(opts, stage_ctx, "bundle import"):
+        result = import_bundle(stage_ctx, absolute(bundle) or bundle, import_options)
+    render_import(opts.ui, result)
+
+
+def render_import(ui: UI, result: StageResult) -> None:
+    if ui.json_mode:
+        ui.emit_json(result.to_json())
+        return
+    summary, *items = result.actions
+    ui.table(["member", "status", "detail"], [[a.subject, ui.styled(a.status), a.detail] for a in items],
+             title=f"bundle import: {summary.detail}")
+    for warning in result.warnings:
+        ui.warn(warning)
+    for what, key in (("git mirrors", "git_cache"), ("download cache", "download_cache"),
+                      ("wheelhouse", "wheelhouse")):
+        ui.info(f"{what}: {summary.data[key]}")
+    if all(a.status == "ok" for a in items):
+        ui.success(f"nothing to import: everything in {Path(summary.data['bundle']).name} is here already")
+    else:
+        changed = sum(a.status != "ok" for a in items)
+        ui.success(f"imported {changed} of {len(items)} members in {result.seconds:.1f}s")
+    ui.info("next: flagtree-cpu setup --offline   (sync, fetch, python and build --offline work too)")
+
+
+@bundle_app.command("verify", cls=FlagtreeCommand, epilog=examples(
+    "flagtree-cpu bundle verify /media/usb/board.bundle",
+    "flagtree-cpu bundle verify board.bundle --json   # the manifest: members, sizes, what it is for",
+))
+def bundle_verify(ctx: typer.Context, bundle: BundleArgument) -> None:
+    """Check every member of a bundle against its manifest (and the manifest against its own digest).
+
+    Reads the whole file once and writes nothing. A changed byte, a cut-short copy, a member missing, extra or
+    twice, or a name that would leave its folder is refused (exit 4) naming the member.
+    """
+    from ..bundle.importer import verified
+    from .stage_cmds import absolute
+
+    opts = options(ctx)
+    path = absolute(bundle) or bundle
+    render_verified(opts.ui, path, verified(path, opts.ui))
+
+
+def render_verified(ui: UI, path: Path, manifest: Manifest) -> None:
+    from ..progress import human_bytes
+
+    if ui.json_mode:
+        ui.emit_json({"bundle": str(path), "size": path.stat().st_size, "manifest": manifest.to_json()})
+        return
+    kinds: dict[str, list[int]] = {}
+    for m in manifest.members:
+        count_size = kinds.setdefault(m.kind, [0, 0, 0])
+        count_size[0 if not m.carried_by_since else 2] += 1
+        count_size[1] += 0 if m.carried_by_since else m.size
+    ui.table(["part", "members", "size", "left out (--since)"],
+             [[kind, str(c), human_bytes(s), str(o) if o else ""] for kind, (c, s, o) in kinds.items()],
+             title=f"{path.name}: {manifest.made_for()}")
+    ui.info(f"made on {manifest.host.get('hostname', '?')} ({manifest.host.get('arch', '?')}) at {manifest.created} "
+            f"by flagtree-cpu {manifest.tool_version}")
+    if manifest.since:
+        ui.info(f"incremental: made --since the bundle whose manifest is {manifest.since[:12]} (import that first)")
+    ui.success(f"{path.name}: every member matches the manifest {manifest.digest[:12]}")
