@@ -276,8 +276,10 @@ class _Seeder:
                 "connected machine and run bundle create with --lock-file")
         if conflicts:
             return lambda: _written(path, file.read_text(), subject, "updated", "replaced (--update-lock)")
-        merged = replace(existing, sources={**existing.sources, **bundled.sources},
-                         artifacts={**existing.artifacts, **bundled.artifacts})
+        # entries both hold agree on their pins (a disagreement was refused above): the workspace's stay as they
+        # are (where the bytes were served from is its own history), only what it lacks is added
+        merged = replace(existing, sources={**bundled.sources, **existing.sources},
+                         artifacts={**bundled.artifacts, **existing.artifacts})
         if merged == existing:
             return lambda: Action(subject, "ok", f"{path} agrees")
 

@@ -343,3 +343,55 @@ def test_the_wheelhouse_takes_a_source_distribution_only_where_no_wheel_exists(
     assert [p.name for p in house.files] == ["fixture_app-1.0-py3-none-any.whl", "fixture_dep-1.0-py3-none-any.whl",
                                              "fixture_src-1.0.tar.gz"]
     assert house.sdists == ("fixture-src",) and house.warnings == ()
+
+
+def test_a_stacked_bundle_sets_up_the_whole_stack_on_a_machine_without_network(
+        git_world: GitWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        http_server: LoopbackHTTPServer) -> None:
+    """The stack's bundle, imported by `setup --bundle` in a fresh home with the network switch on and no route
+    to the git world: both recipes' sources at their pins, each lock where its recipe keeps it (the base's in the
+    state folder, the stacked recipe's in its own), nothing asked of the server."""
+    world = build_flaggems_world(tmp_path / "world", git_world)
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(world.gitconfig))
+    index = simple_index(http_server, "/pypi", tiny_wheel(tmp_path / "a", "fixture-build-tool", "1.0"))
+    monkeypatch.setenv("PIP_INDEX_URL", index)
+    recipes = tmp_path / "recipes"
+    base = write_base_recipe(recipes, world, http_server.serve(LLVM_PATH, llvm_tarball().data))
+    data = yaml.safe_load(base.read_text())
+    data["python"] = {"requires": data["python"]["requires"], "build": ["fixture-build-tool"], "runtime": []}
+    base.write_text(yaml.safe_dump(data, sort_keys=False))
+    stack = ["--recipes-dir", str(recipes), "--recipe", "flaggems-arm",
+             "--set", f"sources.flaggems.commit={world['flaggems'].commits['rc2']}",
+             "--set", "python.build=[fixture-build-tool]", "--set", "python.runtime=[]",
+             "--set", "python.constraints=[]"]
+    bundle = tmp_path / "gems.bundle"
+    made = CliRunner().invoke(app, ["-w", str(tmp_path / "ws"), *stack, "bundle", "create", "-o", str(bundle)])
+    assert made.exit_code == 0, made.stderr
+
+    board = tmp_path / "board-home"
+    board.mkdir()
+    (board / ".gitconfig").write_text("")  # no route to the git world
+    for name, value in (("HOME", board), ("XDG_CACHE_HOME", board / ".cache"), ("GIT_CONFIG_GLOBAL",
+                        board / ".gitconfig"), ("FLAGTREE_CPU_NO_NETWORK", "1"),
+                        ("PIP_INDEX_URL", "http://127.0.0.1:9/simple/")):
+        monkeypatch.setenv(name, str(value))
+    asked = len(http_server.requests)
+    ws = tmp_path / "board-ws"
+    result = CliRunner().invoke(app, ["-w", str(ws), *stack, "setup", "--bundle", str(bundle), "--skip-build",
+                                      "--ignore-host"])
+    assert result.exit_code == 0, result.stderr
+    assert len(http_server.requests) == asked  # the bundle was enough
+    state = ws / ".flagtree-cpu"
+    base_lock = yaml.safe_load((state / "lock.yaml").read_text())
+    gems_lock = yaml.safe_load((state / "recipes" / "flaggems-arm" / "lock.yaml").read_text())
+    assert base_lock["recipe"] == "flagtree-cpu-arm64" and "flaggems" not in base_lock["sources"]
+    assert gems_lock["sources"]["flaggems"]["commit"] == world["flaggems"].commits["rc2"]
+    heads = {name: git("rev-parse", "HEAD", cwd=ws / folder).strip()
+             for name, folder in (("flagtree", "FlagTree"), ("flaggems", "FlagGems"))}
+    assert heads == {"flagtree": base_lock["sources"]["flagtree"]["commit"],
+                     "flaggems": world["flaggems"].commits["rc2"]}
+    lock_before = (state / "lock.yaml").read_bytes()
+    again = CliRunner().invoke(app, ["-w", str(ws), *stack, "bundle", "import", str(bundle)])
+    assert again.exit_code == 0, again.stderr
+    assert "nothing to import" in again.stderr, again.stderr
+    assert (state / "lock.yaml").read_bytes() == lock_before  # where the bytes came from is the workspace's own
