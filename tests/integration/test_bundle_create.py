@@ -14,7 +14,6 @@ import json
 import subprocess
 import sys
 import tarfile
-import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +29,7 @@ from tests.support.gitworld import GitWorld
 from tests.support.hermetic import make_hermetic
 from tests.support.httpserver import LoopbackHTTPServer
 from tests.support.tarballs import TOP, llvm_tarball
-from tests.support.venvs import simple_index, tiny_wheel
+from tests.support.venvs import packed_wheel, simple_index, tiny_wheel
 from tests.support.worlds.flaggems import build_flaggems_world, write_base_recipe
 
 MANIFEST = "flagtree-cpu-bundle.json"
@@ -285,18 +284,7 @@ def test_a_stacked_recipe_bundles_its_whole_stack(git_world: GitWorld, tmp_path:
 
 def _wheel(folder: Path, name: str, version: str, requires: tuple[str, ...] = ()) -> Path:
     """A wheel whose metadata states ``requires`` (tiny_wheel's have none)."""
-    module = name.replace("-", "_")
-    dist = f"{module}-{version}.dist-info"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{module}-{version}-py3-none-any.whl"
-    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(
-        f"Requires-Dist: {r}\n" for r in requires)
-    with zipfile.ZipFile(path, "w") as whl:
-        whl.writestr(f"{module}/__init__.py", "")
-        whl.writestr(f"{dist}/METADATA", metadata)
-        whl.writestr(f"{dist}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
-        whl.writestr(f"{dist}/RECORD", "")
-    return path
+    return packed_wheel(folder, name, version, requires=requires)
 
 
 _BACKEND = '''import os, shutil

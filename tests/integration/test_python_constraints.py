@@ -10,8 +10,6 @@ PEP 503 index that holds two versions of a library (so a constraint visibly chan
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import platform
 import subprocess
@@ -30,34 +28,15 @@ from flagtree_cpu_build.versions import cannot_meet_both
 from flagtree_cpu_build.workspace import Workspace as ToolWorkspace
 from tests.support.envelope import error_of, result_of
 from tests.support.httpserver import LoopbackHTTPServer
-from tests.support.venvs import build_venv, site_packages
+from tests.support.venvs import build_venv, packed_wheel, site_packages
 
 HOST = platform.machine()
 WHY = "the base build's ABI is fixture-lib 1"
 
 
 def make_wheel(folder: Path, name: str, version: str, requires: tuple[str, ...] = ()) -> Path:
-    """A pure-Python wheel of an empty package, written directly (no build backend: milliseconds)."""
-    dist = name.replace("-", "_")
-    info = f"{dist}-{version}.dist-info"
-    members = {
-        f"{dist}/__init__.py": f"__version__ = {version!r}\n",
-        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
-                            + "".join(f"Requires-Dist: {r}\n" for r in requires),
-        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-    }
-    def digest(text: str) -> str:
-        return base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
-
-    record = [f"{path},sha256={digest(text)},{len(text.encode())}" for path, text in members.items()]
-    record.append(f"{info}/RECORD,,")
-    members[f"{info}/RECORD"] = "\n".join(record) + "\n"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{dist}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(path, "w") as archive:
-        for member, text in members.items():
-            archive.writestr(member, text)
-    return path
+    """A pure-Python wheel of an empty package (no build backend: milliseconds)."""
+    return packed_wheel(folder, name, version, requires=requires)
 
 
 WHEELS: dict[str, list[tuple[str, tuple[str, ...]]]] = {

@@ -22,17 +22,14 @@ ascend), with no accelerator, SDK or vendor torch on the machine.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import shutil
 import subprocess
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.support.gitworld import PROJECTS, Repo, commit_all, git, git_env, publish_bare, write_redirect_config
-from tests.support.venvs import TOOLS, build_venv, site_packages
+from tests.support.venvs import TOOLS, build_venv, packed_wheel, site_packages
 
 URL = "https://github.com/flagos-ai/PyTorch-Plugin-FL.git"
 TORCH_VERSION = "2.10.0+cpu"
@@ -158,31 +155,13 @@ def _standin_torch(folder: Path) -> Path:
 
 def _triton_ascend_wheel(folder: Path, version: str) -> Path:
     """A real (hand-packed) wheel of triton-ascend: the `triton` package with backends/ascend/driver.py."""
-    files = {
+    return packed_wheel(folder, "triton-ascend", version, {
         "triton/__init__.py": f'__version__ = "{version}"\n',
         "triton/backends/__init__.py": "",
         "triton/backends/ascend/__init__.py": "",
         "triton/backends/ascend/driver.py": STOCK_DRIVER.format(version=version),
-        f"triton_ascend-{version}.dist-info/METADATA":
-            f"Metadata-Version: 2.1\nName: triton-ascend\nVersion: {version}\n",
-        f"triton_ascend-{version}.dist-info/WHEEL":
-            "Wheel-Version: 1.0\nGenerator: fixture\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
         f"triton_ascend-{version}.dist-info/top_level.txt": "triton\n",
-    }
-    record = [f"{name},sha256={_b64(hashlib.sha256(text.encode()).digest())},{len(text.encode())}"
-              for name, text in files.items()]
-    record.append(f"triton_ascend-{version}.dist-info/RECORD,,")
-    files[f"triton_ascend-{version}.dist-info/RECORD"] = "\n".join(record) + "\n"
-    folder.mkdir(parents=True, exist_ok=True)
-    wheel = folder / f"triton_ascend-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as archive:
-        for name, text in files.items():
-            archive.writestr(name, text)
-    return wheel
-
-
-def _b64(digest: bytes) -> str:
-    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+    })
 
 
 def target_venv(path: Path, world: TorchFlWorld, *, torch: bool = True) -> Path:
