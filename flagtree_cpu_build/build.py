@@ -164,7 +164,8 @@ def build_freshness(ctx: StageContext, python: Path, *, offline: bool = False,
     report = pythonenv.check(python, recipe.python.build, build_env.env.get("PATH", ""),
                              also=_installed_distribution(recipe, mode), recipe=recipe)
     if report.missing:
-        return [f"build prerequisites are missing: {', '.join(p.name for p in report.missing)}"]
+        return [f"build prerequisites are missing or of the wrong version: "
+                f"{', '.join(p.name for p in report.missing)}"]
     options = BuildOptions(python=python, offline=offline)
     components = stamp_components(recipe, ctx, options.python, build_env, report, mode)
     if assume is not None:

@@ -111,8 +111,10 @@ class Run:
 
 
 def run_check(ctx: StageContext, options: ValidateOptions, check: Check, env: dict[str, str],
-              missing: set[str]) -> CheckResult:
-    skip = skip_reason(ctx, options, check, missing, env)
+              unmet: Mapping[str, str | None]) -> CheckResult:
+    """Run and judge one check; ``unmet`` is the prerequisites row's verdict: {name: the installed version that
+    does not satisfy the recipe, or None when it is missing}; a preset that imports one of them is skipped."""
+    skip = skip_reason(ctx, options, check, unmet, env)
     if skip is not None:
         return CheckResult(check.label, "skip", check.required, message=skip)
     if check.wheel is not None:
@@ -145,7 +147,7 @@ def _run_process(ctx: StageContext, options: ValidateOptions, check: Check, env:
     return _died(ctx.recipe, check, run) or _argv_verdict(ctx.recipe, check, run)
 
 
-def skip_reason(ctx: StageContext, options: ValidateOptions, check: Check, missing: set[str],
+def skip_reason(ctx: StageContext, options: ValidateOptions, check: Check, unmet: Mapping[str, str | None],
                 env: Mapping[str, str] | None = None) -> str | None:
     """Why the check does not run here, or None. ``env`` is the run-time environment (its PATH is where
     `needs.commands` are looked for)."""
@@ -160,12 +162,21 @@ def skip_reason(ctx: StageContext, options: ValidateOptions, check: Check, missi
         return f"needs {', '.join(absent)} (absent on this host)"
     preset = preset_of(check)
     if preset is not None:
-        needed = [name for name in preset.imports if name in missing]
+        needed = [name for name in preset.imports if name in unmet]
         if needed:
-            return f"needs {', '.join(needed)}, which is missing (see prerequisites)"
+            return _unmet_reason(needed, unmet)
         if preset.needs_model and options.model is None:
             return "no model given (--model PATH)"
     return None
+
+
+def _unmet_reason(needed: list[str], unmet: Mapping[str, str | None]) -> str:
+    """needs torch, which is missing / whose installed version (2.13.0) is not the one the recipe pins."""
+    missing = [name for name in needed if unmet[name] is None]
+    parts = [f"{', '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} missing"] if missing else []
+    parts += [f"{name}, whose installed version ({unmet[name]}) is not the one the recipe pins"
+              for name in needed if unmet[name] is not None]
+    return f"needs {'; and '.join(parts)} (see prerequisites)"
 
 
 def absent_needs(recipe: Recipe, check: Check, path: str, workdir: Path) -> list[str]:

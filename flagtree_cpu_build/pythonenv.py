@@ -6,6 +6,11 @@ distributions it has (one short process, no pip); pip runs only for what is miss
 does not satisfy its version range. A requirement with ``system_command`` (cmake, ninja)
 is also satisfied by that command on PATH when its version fits.
 
+A pin with a local label (``torch==2.10.0+cpu``) names a build: a distribution whose metadata version has no
+label but the same public version meets it when the package's own ``__version__`` carries that label (PyPI's
+aarch64 torch wheels: metadata 2.10.0, torch.__version__ 2.10.0+cpu); ``local_labels`` reads those in one
+more run of the interpreter, only when such a pin needs it.
+
 Given the recipe (``check(..., recipe=)``), two more things hold:
 
 - ``python.constraints`` bind every pip run (``-c <recipe state>/constraints.txt``), and an installed
@@ -35,11 +40,12 @@ from packaging.requirements import Requirement as PipRequirement
 from packaging.specifiers import SpecifierSet
 
 from .errors import BuildError, RecipeError, RecipeProblem
+from .local_labels import RuntimeVersion, runtime_versions
 from .pip_constraints import PREINSTALLED_WHY, constraints_file, pip_limits
 from .proc import capture, log_path, run_logged
 from .recipe import Constraint, Recipe, Requirement
 from .ui import UI
-from .versions import allows, cannot_meet_both, fits, same_name
+from .versions import allows, cannot_meet_both, meets, parsed, reads_runtime_label, same_name
 from .workspace import Workspace
 
 __all__ = ["ConstraintConflict", "Prerequisite", "PythonReport", "check", "command_version", "constraints_file",
@@ -69,21 +75,39 @@ class Prerequisite:
     satisfied: bool
     violates: Constraint | None = None  # the installed version is outside this constraint (pip will put it right)
     conflict: Constraint | None = None  # no version satisfies both the requirement and this constraint
+    runtime: RuntimeVersion | None = None  # its own __version__, read when a local-label pin needed it
 
     @property
     def name(self) -> str:
         return PipRequirement(self.requirement.requirement).name
 
-    def describe(self) -> str:
+    @property
+    def version(self) -> str | None:
+        """The installed version to show: the package's own __version__ when it was read (2.10.0+cpu, where
+        the metadata says 2.10.0), else the metadata's."""
+        return self.runtime.version if self.runtime is not None and self.runtime.version else self.installed
+
+    @property
+    def wrong_version(self) -> bool:
+        """Installed, but not a version (or build) that satisfies it: pip replaces it."""
+        return self.installed is not None and not self.satisfied
+
+    def finding(self) -> str:
+        """What the interpreter has, without the requirement: "missing", "installed 2.13.0", ..."""
         if self.system:
-            return f"{self.requirement.requirement}: system {self.requirement.system_command} {self.system}"
+            return f"system {self.requirement.system_command} {self.system}"
         if self.conflict is not None:
-            return f"{self.requirement.requirement}: cannot be met together with the constraint " \
-                   f"{_with_why(self.conflict)}"
+            return f"cannot be met together with the constraint {_with_why(self.conflict)}"
+        if self.installed is None:
+            return "missing"
+        note = f" ({self.runtime.note(self.satisfied)})" if self.runtime is not None else ""
         if self.violates is not None:
-            return f"{self.requirement.requirement}: installed {self.installed}, outside the constraint " \
-                   f"{_with_why(self.violates)}"
-        return f"{self.requirement.requirement}: {'installed ' + self.installed if self.installed else 'missing'}"
+            return f"installed {self.installed}{note}, outside the constraint {_with_why(self.violates)}"
+        return f"installed {self.installed}{note}"
+
+    def describe(self) -> str:
+        plain = self.wrong_version and self.violates is None and self.conflict is None and self.runtime is None
+        return f"{self.requirement.requirement}: {'wrong version: ' if plain else ''}{self.finding()}"
 
 
 @dataclass(frozen=True)
@@ -97,7 +121,13 @@ class PythonReport:
 
     @property
     def missing(self) -> list[Prerequisite]:
+        """Every prerequisite not satisfied: not installed, or installed in a wrong version (pip installs both)."""
         return [p for p in self.prerequisites if not p.satisfied]
+
+    @property
+    def unmet(self) -> dict[str, str | None]:
+        """{name: the installed version that does not satisfy it, or None when it is not installed}."""
+        return {p.name: p.version if p.wrong_version else None for p in self.missing}
 
     @property
     def unprovided(self) -> list[Prerequisite]:
@@ -147,29 +177,41 @@ def check(python: Path, requirements: Sequence[Requirement], path: str, *,
     names = [PipRequirement(r.requirement).name for r in requirements]
     vendor = [PipRequirement(r.requirement).name for r in preinstalled]
     version, found = query(python, list(dict.fromkeys([*names, *vendor, *also])))
+    pins = [(PipRequirement(r.requirement).name, r.requirement) for r in (*requirements, *preinstalled)]
+    pins += [(n, c.requirement) for n in dict.fromkeys(names) for c in limits if same_name(c.requirement, n)]
+    runtime = runtime_versions(python, _label_reads(pins, found), _plain_env())
     statuses = []
     for requirement, name in zip(requirements, names, strict=True):
         specifier = PipRequirement(requirement.requirement).specifier
         same = [c for c in limits if same_name(c.requirement, name)]
         conflict = next((c for c in same if cannot_meet_both(requirement.requirement, c.requirement)), None)
-        installed = found.get(name)
-        violates = next((c for c in same if installed is not None and not allows(c.requirement, installed)), None)
+        installed, read = found.get(name), runtime.get(name)
+        own = read.version if read is not None else None
+        violates = next((c for c in same if installed is not None and not allows(c.requirement, installed, own)),
+                        None)
         if conflict is not None:
-            statuses.append(Prerequisite(requirement, installed, None, False, violates, conflict))
+            statuses.append(Prerequisite(requirement, installed, None, False, violates, conflict, read))
             continue
-        if installed is not None and fits(specifier, installed) and violates is None:
-            statuses.append(Prerequisite(requirement, installed, None, True))
+        if installed is not None and meets(specifier, installed, own) and violates is None:
+            statuses.append(Prerequisite(requirement, installed, None, True, runtime=read))
             continue
         system = command_version(requirement.system_command, path) if requirement.system_command else None
-        if system is not None and fits(specifier, system) and all(allows(c.requirement, system) for c in same):
+        if system is not None and meets(specifier, system) and all(allows(c.requirement, system) for c in same):
             statuses.append(Prerequisite(requirement, installed, system, True))
         else:
-            statuses.append(Prerequisite(requirement, installed, None, False, violates))
+            statuses.append(Prerequisite(requirement, installed, None, False, violates, runtime=read))
     vendor_statuses = tuple(
-        Prerequisite(r, found.get(n), None, found.get(n) is not None
-                     and fits(PipRequirement(r.requirement).specifier, found[n] or ""))
+        Prerequisite(r, found.get(n), None, found.get(n) is not None and meets(
+            PipRequirement(r.requirement).specifier, found[n] or "", runtime[n].version if n in runtime else None),
+            runtime=runtime.get(n))
         for r, n in zip(preinstalled, vendor, strict=True))
     return PythonReport(python, version, tuple(statuses), {n: found.get(n) for n in also}, vendor_statuses, recipe)
+
+
+def _label_reads(pins: Sequence[tuple[str, str]], found: Mapping[str, str | None]) -> list[str]:
+    """The distributions whose own __version__ must say which build they are (versions.reads_runtime_label)."""
+    return list(dict.fromkeys(name for name, requirement in pins if (pip := parsed(requirement)) is not None
+                              and found.get(name) and reads_runtime_label(pip.specifier, found[name] or "")))
 
 
 def require_preinstalled(report: PythonReport) -> None:

@@ -7,8 +7,9 @@ report (``flagtree-cpu/validate/v1`` JSON, JUnit). Processes run in the *target*
 that dies is judged from how it died, with a fix.
 
 Run-time prerequisites (torch, numpy) are checked first, without pip; plain ``validate``
-never installs anything: a missing one is a failed row naming the exact pip command, and
-the presets that import it are skipped. ``--install-prereqs`` installs them.
+never installs anything: a missing one, or one of another version (or another build: a pin's
+local label, ``torch==2.10.0+cpu``, see ``pythonenv``), is a failed row naming the exact pip
+command, and the presets that import it are skipped. ``--install-prereqs`` installs them.
 """
 
 from __future__ import annotations
@@ -82,13 +83,14 @@ def run_validate(ctx: StageContext, options: ValidateOptions) -> ValidationRepor
                                "build installed into")
     results: list[CheckResult] = []
     prerequisites = _prerequisites(ctx, options)
-    missing: set[str] = set()
+    unmet: dict[str, str | None] = {}  # name -> the installed version that does not do, None when missing
     if prerequisites is not None:
         results.append(prerequisites)
-        missing = set(prerequisites.details.get("missing", []))
+        unmet = {name: None for name in prerequisites.details.get("missing", [])}
+        unmet.update(prerequisites.details.get("wrong_version", {}))
     env = check_env(ctx)
     for check in chosen:
-        results.append(run_check(ctx, options, check, env, missing))
+        results.append(run_check(ctx, options, check, env, unmet))
     report = ValidationReport(recipe.name, options.python, tuple(results), tuple(hazard_warnings(recipe)),
                               time.monotonic() - start, started, recipe.variant)
     from .plans.validation import save_last, validation_key
@@ -118,18 +120,21 @@ def _prerequisites(ctx: StageContext, options: ValidateOptions) -> CheckResult |
             report = pythonenv.check(options.python, runtime, path, recipe=ctx.recipe)
     except BuildError as exc:
         raise ValidationFailed(exc.message, details=exc.details, fix=exc.fix) from exc
-    found = ", ".join(f"{p.name} {p.installed}" for p in report.prerequisites if p.satisfied)
+    found = ", ".join(f"{p.name} {p.version}" for p in report.prerequisites if p.satisfied)
     if not report.missing:
         return CheckResult("prerequisites", "pass", True, found, seconds=time.monotonic() - start,
-                            details={"missing": []})
+                            details={"missing": [], "wrong_version": {}})
     commands = [shlex.join(argv) for argv in pythonenv.install_commands(
         options.python, report.missing, pythonenv.constraints_file(ctx.recipe, ctx.workspace))]
+    absent = [name for name, version in report.unmet.items() if version is None]
+    wrong = {name: version for name, version in report.unmet.items() if version is not None}
+    summary = ", ".join([f"{len(absent)} missing"] * bool(absent)
+                        + [f"{len(wrong)} wrong version{'s' if len(wrong) > 1 else ''}"] * bool(wrong))
     return CheckResult(
-        "prerequisites", "fail", True, f"{len(report.missing)} missing",
-        "; ".join(p.describe() for p in report.missing),
+        "prerequisites", "fail", True, summary, "; ".join(p.describe() for p in report.missing),
         fix=" && ".join(commands) + "   (or: flagtree-cpu validate --install-prereqs)",
         seconds=time.monotonic() - start,
-        details={"missing": [p.name for p in report.missing], "install": commands})
+        details={"missing": absent, "wrong_version": wrong, "install": commands})
 
 
 def runtime_env(ctx: StageContext) -> dict[str, str]:

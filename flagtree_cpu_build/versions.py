@@ -52,10 +52,41 @@ def _disjoint(specs: Sequence[Specifier]) -> bool:
     return low[0] > high[0] or (low[0] == high[0] and not (low[1] and high[1]))
 
 
-def allows(constraint: str, version: str) -> bool:
-    """Whether an installed ``version`` is inside ``constraint`` (one with a marker is left to pip)."""
+def allows(constraint: str, version: str, runtime: str | None = None) -> bool:
+    """Whether an installed ``version`` is inside ``constraint`` (one with a marker is left to pip); ``runtime``
+    as for ``meets``."""
     pip = parsed(constraint)
-    return pip is None or pip.marker is not None or fits(pip.specifier, version)
+    return pip is None or pip.marker is not None or meets(pip.specifier, version, runtime)
+
+
+def label_pin(specifier: SpecifierSet) -> Version | None:
+    """The version of an exact pin with a local label (``==2.10.0+cpu``): such a pin names a build variant."""
+    for s in specifier:
+        version = _version(s.version) if s.operator == "==" else None  # "==2.10.*" is no Version: None
+        if version is not None and version.local is not None:
+            return version
+    return None
+
+
+def reads_runtime_label(specifier: SpecifierSet, installed: str) -> bool:
+    """Whether the package's own ``__version__`` must say which build ``installed`` is: the pin has a local label,
+    and the metadata version has none but the same public version. PyPI's aarch64 torch wheels are CPU builds
+    whose metadata says 2.10.0 while torch.__version__ says 2.10.0+cpu; importing to find out is costly (a
+    second or more for torch), so nothing else is imported."""
+    pin, version = label_pin(specifier), _version(installed)
+    return pin is not None and version is not None and version.local is None \
+        and Version(version.public) == Version(pin.public)
+
+
+def meets(specifier: SpecifierSet, installed: str, runtime: str | None = None) -> bool:
+    """Whether an installed distribution of metadata version ``installed`` meets ``specifier``: PEP 440, except
+    that when ``reads_runtime_label`` holds, the package's ``__version__`` (``runtime``, None when it could not
+    be read) decides: it meets ``torch==2.10.0+cpu`` only when it carries that label (``2.10.0+cpu``). Without
+    a label on the pin, PEP 440 stands (``==2.10.0`` is met by ``2.10.0+cpu``)."""
+    if not reads_runtime_label(specifier, installed):
+        return fits(specifier, installed)
+    version = _version(runtime) if runtime is not None else None
+    return version is not None and version.local is not None and fits(specifier, runtime or "")
 
 
 def same_name(requirement: str, name: str) -> bool:

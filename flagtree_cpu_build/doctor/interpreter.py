@@ -50,8 +50,11 @@ def _requirements_outcome(c: DoctorContext, requirements: Iterable, when: str) -
 
     limits = constraints_path(c.workspace) if pip_limits(c.recipe) else None  # its path: doctor writes nothing
     commands = " && ".join(shlex.join(argv) for argv in install_commands(c.python, report.missing, limits))
-    return warn(f"missing or too old: {', '.join(p.describe() for p in report.missing)}; {when} installs them",
-                commands)
+    absent = [p.requirement.requirement if p.finding() == "missing" else p.describe()
+              for p in report.missing if not p.wrong_version]
+    wrong = [f"{p.requirement.requirement}: {p.finding()}" for p in report.missing if p.wrong_version]
+    found = [f"missing: {', '.join(absent)}"] * bool(absent) + [f"wrong version: {', '.join(wrong)}"] * bool(wrong)
+    return warn(f"{'; '.join(found)}; {when} installs them", commands)
 
 
 @check("python.build-prerequisites", "python", "Build prerequisites in the target Python", live_only=True)

@@ -252,7 +252,7 @@ def test_python_checks_in_a_target_venv(synced: Workspace, tmp_path: Path) -> No
     checks = findings(synced.run("doctor", "--json", "--offline", "--python", str(python)))
     assert checks["python.version"]["status"] == "ok"
     prerequisites = checks["python.build-prerequisites"]
-    assert prerequisites["status"] == "warn" and "pybind11>=2.13.1: missing" in prerequisites["detail"]
+    assert prerequisites["status"] == "warn" and "missing: pybind11>=2.13.1" in prerequisites["detail"]
     assert prerequisites["fix"].startswith(f"{python} -m pip install")
     runtime = checks["python.runtime-prerequisites"]
     assert runtime["status"] == "warn" and "--index-url https://download.pytorch.org/whl/cpu" in runtime["fix"]
