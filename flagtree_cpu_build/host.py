@@ -12,6 +12,10 @@ import platform
 from dataclasses import dataclass
 from pathlib import Path
 
+from .cpuinfo import SNAPSHOT_MANIFEST, read_cpu, snapshot_facts
+
+__all__ = ["SNAPSHOT_MANIFEST", "HostFacts", "host_glibc", "parse_meminfo", "parse_os_release", "read_host"]
+
 
 @dataclass(frozen=True)
 class HostFacts:
@@ -60,10 +64,6 @@ def _read(path: Path) -> str:
         return ""
 
 
-# the manifest a board's snapshot (`doctor --snapshot`, snapshot.py) carries: what /etc and /proc do not say
-SNAPSHOT_MANIFEST = "flagtree-cpu-snapshot.json"
-
-
 def read_host(root: Path = Path("/")) -> HostFacts:
     os_release = parse_os_release(_read(root / "etc/os-release") or _read(root / "usr/lib/os-release"))
     meminfo = parse_meminfo(_read(root / "proc/meminfo"))
@@ -74,12 +74,10 @@ def read_host(root: Path = Path("/")) -> HostFacts:
         except (AttributeError, OSError):  # pragma: no cover - not Linux
             cpus = os.cpu_count() or 1
     else:  # a snapshot of another machine: its own files say what it is
-        from .cpuinfo import read_cpu
-
         cpu = read_cpu(root)
-        arch, cpus = cpu.arch, max(1, len(cpu.cores))
-        if arch == "unknown":  # /proc/cpuinfo of neither Arm nor x86 (riscv64 ...): the snapshot's uname says
-            arch = _snapshot_machine(root) or arch
+        # the board's uname, when its manifest says, over /proc/cpuinfo's text (which an emulator may have
+        # passed through from its host, or which names no architecture at all: riscv64 ...)
+        arch, cpus = snapshot_facts(root).get("machine") or cpu.arch, max(1, len(cpu.cores))
     return HostFacts(
         system=platform.system().lower(),
         arch=arch,
@@ -89,7 +87,7 @@ def read_host(root: Path = Path("/")) -> HostFacts:
         cpu_count=cpus,
         mem_total=meminfo.get("MemTotal"),
         mem_available=meminfo.get("MemAvailable", meminfo.get("MemFree")),
-        glibc=host_glibc() if root == Path("/") else _snapshot_manifest(root).get("glibc"),
+        glibc=host_glibc() if root == Path("/") else snapshot_facts(root).get("glibc"),
     )
 
 
@@ -100,24 +98,3 @@ def host_glibc() -> str | None:
     except (ValueError, OSError, AttributeError):  # pragma: no cover - not glibc / not POSIX
         return None
     return version if name == "glibc" and version else None
-
-
-def _snapshot_manifest(root: Path) -> dict:
-    """The manifest ``flagtree-cpu doctor --snapshot`` writes into a board's snapshot ({} when there is none);
-    only its text values are kept (a damaged manifest says nothing)."""
-    import json
-
-    try:
-        manifest = json.loads(_read(root / SNAPSHOT_MANIFEST) or "{}")
-    except ValueError:
-        return {}
-    if not isinstance(manifest, dict):
-        return {}
-    uname = manifest.get("uname") if isinstance(manifest.get("uname"), dict) else {}
-    facts = {"machine": uname.get("machine"), "glibc": manifest.get("glibc")}
-    return {key: value for key, value in facts.items() if isinstance(value, str) and value}
-
-
-def _snapshot_machine(root: Path) -> str | None:
-    """``uname -m`` of the board, from its snapshot's manifest."""
-    return _snapshot_manifest(root).get("machine")

@@ -38,8 +38,9 @@ class PreflightOptions(Protocol):
 
 # The blocking subset of doctor: fast, and each one would make a later stage fail after minutes.
 PREFLIGHT_ALWAYS = ("toolchain.git", "resources.disk", "system.packages")
-PREFLIGHT_FOR_BUILD = ("host.arch", "cpu.features", "host.devices", "toolchain.compiler", "toolchain.build-commands",
-                       "toolchain.provisioned", "python.preinstalled", "resources.memory")
+# cpu.sve-length too: code built with -msve-vector-bits=128 runs on wider SVE and computes wrong numbers, silently
+PREFLIGHT_FOR_BUILD = ("host.arch", "cpu.features", "cpu.sve-length", "host.devices", "toolchain.compiler",
+                       "toolchain.build-commands", "toolchain.provisioned", "python.preinstalled", "resources.memory")
 # Without git nothing can be cloned, whatever --ignore-host says.
 NEVER_IGNORED = ("toolchain.git",)
 

@@ -34,6 +34,7 @@ from typing import Any
 
 from . import __version__
 from .atomic import write_atomic
+from .cpuinfo import sve_length_from_prctl
 from .errors import UsageError
 from .host import SNAPSHOT_MANIFEST, host_glibc
 
@@ -42,6 +43,8 @@ MANIFEST_NAME = SNAPSHOT_MANIFEST
 
 # Every file host.py, cpuinfo.py, system_packages.py and doctor/machine.py read under a sysroot; keep in step.
 # /proc/self/auxv is the snapshotting process's own auxiliary vector: its HWCAP bits are the machine's.
+# What no file says goes into the manifest: uname (it overrules a /proc/cpuinfo an emulator passed through
+# from its host) and the SVE vector length prctl gives (under QEMU there is no sve_default_vector_length).
 FIXED_FILES = (
     "etc/os-release",
     "usr/lib/os-release",  # host.read_host's fallback when etc/os-release is missing
@@ -137,6 +140,8 @@ def write_snapshot(dest: Path, root: Path = Path("/")) -> SnapshotWritten:
         "euid": os.geteuid() if live else None,  # so fixes for the board drop sudo when it was made as root
         # artifact variants may select on it (triton-cpu's LLVM: almalinux-x64 for glibc <= 2.28)
         "glibc": host_glibc() if live else None,
+        # what this process runs with (prctl PR_SVE_GET_VL); null without SVE (x86, older Arm cores)
+        "sve_vector_bits": sve_length_from_prctl(None) if live else None,
         "files": list(contents), "absent": absent,
     }
     packed = io.BytesIO()  # small: every file was read bounded

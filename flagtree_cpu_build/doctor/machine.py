@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 from ..buildenv import compute_jobs
-from ..cpuinfo import cpu_list
+from ..cpuinfo import SVE_FILE, SVE_PRCTL, cpu_list, sve_length_from_prctl
 from ..system_packages import missing_apt_packages  # the one reading of dpkg's status file
 from .facts import applicable, selector_facts
 from .kit import DoctorContext, Outcome, check, fail, ok, skip, warn, with_article
@@ -73,15 +73,20 @@ def cpu_features(c: DoctorContext) -> Outcome:
         return ok("the recipe needs no particular CPU features")
     missing = [f for f in required if f not in c.cpu.features]
     fix = f"run on a CPU with {', '.join(required)}{_machines(c)}"
+    # /proc/cpuinfo of another architecture than uname's (an emulator's host): HWCAP alone, and say so
+    note = f"; {c.cpu.cpuinfo_note}" if c.cpu.cpuinfo_note else ""
     if c.cpu.arch not in c.recipe.platform.host.arch and missing == required:
         # another architecture altogether: the feature names are not even its own
         return fail(f"{c.cpu.model} is {with_article(c.cpu.arch)} CPU; the recipe's target needs "
-                    f"{', '.join(required)}", fix)
-    source = " (/proc/cpuinfo and HWCAP)" if c.cpu.hwcap else " (/proc/cpuinfo)"
+                    f"{', '.join(required)}{note}", fix)
+    if note:
+        source = " (HWCAP)" if c.cpu.hwcap is not None else ""
+    else:
+        source = " (/proc/cpuinfo and HWCAP)" if c.cpu.hwcap else " (/proc/cpuinfo)"
     if not missing:
-        return ok(f"{c.cpu.model} has {', '.join(required)}{source}")
+        return ok(f"{c.cpu.model} has {', '.join(required)}{source}{note}")
     why = f": {target.why}" if target.why else ": the products would die here with an illegal instruction (SIGILL)"
-    return fail(f"{c.cpu.model} lacks {', '.join(missing)}{source}{why}", fix)
+    return fail(f"{c.cpu.model} lacks {', '.join(missing)}{source}{why}{note}", fix)
 
 
 @check("cpu.sve-length", "cpu", "SVE vector length the products assume")
@@ -94,15 +99,44 @@ def cpu_sve_length(c: DoctorContext) -> Outcome:
         return cross
     if "sve" not in c.cpu.features:
         return skip("no SVE on this CPU (see cpu.features)")
-    if c.cpu.sve_vector_bits is None:
-        return warn("cannot read /proc/sys/abi/sve_default_vector_length", "check it by hand: "
-                    "cat /proc/sys/abi/sve_default_vector_length (bytes; 16 means 128-bit)")
-    if c.cpu.sve_vector_bits == wanted:
-        return ok(f"{wanted}-bit SVE vectors, as the build assumes (-msve-vector-bits={wanted})")
-    return fail(f"SVE vectors are {c.cpu.sve_vector_bits}-bit here; the build fixes them at {wanted} "
-                f"(-msve-vector-bits={wanted}), so its SVE code would compute wrong results",
-                f"echo {wanted // 8} | {c.as_root('tee')} /proc/sys/abi/sve_default_vector_length   "
-                f"# new processes then get {wanted}-bit vectors")
+    bits, source = _sve_length(c)
+    default = c.cpu.sve_default_bits  # None: the kernel has no such file (QEMU user mode, some kernels)
+    if bits is None:
+        where = "prctl(PR_SVE_GET_VL) gave no answer" if c.live else "the snapshot recorded no prctl answer"
+        return warn(f"cannot tell the SVE vector length: {SVE_FILE} cannot be read and {where}",
+                    "check it on the machine: python3 -c 'import ctypes; print(ctypes.CDLL(None).prctl(51, 0, 0, "
+                    "0, 0) & 0xffff)'   # PR_SVE_GET_VL: bytes; 16 means 128-bit")
+    # the kernel's default for new processes, when the process itself was found to run with another length
+    differs = f"; {SVE_FILE} says {default}-bit" if source == SVE_PRCTL and default not in (None, bits) else ""
+    said = f" ({source})" if source == SVE_PRCTL else ""  # the file's wording is the one doctor always had
+    if bits == wanted:
+        return ok(f"{wanted}-bit SVE vectors{said}, as the build assumes (-msve-vector-bits={wanted}){differs}")
+    silently = ", silently (nothing crashes)" if said else ""
+    return fail(f"SVE vectors are {bits}-bit here{said}; the build fixes them at {wanted} "
+                f"(-msve-vector-bits={wanted}), so its SVE code would compute wrong results{silently}{differs}",
+                _sve_fix(c, wanted))
+
+
+def _sve_length(c: DoctorContext) -> tuple[int | None, str | None]:
+    """The SVE vector length in bits and where it came from: on this machine what prctl says a process of the
+    target interpreter runs with (else doctor's own process), over the kernel's default; a snapshot's files."""
+    if c.live:
+        target = c.python if c.python.exists() else None
+        bits = sve_length_from_prctl(target)
+        if bits is None and target is not None:
+            bits = sve_length_from_prctl(None)
+        if bits is not None:
+            return bits, SVE_PRCTL
+    return c.cpu.sve_vector_bits, c.cpu.sve_source
+
+
+def _sve_fix(c: DoctorContext, wanted: int) -> str:
+    if c.cpu.sve_default_bits is not None:
+        return f"echo {wanted // 8} | {c.as_root('tee')} {SVE_FILE}   # new processes then get {wanted}-bit vectors"
+    # no such file to write to (QEMU user mode, some kernels): the length comes with the CPU's definition
+    model = " or a 128-bit core model such as QEMU_CPU=neoverse-n2" if wanted == 128 else ""
+    return (f"the SVE vector length is set where the CPU is defined: under QEMU user mode run with "
+            f"QEMU_CPU=max,sve{wanted}=on{model}; on hardware, run on a board whose SVE is {wanted}-bit{_machines(c)}")
 
 
 @check("host.devices", "host", "Device nodes the recipe needs")
