@@ -15,6 +15,10 @@ MISCOMPILED = ("a wrong result from a kernel that compiled: bring the sources to
                "(flagtree-cpu sync && flagtree-cpu link && flagtree-cpu build --force); if it persists, report it "
                "with the log")
 
+# the interpreter's triton is another one (PyPI's, say): nothing FlagTree-specific can work in it
+NOT_FLAGTREE = ("this interpreter's triton is not FlagTree's CPU build: flagtree-cpu build (it installs into the "
+                "target venv), or pass --python with the interpreter FlagTree was built into")
+
 
 def expectations(defaults: dict) -> dict:
     """The recipe's parameters for this script (from --expect), over its own defaults."""

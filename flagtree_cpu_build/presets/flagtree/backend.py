@@ -6,7 +6,7 @@ Run by hand with the build's Python: python backend.py [--expect '{"triton_versi
 
 import re
 
-from _common import expectations, finish
+from _common import NOT_FLAGTREE, expectations, finish
 
 FEP_METHODS = [
     "create_cpu_flash_attn_decode", "create_cpu_fused_decode_step", "create_cpu_fused_mlp",
@@ -56,8 +56,7 @@ def _fix(absent: list, missing: list, extra: list) -> str:
     if not absent:
         return ("libtriton was built without (all of) flagtree-cpu's TLE ops: bring sources and links to the recipe "
                 "(flagtree-cpu sync && flagtree-cpu link), then flagtree-cpu build --force")
-    return ("this interpreter's triton is not FlagTree's CPU build: flagtree-cpu build (it installs into the target "
-            "venv), or pass --python with the interpreter FlagTree was built into")
+    return NOT_FLAGTREE
 
 
 def version_fits(wanted: str, found: str) -> bool:

@@ -3,7 +3,7 @@
 Run by hand with the build's Python and FLAGTREE_BACKEND=cpu exported: python tle_rms_norm.py
 """
 
-from _common import MISCOMPILED, expectations, finish
+from _common import MISCOMPILED, NOT_FLAGTREE, expectations, finish
 
 
 def main() -> None:
@@ -11,7 +11,15 @@ def main() -> None:
     import torch
     import triton
     import triton.language as tl
-    from triton.language.extra.cpu import tle_ops as tle_cpu
+    try:
+        from triton.language.extra.cpu import tle_ops as tle_cpu
+    except ImportError:
+        import importlib.util
+
+        if importlib.util.find_spec("triton.backends.cpu") is None:  # PyPI's triton, say: not a missing link
+            finish("tle-rms-norm", False, f"triton {triton.__version__}, no cpu backend",
+                   "no TLE builtins (triton.language.extra.cpu) and no cpu backend in this triton", fix=NOT_FLAGTREE)
+        raise  # FlagTree's triton without the TLE link: the recipe's diagnosis names `flagtree-cpu link`
 
     @triton.jit
     def rms_kernel(x_ptr, w_ptr, out_ptr, D: tl.constexpr, eps: tl.constexpr):
