@@ -9,7 +9,7 @@ DEV    := $(VENV)/.installed-dev
 # passed to `flagtree-cpu setup`, e.g. make setup ARGS="--skip-build"
 ARGS   ?=
 
-.PHONY: setup test lint bench clean
+.PHONY: setup test test-arm64 lint bench clean
 
 $(TOOL): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,12 @@ setup: $(TOOL)
 ## test: the whole test suite (unit + integration), loopback only
 test: $(DEV)
 	$(BIN)/python -m pytest -q
+
+## test-arm64: the emulated Armv9 tier: the tool run for real on aarch64 CPU models under QEMU user mode.
+## Needs root and binfmt_misc; builds (once, ~7 min) and caches an arm64 Debian rootfs in
+## $(FLAGTREE_CPU_EMU) (default /var/cache/flagtree-cpu/arm64-emu). See tests/arm64/emu.sh.
+test-arm64: $(DEV)
+	PYTHON=$(abspath $(BIN))/python tests/arm64/emu.sh tier
 
 lint: $(DEV)
 	$(BIN)/ruff check flagtree_cpu_build tests bench

@@ -7,12 +7,13 @@ emulated tier installs the extra on aarch64 for real; this checks the markers on
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
+
+tomllib = pytest.importorskip("tomllib", reason="tomllib is in the standard library from Python 3.11")
 
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 # the newest release whose PyPI wheel is a CPU build, per machine
