@@ -100,11 +100,13 @@ mounts_down() {
 
 cleanup() { mounts_down; binfmt_down; }
 
-# one run at a time: two runs would fight over the kernel-global binfmt entry and the shared rootfs
+# one run at a time on the machine, whatever its cache folder: two runs would fight over the kernel-global
+# binfmt entry (and, with the same folder, over the rootfs)
+LOCK=/run/lock/flagtree-cpu-arm64-emu.lock
 take_lock() {
-    mkdir -p "$EMU"
-    exec 9>"$EMU/.lock"
-    flock -n 9 || { say "another emu.sh run is using $EMU (lock $EMU/.lock); wait for it to finish"; exit 8; }
+    mkdir -p "$EMU" "$(dirname "$LOCK")"
+    exec 9>"$LOCK"
+    flock -n 9 || { say "another emu.sh run is using the emulator on this machine (lock $LOCK); wait for it to finish"; exit 8; }
 }
 
 # Ctrl-C or a CI runner's SIGTERM: put the machine back first, then stop with the usual codes
@@ -132,6 +134,7 @@ host_tools() {
 # one QEMU binary from a Debian suite, through private apt directories (the host's sources stay as they are)
 fetch_qemu_from() {  # suite package binary dest
     local suite=$1 package=$2 binary=$3 dest=$4 A=$EMU/apt-$1
+    rm -rf "$dest.part"
     mkdir -p "$A/lists/partial" "$A/cache/archives/partial" "$dest.part"
     echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $MIRROR $suite main" >"$A/sources.list"
     local O=(-o Dir::Etc::SourceList="$A/sources.list" -o Dir::Etc::SourceParts=/dev/null
@@ -168,7 +171,8 @@ debootstrap_rootfs() {
     debootstrap --arch=arm64 --variant=minbase \
         --include=python3,python3-venv,python3-pip,python3-dev,gcc,g++,libc6-dev,libgomp1,git,ca-certificates,make \
         bookworm "$R.part" "$MIRROR" >"$EMU/debootstrap.log" 2>&1 \
-        || { say "debootstrap failed; see $EMU/debootstrap.log"; tail -5 "$EMU/debootstrap.log" >&2; return 1; }
+        || { say "debootstrap failed (the half-made rootfs is removed); see $EMU/debootstrap.log"
+             tail -5 "$EMU/debootstrap.log" >&2; umount_under "$R.part"; rm -rf --one-file-system "$R.part"; return 1; }
     rm -rf "$R.part/var/cache/apt/archives/"*.deb
     mv "$R.part" "$R"
 }
