@@ -94,11 +94,25 @@ mounts_up() {
 mounts_down() {
     local m
     for m in dev sys proc; do
-        mountpoint -q "$R/$m" && umount -R "$R/$m" || true
+        mountpoint -q "$R/$m" || continue
+        # a process still dying inside keeps it busy for a moment; a lazy unmount is the last resort
+        umount -R "$R/$m" 2>/dev/null || { sleep 1; umount -R "$R/$m" 2>/dev/null; } || umount -R -l "$R/$m" || true
     done
 }
 
-cleanup() { mounts_down; binfmt_down; }
+# the tier's pytest runs in a process group of its own, so a signal to this script stops it and every
+# command it started inside the board before anything is unmounted
+CHILD=""
+stop_children() {  # signal
+    [ -n "$CHILD" ] || return 0
+    kill "-$1" -- "-$CHILD" 2>/dev/null || true
+    local i
+    for i in $(seq 50); do kill -0 -- "-$CHILD" 2>/dev/null || break; sleep 0.2; done
+    kill -KILL -- "-$CHILD" 2>/dev/null || true
+    CHILD=""
+}
+
+cleanup() { stop_children TERM; mounts_down; binfmt_down; }
 
 # one run at a time on the machine, whatever its cache folder: two runs would fight over the kernel-global
 # binfmt entry (and, with the same folder, over the rootfs)
@@ -112,8 +126,8 @@ take_lock() {
 # Ctrl-C or a CI runner's SIGTERM: put the machine back first, then stop with the usual codes
 on_exit_restore() {
     trap cleanup EXIT
-    trap 'cleanup; exit 130' INT
-    trap 'cleanup; exit 143' TERM
+    trap 'stop_children INT; cleanup; exit 130' INT
+    trap 'stop_children TERM; cleanup; exit 143' TERM
 }
 
 # a clean environment: the host's PIP_* and proxies must not leak into the emulated machine
@@ -244,7 +258,10 @@ case $cmd in
         report=$EMU/tier-report.txt
         : >"$report"
         FLAGTREE_CPU_ARM64_TIER=1 FLAGTREE_CPU_EMU_ROOT="$R" FLAGTREE_CPU_TIER_REPORT="$report" \
-            "${PYTHON:-$PROJECT/.venv/bin/python}" -m pytest -q -p no:cacheprovider "$PROJECT/tests/arm64" "$@" || rc=$?
+            setsid "${PYTHON:-$PROJECT/.venv/bin/python}" -m pytest -q -p no:cacheprovider "$PROJECT/tests/arm64" "$@" &
+        CHILD=$!
+        wait "$CHILD" || rc=$?
+        CHILD=""
         # per-model verdicts and timings the tests recorded (kind | model | ...)
         [ -s "$report" ] && { echo "--- emulated arm64 tier report"; sort "$report"; } >&2
         say "tier tests took $((SECONDS - t)) s (exit $rc)"
