@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import pythonenv, stacking
+from . import compile_cache, pythonenv, stacking
 from .build_stamp import build_mode, products_of, reasons_to_build, stamp_components, stamp_path, write_stamp
 from .buildenv import BuildEnv, compute_build_env, toolchain_layers
 from .digest import hash_file
@@ -57,6 +57,7 @@ class BuildOptions:
     wheel_dir: Path | None = None
     verbose: bool = False
     jobs: int = 1  # what the environment got; for the out-of-memory advice
+    compile_cache: str | None = None  # --compile-cache URL (compile_cache.py; never a stamp input)
 
 
 def run_build(ctx: StageContext, options: BuildOptions) -> StageResult:
@@ -110,8 +111,10 @@ def run_build(ctx: StageContext, options: BuildOptions) -> StageResult:
                     "env_for": lambda step: build_environment(
                         recipe, options.python, offline=options.offline, host=ctx.host, workdir=ws.root,
                         extra=[EnvLayer(step.env, f"steps.{step.name}.env")])}
+    cache = compile_cache.prepare(options.compile_cache, recipe.build.compile_cache, recipe.name, build_env.env,
+                                  ui.warn, base_dir=str(ws.root))
     steps = run_steps("pre-build", recipe, ctx.host, **step_options)
-    result = _run(argv, recipe, ws.logs_dir, build_env, ui, options)
+    result = _run(argv, recipe, ws.logs_dir, build_env, ui, options, cache.env if cache else {})
     if not result.ok:
         raise failure(result, recipe, options.jobs, "the build failed")
     steps += run_steps("post-install", recipe, ctx.host, **step_options)
@@ -130,6 +133,9 @@ def run_build(ctx: StageContext, options: BuildOptions) -> StageResult:
     write_stamp(stamp_file, components, products, wheel, result.log)
     detail = f"built in {_duration(result.seconds)}; log {result.log}"
     data: dict[str, Any] = {"log": str(result.log), "reasons": reasons}
+    if cache is not None:
+        data["compile_cache"], line = compile_cache.finish(cache, build_env.env, ui.warn)
+        detail += f"; {line}" if line else ""
     if steps:
         data["steps"] = steps
     if wheel:
@@ -348,16 +354,17 @@ class _Display:
         self.task.update(self.done, self.total, detail=detail)
 
 
-def _run(argv: list[str], recipe: Recipe, logs_dir: Path, build_env: BuildEnv, ui: UI, options: BuildOptions) -> Any:
+def _run(argv: list[str], recipe: Recipe, logs_dir: Path, build_env: BuildEnv, ui: UI, options: BuildOptions,
+         cache_env: Mapping[str, str]) -> Any:
     assert recipe.build is not None
     log = log_path(logs_dir, "build")
     ui.info(f"+ {shlex.join(argv)}")
     ui.info(f"  in {recipe.build.cwd}; full output: {log}")
-    header = [f"{c.describe()}" for c in build_env.changes]
+    header = [c.describe() for c in build_env.changes] + [f"{k}={v} (compile cache)" for k, v in cache_env.items()]
     with ui.progress(f"building {recipe.name}") as task:
         display = _Display(task, ui, options.verbose)
-        return run_logged(argv, cwd=Path(recipe.build.cwd), env=build_env.env, log=log, header=header,
-                          on_line=display.line, on_idle=display.idle)
+        return run_logged(argv, cwd=Path(recipe.build.cwd), env={**build_env.env, **cache_env}, log=log,
+                          header=header, on_line=display.line, on_idle=display.idle)
 
 
 def _wheels(folder: Path | None) -> dict[Path, float]:

@@ -85,6 +85,7 @@ class SetupOptions:
     junit: Path | None = None
     timeout: float | None = None
     verbose: bool = False
+    compile_cache: str | None = None  # --compile-cache URL, for the build stage
 
     @property
     def validating(self) -> bool:

@@ -264,3 +264,21 @@ TimeoutOption = Annotated[Optional[float], typer.Option(
 PythonOption = Annotated[Optional[Path], typer.Option(
     "--python", metavar="PATH", help="Target interpreter. \\[default: the active venv, else <workdir>/.venv, "
     "created when missing]")]
+
+
+def _compile_cache_url(value: Optional[str]) -> Optional[str]:
+    """A URL ccache would not take is a usage error (exit 2) before anything runs."""
+    from ..compile_cache import CompileCacheUrlError, parse_url
+
+    if value:
+        try:
+            parse_url(value)
+        except CompileCacheUrlError as err:
+            raise typer.BadParameter(f"{err.message}; {err.fix}") from None
+    return value
+
+
+CompileCacheOption = Annotated[Optional[str], typer.Option(
+    "--compile-cache", metavar="URL", callback=_compile_cache_url,
+    help="Share compiled objects through ccache's remote storage: redis://HOST:PORT or http://HOST/PATH "
+    "(also FLAGTREE_CPU_COMPILE_CACHE). Never a build input.")]

@@ -14,6 +14,7 @@ import typer
 from . import render
 from .app import (
     CacheDirOption,
+    CompileCacheOption,
     FlagtreeCommand,
     GitCacheOption,
     JobsOption,
@@ -123,6 +124,7 @@ def setup(
     timeout: TimeoutOption = None,
     bundle: Annotated[Optional[Path], typer.Option("--bundle", metavar="FILE", help="Import this bundle first "
                                                    "(`bundle import`), then set up with --offline.")] = None,
+    compile_cache: CompileCacheOption = None,
 ) -> None:
     """Do everything: preflight, sources and LLVM (concurrently), links, venv and prerequisites, build, validate.
 
@@ -147,7 +149,7 @@ def setup(
         git_cache=git_cache.expanduser() if git_cache else None,
         cache_dir=cache_dir.expanduser() if cache_dir else None, mirrors=tuple(parse_mirrors(mirrors or [])),
         jobs=build_jobs(stage_ctx), model=absolute(model), junit=absolute(junit), timeout=timeout,
-        verbose=opts.ui.verbose)
+        verbose=opts.ui.verbose, compile_cache=compile_cache)
     if dry_run:
         from ..setup_plan import plan_setup
 
@@ -338,6 +340,7 @@ def python_env(
     "flagtree-cpu build --offline         # check every input first, then build without network",
     "flagtree-cpu build --wheel dist/     # one build, a wheel for many boards",
     "flagtree-cpu build --force --verbose # rebuild and watch every line",
+    "flagtree-cpu build --compile-cache redis://cache.lan:6379  # share compiled objects with other boards",
 ))
 def build(
     ctx: typer.Context,
@@ -350,6 +353,7 @@ def build(
                                                   "instead of the editable install.")] = None,
     ignore_host: Annotated[bool, typer.Option("--ignore-host", help="Build even though this machine is not a "
                                               "target of the recipe (testing).")] = False,
+    compile_cache: CompileCacheOption = None,
 ) -> None:
     """Install the build prerequisites and run the recipe's build (pip install -e python/) in the right env.
 
@@ -358,11 +362,11 @@ def build(
     nothing changed since the last build, build says so in about a second and runs nothing.
     """
     from ..build import BuildOptions, run_build
-
     wheel_dir = absolute(wheel)
     opts, stage_ctx, target = opened(ctx, python=python, jobs=jobs, wheel_dir=wheel_dir)
     build_options = BuildOptions(python=target, offline=offline, force=force, ignore_host=ignore_host,
-                                 wheel_dir=wheel_dir, verbose=opts.ui.verbose, jobs=build_jobs(stage_ctx))
+                                 wheel_dir=wheel_dir, verbose=opts.ui.verbose, jobs=build_jobs(stage_ctx),
+                                 compile_cache=compile_cache)
     with exclusive(opts, stage_ctx, "build"):
         result = run_build(stage_ctx, build_options)
     render.stage_result(opts.ui, result, "step")

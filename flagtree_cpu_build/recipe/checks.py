@@ -87,6 +87,7 @@ def _url_check(schemes: tuple[str, ...], what: str) -> rs.Check:
 
 check_git_url = _url_check(_GIT_SCHEMES, "git")
 check_download_url = _url_check(_DOWNLOAD_SCHEMES, "download")
+check_compile_cache_url = _url_check(("redis", "rediss", "http", "https"), "compile cache")  # ccache's remote storage
 
 
 def check_commit(value: str, ctx: Context, path: Path_) -> None:

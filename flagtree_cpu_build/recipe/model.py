@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Literal
 
 from .checks import (
     INTERPOLATED,
+    check_compile_cache_url,
     check_download_url,
     check_env_names,
     check_name,
@@ -125,6 +126,10 @@ class BuildSpec:
     stamp_ignores: tuple[str, ...] = spec("build variables that do not change the result (job counts, "
                                           "ccache): changing them does not trigger a rebuild", default=(),
                                           checks=check_env_names)
+    compile_cache: str | None = spec(
+        "a compile cache shared by machines (ccache >= 4.4 remote storage: redis://HOST:PORT or http://HOST/PATH); "
+        "$FLAGTREE_CPU_COMPILE_CACHE and --compile-cache take precedence; never a build input", default=None,
+        checks=check_compile_cache_url)
     memory_per_job_gb: float = spec("memory one compile job needs (limits {jobs})", default=2.0,
                                     json={"exclusiveMinimum": 0})
     memory_per_link_job_gb: float = spec("memory one link job needs (limits {link_jobs})",
