@@ -149,6 +149,32 @@ def tool_ccache(c: DoctorContext) -> Outcome:
                          note=f"; builds use it ({', '.join(uses)})" if uses else "")
 
 
+@check("toolchain.compile-cache", "toolchain", "The shared compile cache (ccache's remote storage)", live_only=True)
+def tool_compile_cache(c: DoctorContext) -> Outcome:
+    from .. import compile_cache as cc
+
+    chosen = cc.configured(None, c.environ, c.recipe.build.compile_cache if c.recipe.build else None)
+    if chosen is None:
+        return skip(f"no compile cache configured (build --compile-cache URL, ${cc.ENV_VAR} or build.compile_cache)")
+    try:
+        url = cc.parse_url(chosen[0])
+    except cc.CompileCacheUrlError as err:
+        return warn(f"{chosen[1]}: {err.message}", err.fix or "")
+    path, version = cc.ccache_version({"PATH": os.pathsep.join([str(c.python.parent), c.environ.get("PATH", "")])})
+    why = cc.unsuitable(path, version)
+    if why is not None:
+        return warn(f"compile cache {url.shown}: {why}; builds go without it",
+                    c.as_root("apt-get install -y ccache") + "  # 4.4 or newer has remote storage")
+    silent = cc.answers(url)
+    if silent is not None:
+        return warn(f"compile cache {url.shown} (from {chosen[1]}) does not answer ({silent}); builds use the "
+                    "local ccache only", f"check the server is running and reachable from here ({url.host}:"
+                    f"{url.port}), or unset {cc.ENV_VAR}")
+    assert version is not None
+    return ok(f"compile cache {url.shown} answers (from {chosen[1]}); ccache {'.'.join(map(str, version))} ({path}) "
+              "stores in it")
+
+
 @check("toolchain.pkg-config", "toolchain", "pkg-config", live_only=True)
 def tool_pkg_config(c: DoctorContext) -> Outcome:
     return _tool_present(c, "pkg-config", "pkg-config", "no pkg-config on PATH", required=False)
