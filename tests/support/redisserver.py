@@ -1,0 +1,67 @@
+"""A real Redis server on loopback (Debian's redis-server), for ccache's remote storage."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def missing_parts() -> str | None:
+    """Why the shared-cache tests cannot run here, or None."""
+    absent = [tool for tool in ("redis-server", "ccache", "g++") if shutil.which(tool) is None]
+    if absent:
+        return f"{', '.join(absent)} not installed (apt-get install redis-server ccache g++; .ci/run does)"
+    return None
+
+
+class RedisServer:
+    """`redis-server` in the foreground on 127.0.0.1:<free port>, nothing saved to disk; stop() ends it."""
+
+    def __init__(self, workdir: Path):
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}"
+        self._process: subprocess.Popen[bytes] | None = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--daemonize", "no", "--dir", str(workdir)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + 10
+        while not self.answers():
+            if self._process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"redis-server did not start on port {self.port}")
+            time.sleep(0.05)
+
+    def answers(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                return True
+        except OSError:
+            return False
+
+    def keys(self) -> int:
+        """How many entries the server holds (redis-cli when installed, else -1)."""
+        if shutil.which("redis-cli") is None:
+            return -1
+        out = subprocess.run(["redis-cli", "-p", str(self.port), "dbsize"], capture_output=True, text=True)
+        return int(out.stdout.strip() or -1)
+
+    def stop(self) -> None:
+        if self._process is None:
+            return
+        self._process.terminate()
+        try:
+            self._process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._process = None
