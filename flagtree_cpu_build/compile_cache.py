@@ -145,12 +145,14 @@ def cache_env(url: CacheUrl, version: tuple[int, ...], namespace: str, base_dir:
 
 
 def parse_stats(text: str) -> dict[str, int]:
-    """`ccache --print-stats`: one ``name<TAB>value`` line per counter."""
+    """`ccache --print-stats`: one ``name<TAB>value`` line per counter. ccache 4.4-4.6 say secondary_storage_*
+    for what 4.7 calls remote_storage_* (and primary_storage_* for local_storage_*): read as the new names."""
     stats = {}
     for line in text.splitlines():
         name, _, value = line.partition("\t")
         if value.strip().lstrip("-").isdigit():
-            stats[name.strip()] = int(value)
+            name = name.strip().replace("secondary_storage_", "remote_storage_")
+            stats[name.replace("primary_storage_", "local_storage_")] = int(value)
     return stats
 
 

@@ -96,3 +96,8 @@ def test_summary_says_how_many_compilations_came_from_the_shared_cache() -> None
     assert summarize(shown, _delta(cache_miss=3, direct_cache_hit=1, local_storage_hit=1)) == (
         "compile cache redis://h:1: 0 of 4 compilations from the shared cache (0 %), 1 from the local ccache")
     assert summarize(shown, _delta()) == "compile cache redis://h:1: the build compiled nothing through ccache"
+
+
+def test_ccache_4_4_counter_names_read_as_4_7_ones() -> None:
+    stats = parse_stats("secondary_storage_hit\t5\nsecondary_storage_error\t1\nprimary_storage_hit\t2\n")
+    assert (stats["remote_storage_hit"], stats["remote_storage_error"], stats["local_storage_hit"]) == (5, 1, 2)
