@@ -17,7 +17,6 @@ the build makes ccache count errors and compile locally, which the summary repor
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 from collections.abc import Mapping
@@ -249,7 +248,3 @@ def finish(session: CacheSession, build_env: Mapping[str, str], warn: Any) -> tu
              "failed during the build (ccache compiled locally instead)")
     return data, summarize(session.url.shown, delta)
 
-
-def doctor_view(environ: Mapping[str, str] | None, recipe_value: str | None) -> tuple[str, str] | None:
-    """What doctor checks: the URL the environment or the recipe configure (doctor has no --compile-cache)."""
-    return configured(None, os.environ if environ is None else environ, recipe_value)
