@@ -9,7 +9,6 @@ own floor — on real FlagTree a re-run of pip also re-enters CMake and ninja.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -21,7 +20,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from common import save  # noqa: E402
+from common import fixture_env, save  # noqa: E402
 
 from tests.support.gitworld import build_world  # noqa: E402
 from tests.support.tarballs import llvm_tarball  # noqa: E402
@@ -37,12 +36,7 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="bench-build-"))
     try:
         world = build_world(root / "world")
-        home = root / "home"
-        home.mkdir()
-        env = {**os.environ, "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache"),
-               "GIT_CONFIG_GLOBAL": str(world.gitconfig), "GIT_CONFIG_NOSYSTEM": "1", "NO_COLOR": "1",
-               "FIXTURE_BUILD_RECORD": str(root / "record.jsonl")}
-        env.pop("TRITON_HOME", None)
+        env = fixture_env(root, world.gitconfig)
         python = build_venv(root / "venv", ["pip", "setuptools", "wheel", "pybind11", "ninja"])
         tarball = root / "llvm.tar.gz"
         tarball.write_bytes(llvm_tarball().data)

@@ -11,7 +11,6 @@ relative to compiling (a real FlagTree build compiles for tens of minutes).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -23,7 +22,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from common import save  # noqa: E402
+from common import fixture_env, save  # noqa: E402
 
 from tests.support.gitworld import build_world  # noqa: E402
 from tests.support.redisserver import RedisServer, missing_parts  # noqa: E402
@@ -46,12 +45,7 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="bench-compile-cache-"))
     try:
         world = build_world(root / "world")
-        home = root / "home"
-        home.mkdir()
-        env = {**os.environ, "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache"),
-               "GIT_CONFIG_GLOBAL": str(world.gitconfig), "GIT_CONFIG_NOSYSTEM": "1", "NO_COLOR": "1",
-               "FIXTURE_BUILD_RECORD": str(root / "record.jsonl"), "FIXTURE_BUILD_COMPILE": str(UNITS)}
-        env.pop("TRITON_HOME", None)
+        env = fixture_env(root, world.gitconfig, FIXTURE_BUILD_COMPILE=str(UNITS))
         env.pop("FLAGTREE_CPU_COMPILE_CACHE", None)
         tarball = root / "llvm.tar.gz"
         tarball.write_bytes(llvm_tarball().data)

@@ -10,7 +10,6 @@ FlagTree's pip also re-enters CMake and ninja, and FlagGems' re-enters scikit-bu
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -22,7 +21,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from common import save  # noqa: E402
+from common import fixture_env, save  # noqa: E402
 
 from tests.support.gitworld import build_world  # noqa: E402
 from tests.support.httpserver import LoopbackHTTPServer  # noqa: E402
@@ -40,12 +39,7 @@ def main() -> int:
     server = LoopbackHTTPServer()
     try:
         world = build_flaggems_world(root / "world", build_world(root / "base-world"))
-        home = root / "home"
-        home.mkdir()
-        env = {**os.environ, "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache"),
-               "GIT_CONFIG_GLOBAL": str(world.gitconfig), "GIT_CONFIG_NOSYSTEM": "1", "NO_COLOR": "1",
-               "FIXTURE_BUILD_RECORD": str(root / "record.jsonl")}
-        env.pop("TRITON_HOME", None)
+        env = fixture_env(root, world.gitconfig)
         recipes = root / "recipes"
         write_base_recipe(recipes, world, server.serve(f"/public/llvm-builds/{TOP}.tar.gz", llvm_tarball().data))
         python = build_venv(root / "venv", [*TOOLS, "torch", "numpy", "pytest"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import time
@@ -37,3 +38,16 @@ def save(name: str, document: dict) -> Path:
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(document, indent=2) + "\n")
     return path
+
+
+def fixture_env(root: Path, gitconfig: Path, **extra: str) -> dict[str, str]:
+    """The environment a benchmark runs the tool in: this shell's, with HOME and caches under ``root``, git
+    pointed at the fixture world (``gitconfig``), the fixture build's record file, and ``extra``; no TRITON_HOME
+    (the tool's LLVM goes under that HOME)."""
+    home = root / "home"
+    home.mkdir(exist_ok=True)
+    env = {**os.environ, "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache"),
+           "GIT_CONFIG_GLOBAL": str(gitconfig), "GIT_CONFIG_NOSYSTEM": "1", "NO_COLOR": "1",
+           "FIXTURE_BUILD_RECORD": str(root / "record.jsonl"), **extra}
+    env.pop("TRITON_HOME", None)
+    return env
