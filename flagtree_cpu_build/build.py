@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import compile_cache, pythonenv, stacking
+from . import compile_cache, prebuilt, pythonenv, stacking
 from .build_stamp import build_mode, products_of, reasons_to_build, stamp_components, stamp_path, write_stamp
 from .buildenv import BuildEnv, compute_build_env, toolchain_layers
 from .digest import hash_file
@@ -58,6 +58,8 @@ class BuildOptions:
     verbose: bool = False
     jobs: int = 1  # what the environment got; for the out-of-memory advice
     compile_cache: str | None = None  # --compile-cache URL (compile_cache.py; never a stamp input)
+    wheelhouse: str | None = None  # --wheelhouse: install a fitting published build instead (prebuilt.py)
+    publish: str | None = None  # --publish FOLDER: publish the wheel built (prebuilt.py)
 
 
 def run_build(ctx: StageContext, options: BuildOptions) -> StageResult:
@@ -94,11 +96,22 @@ def run_build(ctx: StageContext, options: BuildOptions) -> StageResult:
                                force=options.force)
     if not reasons:
         assert stored is not None
-        data = {"stamp": stored["digest"], **({"wheel": stored["wheel"]} if stored.get("wheel") else {})}
+        data = {"stamp": stored["digest"], **({"wheel": stored["wheel"]} if stored.get("wheel") else {}),
+                **({"wheelhouse": stored["origin"]} if isinstance(stored.get("origin"), dict) else {})}
+        if options.publish:
+            data["published"] = prebuilt.publish(ctx, options, components, stored.get("wheel"))
         return StageResult("build", (Action("build", "ok", "up to date", data),), seconds=time.monotonic() - start)
+    step_options = {"logs_dir": ws.logs_dir, "ui": ui, "jobs": options.jobs, "verbose": options.verbose,
+                    "env_for": lambda step: build_environment(
+                        recipe, options.python, offline=options.offline, host=ctx.host, workdir=ws.root,
+                        extra=[EnvLayer(step.env, f"steps.{step.name}.env")])}
+    make_state_dir(ws.empty_dir)  # the recipe's env may point variables at it (an empty folder)
+    taken = prebuilt.take(ctx, options, components, stamp_file, start=start,
+                          post_install=lambda: run_steps("post-install", recipe, ctx.host, **step_options))
+    if taken is not None:
+        return taken
     for reason in reasons:
         ui.info(f"building because {reason}")
-    make_state_dir(ws.empty_dir)  # the recipe's env may point variables at it (an empty folder)
     pythonenv.constraints_file(recipe, ws)  # PIP_CONSTRAINT names it: the build's own pip runs keep to it
     wheel_dir = _wheel_dir(ctx, options, mode)
     wheels_before = _wheels(wheel_dir)
@@ -107,10 +120,6 @@ def run_build(ctx: StageContext, options: BuildOptions) -> StageResult:
         raise BuildError(f"recipe {recipe.name} has no build.wheel_argv", fix="add it to the recipe's build section")
     if wheel_dir is not None:
         wheel_dir.mkdir(parents=True, exist_ok=True)
-    step_options = {"logs_dir": ws.logs_dir, "ui": ui, "jobs": options.jobs, "verbose": options.verbose,
-                    "env_for": lambda step: build_environment(
-                        recipe, options.python, offline=options.offline, host=ctx.host, workdir=ws.root,
-                        extra=[EnvLayer(step.env, f"steps.{step.name}.env")])}
     cache = compile_cache.prepare(options.compile_cache, recipe.build.compile_cache, recipe.name, build_env.env,
                                   ui.warn, base_dir=str(ws.root))
     steps = run_steps("pre-build", recipe, ctx.host, **step_options)
@@ -140,6 +149,8 @@ def run_build(ctx: StageContext, options: BuildOptions) -> StageResult:
         data["steps"] = steps
     if wheel:
         data["wheel"] = wheel
+    if options.publish:
+        data["published"] = prebuilt.publish(ctx, options, components, wheel)
     status = "updated" if built_before else "created"
     return StageResult("build", (Action("build", status, detail, data),), seconds=time.monotonic() - start)
 

@@ -90,7 +90,7 @@ def reasons_to_build(stored: dict[str, Any] | None, components: dict[str, Any], 
         return ["--force"]
     if stored is None:
         return ["no previous build"]
-    reasons = [f"{key} changed: {old} -> {new}" for key, old, new in _differences(stored["components"], components)]
+    reasons = [f"{key} changed: {old} -> {new}" for key, old, new in differences(stored["components"], components)]
     products = stored.get("products") if isinstance(stored.get("products"), list) else []
     missing = [str(p.get("path") if isinstance(p, dict) else p) for p in products if not _same_file(p)]
     if missing:
@@ -106,11 +106,12 @@ def reasons_to_build(stored: dict[str, Any] | None, components: dict[str, Any], 
     return reasons
 
 
-def _differences(old: Any, new: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
+def differences(old: Any, new: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
+    """(dotted key, old, new) for every leaf that differs; long hex digests shortened."""
     if isinstance(old, dict) and isinstance(new, dict):
         found = []
         for key in sorted(set(old) | set(new)):
-            found += _differences(old.get(key), new.get(key), f"{prefix}.{key}" if prefix else key)
+            found += differences(old.get(key), new.get(key), f"{prefix}.{key}" if prefix else key)
         return found
     return [] if old == new else [(prefix, _short(old), _short(new))]
 
@@ -134,8 +135,11 @@ def products_of(recipe: Recipe) -> list[dict[str, Any]]:
 
 
 def write_stamp(path: Path, components: dict[str, Any], products: list[dict[str, Any]],
-                 wheel: dict[str, Any] | None, log: Path) -> None:
+                wheel: dict[str, Any] | None, log: Path, origin: dict[str, Any] | None = None) -> None:
+    """``origin``: where a build that was not compiled here came from (prebuilt.py: a wheelhouse)."""
     canonical = json.dumps(components, sort_keys=True)
     stamp = {"digest": hash_text(canonical), "components": components,
              "products": products, "wheel": wheel, "log": str(log), "finished": time.time()}
+    if origin is not None:
+        stamp["origin"] = origin
     write_state(path, stamp)

@@ -121,7 +121,7 @@ def _run_build(ctx: StageContext, options: SetupOptions, report: SetupReport) ->
 
     return run_build(ctx, BuildOptions(python=options.python, offline=options.offline,
                                        ignore_host=options.ignore_host, verbose=options.verbose, jobs=options.jobs,
-                                       compile_cache=options.compile_cache))
+                                       compile_cache=options.compile_cache, wheelhouse=options.wheelhouse))
 
 
 def _plan_validate(ctx: StageContext, lock: Lock | None, scope: Scope, earlier: list[PlanItem]) -> list[PlanItem]:

@@ -86,6 +86,7 @@ class SetupOptions:
     timeout: float | None = None
     verbose: bool = False
     compile_cache: str | None = None  # --compile-cache URL, for the build stage
+    wheelhouse: str | None = None  # --wheelhouse DIR|URL, for the build stage (prebuilt.py)
 
     @property
     def validating(self) -> bool:

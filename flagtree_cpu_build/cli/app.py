@@ -282,3 +282,23 @@ CompileCacheOption = Annotated[Optional[str], typer.Option(
     "--compile-cache", metavar="URL", callback=_compile_cache_url,
     help="Share compiled objects through ccache's remote storage: redis://HOST:PORT or http://HOST/PATH "
     "(also FLAGTREE_CPU_COMPILE_CACHE). Never a build input.")]
+
+
+def _wheelhouse_location(value: Optional[str]) -> Optional[str]:
+    """A wheelhouse that is neither a folder nor file:// or http(s):// is a usage error (exit 2) at once."""
+    from ..errors import UsageError
+    from ..wheelhouse import parse_location
+
+    if value is not None:
+        try:
+            parse_location(value)
+        except UsageError as err:
+            raise typer.BadParameter(f"{err.message}; {err.fix}") from None
+    return value
+
+
+WheelhouseOption = Annotated[Optional[str], typer.Option(
+    "--wheelhouse", metavar="DIR|URL", callback=_wheelhouse_location,
+    help="Before building, look for a build another machine published there (a folder, file:// or http(s)://; "
+    "also FLAGTREE_CPU_WHEELHOUSE): a wheel whose build key and target class fit is verified and installed "
+    "instead of building.")]

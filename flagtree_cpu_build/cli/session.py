@@ -76,3 +76,24 @@ def json_requested(args: Sequence[str]) -> bool:
     """Whether --json was given (before a `--`), for errors raised before the options are parsed."""
     args = list(args)
     return "--json" in (args[:args.index("--")] if "--" in args else args)
+
+
+def named_paths(option: str, values: list[str], names: list[str], kind: str) -> dict[str, Path]:
+    """Parse repeated ``NAME=PATH`` values of ``option``; a bare PATH is fine when only one name exists."""
+    from pathlib import Path
+
+    from ..errors import UsageError
+
+    parsed = {}
+    for value in values:
+        name, sep, path = value.partition("=")
+        if not sep:
+            if len(names) != 1:
+                raise UsageError(f"{option} {value!r} must look like NAME=PATH",
+                                 fix=f"the recipe's {kind} are: {', '.join(names) or 'none'}")
+            name, path = names[0], value
+        if name not in names or not path:
+            raise UsageError(f"{option} {value!r}: the recipe has no {kind[:-1]} named {name!r}",
+                             fix=f"the recipe's {kind} are: {', '.join(names) or 'none'}")
+        parsed[name] = Path(path).expanduser()
+    return parsed

@@ -22,11 +22,12 @@ from .app import (
     ModelOption,
     PythonOption,
     TimeoutOption,
+    WheelhouseOption,
     app,
     examples,
     options,
 )
-from .session import Options, Verdict
+from .session import Options, Verdict, named_paths
 
 if TYPE_CHECKING:
     from ..errors import FlagtreeCpuError
@@ -52,25 +53,6 @@ def build_jobs(stage_ctx: StageContext) -> int:
     return int(stage_ctx.recipe.build.env.set.get("MAX_JOBS", "1")) if stage_ctx.recipe.build else 1
 
 
-def named_paths(option: str, values: list[str], names: list[str], kind: str) -> dict[str, Path]:
-    """Parse repeated ``NAME=PATH`` values of ``option``; a bare PATH is fine when only one name exists."""
-    from ..errors import UsageError
-
-    parsed = {}
-    for value in values:
-        name, sep, path = value.partition("=")
-        if not sep:
-            if len(names) != 1:
-                raise UsageError(f"{option} {value!r} must look like NAME=PATH",
-                                 fix=f"the recipe's {kind} are: {', '.join(names) or 'none'}")
-            name, path = names[0], value
-        if name not in names or not path:
-            raise UsageError(f"{option} {value!r}: the recipe has no {kind[:-1]} named {name!r}",
-                             fix=f"the recipe's {kind} are: {', '.join(names) or 'none'}")
-        parsed[name] = Path(path).expanduser()
-    return parsed
-
-
 def opened(ctx: typer.Context, *, python: Path | None = None, jobs: int | None = None,
            wheel_dir: Path | None = None) -> tuple[Options, StageContext, Path]:
     """The global options, the command's context and its target interpreter."""
@@ -90,6 +72,7 @@ def opened(ctx: typer.Context, *, python: Path | None = None, jobs: int | None =
     "flagtree-cpu setup --frozen --require-hashes --junit reports/validate.xml   # CI",
     "flagtree-cpu setup --skip-build --ignore-host # sources, LLVM and links on any machine",
     "flagtree-cpu setup --bundle board.bundle      # no network: import the bundle, then setup --offline",
+    "flagtree-cpu setup --wheelhouse http://wheels.lan/flagtree/  # install the fleet's build if one fits",
 ))
 def setup(
     ctx: typer.Context,
@@ -125,6 +108,7 @@ def setup(
     bundle: Annotated[Optional[Path], typer.Option("--bundle", metavar="FILE", help="Import this bundle first "
                                                    "(`bundle import`), then set up with --offline.")] = None,
     compile_cache: CompileCacheOption = None,
+    wheelhouse: WheelhouseOption = None,
 ) -> None:
     """Do everything: preflight, sources and LLVM (concurrently), links, venv and prerequisites, build, validate.
 
@@ -149,7 +133,7 @@ def setup(
         git_cache=git_cache.expanduser() if git_cache else None,
         cache_dir=cache_dir.expanduser() if cache_dir else None, mirrors=tuple(parse_mirrors(mirrors or [])),
         jobs=build_jobs(stage_ctx), model=absolute(model), junit=absolute(junit), timeout=timeout,
-        verbose=opts.ui.verbose, compile_cache=compile_cache)
+        verbose=opts.ui.verbose, compile_cache=compile_cache, wheelhouse=wheelhouse)
     if dry_run:
         from ..setup_plan import plan_setup
 
@@ -341,6 +325,8 @@ def python_env(
     "flagtree-cpu build --wheel dist/     # one build, a wheel for many boards",
     "flagtree-cpu build --force --verbose # rebuild and watch every line",
     "flagtree-cpu build --compile-cache redis://cache.lan:6379  # share compiled objects with other boards",
+    "flagtree-cpu build --publish /srv/wheelhouse  # build the wheel and publish it for the fleet",
+    "flagtree-cpu build --wheelhouse http://wheels.lan/flagtree/  # install a published build that fits",
 ))
 def build(
     ctx: typer.Context,
@@ -354,6 +340,11 @@ def build(
     ignore_host: Annotated[bool, typer.Option("--ignore-host", help="Build even though this machine is not a "
                                               "target of the recipe (testing).")] = False,
     compile_cache: CompileCacheOption = None,
+    wheelhouse: WheelhouseOption = None,
+    publish: Annotated[Optional[str], typer.Option(
+        "--publish", metavar="DIR", help="Build the wheel (as --wheel; into <workdir>/dist unless --wheel says) and "
+        "publish it into the wheelhouse folder DIR (or file://): the wheel, a JSON manifest and a PEP 503 index."
+    )] = None,
 ) -> None:
     """Install the build prerequisites and run the recipe's build (pip install -e python/) in the right env.
 
@@ -364,9 +355,14 @@ def build(
     from ..build import BuildOptions, run_build
     wheel_dir = absolute(wheel)
     opts, stage_ctx, target = opened(ctx, python=python, jobs=jobs, wheel_dir=wheel_dir)
+    if publish is not None:
+        from ..prebuilt import publish_folder
+
+        publish_folder(publish)  # a server URL is a usage error before anything runs
+        wheel_dir = wheel_dir or stage_ctx.workspace.root / "dist"  # the {wheel_dir} default
     build_options = BuildOptions(python=target, offline=offline, force=force, ignore_host=ignore_host,
                                  wheel_dir=wheel_dir, verbose=opts.ui.verbose, jobs=build_jobs(stage_ctx),
-                                 compile_cache=compile_cache)
+                                 compile_cache=compile_cache, wheelhouse=wheelhouse, publish=publish)
     with exclusive(opts, stage_ctx, "build"):
         result = run_build(stage_ctx, build_options)
     render.stage_result(opts.ui, result, "step")

@@ -29,6 +29,9 @@ def plan_build(ctx: StageContext, scope: Scope, earlier: list[PlanItem]) -> list
         return [PlanItem("build", "build", "missing", "no build stamp in this workspace", "build",
                          "no previous build", will="created")]
     data = {"stamp": stamp["digest"]}
+    came = _came_from(stamp)
+    if came:
+        data["origin"] = stamp["origin"]
     inputs_ready = all(i.current for i in earlier)
     if inputs_ready:
         reasons = build_freshness(ctx, scope.python)
@@ -37,12 +40,19 @@ def plan_build(ctx: StageContext, scope: Scope, earlier: list[PlanItem]) -> list
         reasons = unknown or [_as_move(r) for r in build_freshness(ctx, scope.python, assume=assumed)]
     if not reasons:
         why = "up to date" if inputs_ready else "the stages above restore what it was built from"
-        return [PlanItem("build", "build", "ok", f"{why} (stamp {stamp['digest'][:12]})", data=data)]
+        return [PlanItem("build", "build", "ok", f"{why} (stamp {stamp['digest'][:12]}{came})", data=data)]
     return [PlanItem("build", "build", "stale", f"stamp {stamp['digest'][:12]} differs", "build",
                      "; ".join(reasons), {**data, "reasons": reasons}, "updated")]
 
 
-
+def _came_from(stamp: dict) -> str:
+    """Where a build that was not compiled here came from (prebuilt.py), as status shows it."""
+    origin = stamp.get("origin")
+    if not isinstance(origin, dict) or not origin.get("wheelhouse"):
+        return ""
+    built_on = origin.get("built_on") if isinstance(origin.get("built_on"), dict) else {}
+    return (f"; installed from the wheelhouse {origin['wheelhouse']}, built on {built_on.get('host', '?')} at "
+            f"{built_on.get('at', '?')}")
 
 
 def _as_move(reason: str) -> str:

@@ -88,6 +88,18 @@ def _url_check(schemes: tuple[str, ...], what: str) -> rs.Check:
 check_git_url = _url_check(_GIT_SCHEMES, "git")
 check_download_url = _url_check(_DOWNLOAD_SCHEMES, "download")
 check_compile_cache_url = _url_check(("redis", "rediss", "http", "https"), "compile cache")  # ccache's remote storage
+_check_wheelhouse_url = _url_check(("file", "http", "https"), "wheelhouse")
+
+
+def check_wheelhouse_location(value: str, ctx: Context, path: Path_) -> None:
+    """An absolute folder, file:// or http(s):// (a relative folder would depend on where the tool runs)."""
+    if value.startswith(("/", "~")):
+        return
+    if "://" not in value:
+        ctx.report(path, f"wheelhouse {value!r} is neither an absolute folder nor a URL",
+                   "write the folder's absolute path, or file:///path, or http(s)://host/path")
+        return
+    _check_wheelhouse_url(value, ctx, path)
 
 
 def check_commit(value: str, ctx: Context, path: Path_) -> None:

@@ -23,6 +23,7 @@ from .checks import (
     check_names,
     check_requirement,
     check_specifier,
+    check_wheelhouse_location,
 )
 
 # the field types below name these: typing.get_type_hints resolves them in this module
@@ -130,6 +131,11 @@ class BuildSpec:
         "a compile cache shared by machines (ccache >= 4.4 remote storage: redis://HOST:PORT or http://HOST/PATH); "
         "$FLAGTREE_CPU_COMPILE_CACHE and --compile-cache take precedence; never a build input", default=None,
         checks=check_compile_cache_url)
+    wheelhouse: str | None = spec(
+        "where finished builds are published for a fleet (a folder, file:// or http(s)://): `build` and `setup` "
+        "install a wheel from there whose build key and target class fit instead of building; "
+        "$FLAGTREE_CPU_WHEELHOUSE and --wheelhouse take precedence; never a build input", default=None,
+        checks=check_wheelhouse_location)
     memory_per_job_gb: float = spec("memory one compile job needs (limits {jobs})", default=2.0,
                                     json={"exclusiveMinimum": 0})
     memory_per_link_job_gb: float = spec("memory one link job needs (limits {link_jobs})",

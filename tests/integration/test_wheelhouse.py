@@ -1,0 +1,210 @@
+"""A fleet's wheelhouse: workspace A builds and publishes, workspace B installs that build without compiling.
+
+Both workspaces are set up from the same git world and recipe, in different folders and with their own
+target venvs, so every path in their stamps differs; the fixture FlagTree's setup.py records each build
+it runs (B's record must stay empty when it takes A's wheel). The wheelhouse is a folder, or that folder
+served by the loopback HTTP server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from typer.testing import Result
+
+from flagtree_cpu_build.wheelhouse import MANIFEST
+from tests.support.cli import Workspace, new_workspace
+from tests.support.envelope import result_of
+from tests.support.gitworld import GitWorld
+from tests.support.httpserver import Faults, LoopbackHTTPServer
+from tests.support.tarballs import TOP, llvm_tarball
+from tests.support.venvs import PREREQUISITES, TOOLS, build_venv
+
+BUILD_COMMANDS = {"editable_wheel", "bdist_wheel", "develop", "build_ext", "build"}
+BUILD_STEP_SECONDS = "0.5"  # A's build stands for a long compile: 8 steps of 0.5 s
+BUILD_STEPS = "8"
+
+
+@dataclass
+class Machine:
+    ws: Workspace
+    python: Path
+    record: Path
+
+    def build(self, monkeypatch: pytest.MonkeyPatch, *args: str, sets: tuple[str, ...] = ()) -> Result:
+        monkeypatch.setenv("FIXTURE_BUILD_RECORD", str(self.record))
+        return self.ws.run("--json", "build", "--ignore-host", "--python", str(self.python), *args, sets=sets)
+
+    def builds_run(self) -> list[list[str]]:
+        if not self.record.exists():
+            return []
+        runs = [json.loads(line)["argv"] for line in self.record.read_text().splitlines()]
+        return [argv for argv in runs if BUILD_COMMANDS & set(argv[1:])]
+
+    def installed_triton(self) -> str | None:
+        """Where the target interpreter imports triton from (None: it cannot)."""
+        out = subprocess.run([str(self.python), "-c", "import triton, os; print(os.path.dirname(triton.__file__))"],
+                             capture_output=True, text=True, cwd=self.record.parent)
+        return out.stdout.strip() if out.returncode == 0 else None
+
+
+@pytest.fixture
+def machines(world: GitWorld, tmp_path: Path, http_server: LoopbackHTTPServer,
+             monkeypatch: pytest.MonkeyPatch) -> Callable[[str], Machine]:
+    url = http_server.serve(f"/public/llvm-builds/{TOP}.tar.gz", llvm_tarball().data)
+    monkeypatch.setenv("FIXTURE_BUILD_STEPS", BUILD_STEPS)
+    monkeypatch.setenv("FIXTURE_BUILD_STEP_SECONDS", BUILD_STEP_SECONDS)
+
+    def make(name: str) -> Machine:
+        ws = new_workspace(world, tmp_path / name, always_set=(f"artifacts.llvm.url={url}", PREREQUISITES))
+        for step in ("sync", "link", "fetch"):
+            result = ws.run(step)
+            assert result.exit_code == 0, (step, result.stderr)
+        return Machine(ws, build_venv(tmp_path / f"{name}-venv", TOOLS), tmp_path / f"{name}-record.jsonl")
+
+    return make
+
+
+def action(result: Result) -> dict:
+    assert result.exit_code == 0, result.stdout + result.stderr
+    [found] = result_of(result.stdout)["actions"]
+    return found
+
+
+def published(machines: Callable[[str], Machine], monkeypatch: pytest.MonkeyPatch,
+              wheelhouse: Path) -> tuple[Machine, dict, float]:
+    """Workspace A builds and publishes; with how long that took."""
+    a = machines("a")
+    started = time.monotonic()
+    built = action(a.build(monkeypatch, "--publish", str(wheelhouse)))
+    seconds = time.monotonic() - started
+    assert len(a.builds_run()) == 1 and built["published"]["status"] == "published"
+    return a, built, seconds
+
+
+def test_b_installs_what_a_published_without_building(machines, monkeypatch: pytest.MonkeyPatch,
+                                                       tmp_path: Path) -> None:
+    wheelhouse = tmp_path / "wheelhouse"
+    a, built, a_seconds = published(machines, monkeypatch, wheelhouse)
+    manifest = json.loads((wheelhouse / MANIFEST).read_text())
+    [entry] = manifest["wheels"]
+    wheel = wheelhouse / entry["file"]
+    assert entry["sha256"] == hashlib.sha256(wheel.read_bytes()).hexdigest() == built["published"]["sha256"]
+    assert entry["recipe"] == "flagtree-cpu-arm64" and entry["lock"]["sources"]["flagtree"]
+    assert entry["class"]["python"].startswith("cp3") and entry["built_on"]["host"]
+    assert wheel.name.startswith(f"triton-3.3.0-0.{entry['stamp'][:12]}.{entry['class_id'][:8]}-")
+    assert str(a.ws.root) not in json.dumps(entry["key"]), "the key carries A's own paths"
+    index = (wheelhouse / "simple" / "triton" / "index.html").read_text()
+    assert f'href="../../{entry["file"]}#sha256={entry["sha256"]}"' in index
+    assert '<a href="triton/">' in (wheelhouse / "simple" / "index.html").read_text()
+
+    b = machines("b")
+    started = time.monotonic()
+    result = b.build(monkeypatch, "--wheelhouse", str(wheelhouse))
+    b_seconds = time.monotonic() - started
+    taken = action(result)
+    assert b.builds_run() == [], "B ran a build"
+    assert "installed from the wheelhouse" in taken["detail"] and taken["wheelhouse"]["sha256"] == entry["sha256"]
+    where = b.installed_triton()
+    site = b.python.parents[1] / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    assert where == str(site / "triton")  # a wheel, not an editable install of a source tree
+    print(f"A built and published in {a_seconds:.2f}s; B installed in {b_seconds:.2f}s "
+          f"({b_seconds / a_seconds:.1%})")
+    assert b_seconds < 0.10 * a_seconds
+
+    again = action(b.build(monkeypatch, "--wheelhouse", str(wheelhouse)))
+    assert again["detail"] == "up to date" and again["wheelhouse"]["wheelhouse"] == str(wheelhouse)
+    status = b.ws.run("--json", "status", "--python", str(b.python))
+    [item] = [i for i in result_of(status.stdout)["items"] if i["area"] == "build"]
+    assert item["state"] == "ok" and f"installed from the wheelhouse {wheelhouse}" in item["detail"]
+
+    before = (wheelhouse / MANIFEST).read_bytes()
+    republished = action(a.build(monkeypatch, "--publish", str(wheelhouse)))
+    assert republished["detail"] == "up to date" and republished["published"]["status"] == "already published"
+    assert (wheelhouse / MANIFEST).read_bytes() == before and len(a.builds_run()) == 1
+
+
+def test_a_changed_stamp_input_builds_and_says_what_differs(machines, monkeypatch: pytest.MonkeyPatch,
+                                                             tmp_path: Path) -> None:
+    wheelhouse = tmp_path / "wheelhouse"
+    published(machines, monkeypatch, wheelhouse)
+    b = machines("b")
+    result = b.build(monkeypatch, "--wheelhouse", str(wheelhouse), sets=("build.env.set.TRITON_BUILD_PROTON=ON",))
+    built = action(result)
+    assert len(b.builds_run()) == 1 and built["status"] == "created"
+    assert "no published build fits" in result.stderr and "env.TRITON_BUILD_PROTON OFF -> ON" in result.stderr
+
+
+def test_a_tampered_wheel_is_refused_and_nothing_is_installed(machines, monkeypatch: pytest.MonkeyPatch,
+                                                              tmp_path: Path) -> None:
+    wheelhouse = tmp_path / "wheelhouse"
+    published(machines, monkeypatch, wheelhouse)
+    [wheel] = (wheelhouse / "wheels").glob("*.whl")
+    data = bytearray(wheel.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    wheel.write_bytes(bytes(data))
+    b = machines("b")
+    result = b.build(monkeypatch, "--wheelhouse", str(wheelhouse))
+    assert result.exit_code == 4, result.stderr
+    assert "is not the file its manifest lists" in result.stderr and "nothing was installed" in result.stderr
+    assert b.installed_triton() is None and b.builds_run() == []
+    assert not (b.ws.root / ".flagtree-cpu" / "build-editable.json").exists()
+    state = b.ws.root / ".flagtree-cpu" / "flagtree-cpu-arm64" / "wheelhouse"
+    assert not list(state.glob("*")) if state.is_dir() else True  # no partial download left behind
+
+
+def serve_folder(server: LoopbackHTTPServer, folder: Path, prefix: str, faults: Faults | None = None) -> str:
+    for path in folder.rglob("*"):
+        if path.is_file():
+            server.serve(f"{prefix}/{path.relative_to(folder).as_posix()}", path.read_bytes(),
+                         faults if path.suffix == ".whl" else None)
+    return server.url(prefix + "/")
+
+
+def test_the_same_wheelhouse_served_over_http(machines, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                              http_server: LoopbackHTTPServer) -> None:
+    wheelhouse = tmp_path / "wheelhouse"
+    published(machines, monkeypatch, wheelhouse)
+    url = serve_folder(http_server, wheelhouse, "/fleet/wheels-house")
+    b = machines("b")
+    taken = action(b.build(monkeypatch, "--wheelhouse", url))
+    assert b.builds_run() == [] and "installed from the wheelhouse" in taken["detail"]
+    assert b.installed_triton() is not None
+    assert http_server.requests_for(f"/fleet/wheels-house/{MANIFEST}")
+
+
+def test_a_wheelhouse_that_cannot_be_read_is_one_warning_and_a_build(machines, monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    wheelhouse = tmp_path / "wheelhouse"
+    wheelhouse.mkdir()
+    (wheelhouse / MANIFEST).write_text('{"schema": "flagtree-cpu/wheelhouse/v1", "wheels": [')  # cut short
+    b = machines("b")
+    result = b.build(monkeypatch, "--wheelhouse", str(wheelhouse))
+    action(result)
+    assert len(b.builds_run()) == 1 and result.stderr.count("warning") == 1
+    assert f"the wheelhouse manifest {wheelhouse / MANIFEST} is not JSON" in result.stderr
+
+    damaged = (wheelhouse / MANIFEST).read_bytes()
+    refused = b.build(monkeypatch, "--publish", str(wheelhouse))
+    assert refused.exit_code == 4 and "mv " in refused.stderr
+    assert (wheelhouse / MANIFEST).read_bytes() == damaged and not list((wheelhouse / "wheels").glob("*.whl"))
+
+
+def test_publishing_to_a_server_url_is_a_usage_error(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from flagtree_cpu_build.cli import app
+
+    result = CliRunner().invoke(app, ["-w", str(tmp_path / "ws"), "build", "--publish", "http://wheels.lan/x/"])
+    assert result.exit_code == 2 and "publishing needs a folder" in result.stderr
+    bad = CliRunner().invoke(app, ["-w", str(tmp_path / "ws"), "setup", "--wheelhouse", "s3://bucket/wheels"])
+    assert bad.exit_code == 2 and "a wheelhouse is a folder, file:// or http(s)://" in bad.stdout + bad.stderr
+    assert not (tmp_path / "ws").exists()
