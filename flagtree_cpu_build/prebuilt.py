@@ -17,6 +17,7 @@ nothing changed builds nothing and changes nothing in the wheelhouse.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -94,7 +95,10 @@ def take(ctx: StageContext, options: BuildOptions, components: dict[str, Any], s
         return None
     ui.info(f"wheelhouse {location.given}: {entry['file'].split('/')[-1]} fits (built on "
             f"{entry.get('built_on', {}).get('host', '?')} at {entry.get('built_on', {}).get('at', '?')})")
-    delivered, log = _deliver(ctx, options, location, entry, components["mode"])
+    got = _download(ctx, location, entry)
+    if got is None:
+        return None
+    delivered, log = _deliver(ctx, options, location, entry, got, components["mode"])
     steps = post_install() if components["mode"] == "editable" else []
     came_from = {"wheelhouse": location.given, "file": entry["file"], "sha256": entry["sha256"],
                  "built_on": entry.get("built_on", {}), "stamp": me.stamp}
@@ -167,40 +171,60 @@ def _read_manifest(ctx: StageContext, location: wh.Location) -> list[dict[str, A
         return None
     finally:
         discard_part(part)
+        _tidy(part.parent)
 
 
-def _deliver(ctx: StageContext, options: BuildOptions, location: wh.Location, entry: dict[str, Any],
-             mode: str) -> tuple[dict[str, Any] | None, Path]:
-    """Download and verify the wheel; install it (editable mode) or put it in the wheel folder (wheel mode).
-    Returns the wheel record a wheel-mode stamp keeps, and the log."""
-    from .download import Downloader, discard_part
-    from .proc import log_path, run_logged
+def _tidy(folder: Path) -> None:
+    """The workspace's download folder for wheelhouse files goes once it is empty (no debris)."""
+    with contextlib.suppress(OSError):
+        folder.rmdir()
+
+
+def _download(ctx: StageContext, location: wh.Location, entry: dict[str, Any]) -> Path | None:
+    """The wheel, verified against the manifest's sha256, in the workspace; None (after one warning) when the
+    wheelhouse cannot deliver it (the partial download stays for the next run to resume)."""
+    from .download import Downloader
 
     name = entry["file"].split("/")[-1]
-    folder = ctx.workspace.recipe_state / "wheelhouse"
-    part = folder / (name + ".part")
+    part = ctx.workspace.recipe_state / "wheelhouse" / (name + ".part")
     try:
-        got = Downloader(ctx.ui).fetch([location.url_of(entry["file"])], lambda url: part, label=name,
-                                       expected={"sha256": entry["sha256"]})
+        return Downloader(ctx.ui).fetch([location.url_of(entry["file"])], lambda url: part, label=name,
+                                        expected={"sha256": entry["sha256"]}).part
     except ArtifactError as err:
+        _tidy(part.parent)
         if any(" mismatch — expected " in d for d in err.details):
             raise ArtifactError(f"the wheelhouse's {name} is not the file its manifest lists (sha256 differs): "
                                 "refused, nothing was installed", details=err.details,
                                 fix="publish it again from a build you trust (flagtree-cpu build --force --publish "
                                 "...), or build here: flagtree-cpu build (without --wheelhouse)") from None
-        raise
+        ctx.ui.warn(f"could not download {name} from the wheelhouse {location.given} "
+                    f"({'; '.join(err.details)[:300]}); building here")
+        return None
+
+
+def _deliver(ctx: StageContext, options: BuildOptions, location: wh.Location, entry: dict[str, Any], got: Path,
+             mode: str) -> tuple[dict[str, Any] | None, Path]:
+    """Install the verified wheel (editable mode) or put it in the wheel folder (wheel mode). Returns the wheel
+    record a wheel-mode stamp keeps, and the log."""
+    from .download import discard_part
+    from .proc import log_path, run_logged
+
+    name = entry["file"].split("/")[-1]
+    folder = got.parent
     if mode == "wheel":
         wheel_dir = options.wheel_dir or ctx.workspace.root / "dist"
         wheel_dir.mkdir(parents=True, exist_ok=True)
         final = wheel_dir / str(entry.get("original") or name)
-        os.replace(got.part, final)
-        discard_part(part)
+        os.replace(got, final)
+        discard_part(got)
+        _tidy(folder)
         log = log_path(ctx.workspace.logs_dir, "wheelhouse")
+        log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text(f"# {location.url_of(entry['file'])} -> {final} (sha256 {entry['sha256']})\n")
-        return {"path": str(final), "size": got.size, "sha256": got.sha256}, log
+        return {"path": str(final), "size": final.stat().st_size, "sha256": entry["sha256"]}, log
     wheel = folder / name
-    os.replace(got.part, wheel)
-    discard_part(part)
+    os.replace(got, wheel)
+    discard_part(got)
     argv = [str(options.python), "-m", "pip", "install", "--no-deps", "--no-index", "--force-reinstall",
             "--disable-pip-version-check", "--no-input", str(wheel)]
     log = log_path(ctx.workspace.logs_dir, "wheelhouse")
@@ -210,6 +234,7 @@ def _deliver(ctx: StageContext, options: BuildOptions, location: wh.Location, en
                                 on_line=lambda line: task.update(0, None, detail="installing"))
     finally:
         wheel.unlink(missing_ok=True)
+        _tidy(folder)
     if not result.ok:
         raise BuildError(f"pip could not install the wheelhouse's {name} into {options.python}",
                          details=(f"log: {log}",), fix="read the log; `flagtree-cpu build` without --wheelhouse "

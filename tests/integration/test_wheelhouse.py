@@ -29,8 +29,8 @@ from tests.support.tarballs import TOP, llvm_tarball
 from tests.support.venvs import PREREQUISITES, TOOLS, build_venv
 
 BUILD_COMMANDS = {"editable_wheel", "bdist_wheel", "develop", "build_ext", "build"}
-BUILD_STEP_SECONDS = "0.5"  # A's build stands for a long compile: 8 steps of 0.5 s
-BUILD_STEPS = "8"
+# in the timing test, A's build stands for a compile (a real FlagTree one takes tens of minutes): 16 steps of 0.6 s
+BUILD_STEPS, BUILD_STEP_SECONDS = "16", "0.6"
 
 
 @dataclass
@@ -60,8 +60,6 @@ class Machine:
 def machines(world: GitWorld, tmp_path: Path, http_server: LoopbackHTTPServer,
              monkeypatch: pytest.MonkeyPatch) -> Callable[[str], Machine]:
     url = http_server.serve(f"/public/llvm-builds/{TOP}.tar.gz", llvm_tarball().data)
-    monkeypatch.setenv("FIXTURE_BUILD_STEPS", BUILD_STEPS)
-    monkeypatch.setenv("FIXTURE_BUILD_STEP_SECONDS", BUILD_STEP_SECONDS)
 
     def make(name: str) -> Machine:
         ws = new_workspace(world, tmp_path / name, always_set=(f"artifacts.llvm.url={url}", PREREQUISITES))
@@ -93,6 +91,8 @@ def published(machines: Callable[[str], Machine], monkeypatch: pytest.MonkeyPatc
 def test_b_installs_what_a_published_without_building(machines, monkeypatch: pytest.MonkeyPatch,
                                                        tmp_path: Path) -> None:
     wheelhouse = tmp_path / "wheelhouse"
+    monkeypatch.setenv("FIXTURE_BUILD_STEPS", BUILD_STEPS)
+    monkeypatch.setenv("FIXTURE_BUILD_STEP_SECONDS", BUILD_STEP_SECONDS)
     a, built, a_seconds = published(machines, monkeypatch, wheelhouse)
     manifest = json.loads((wheelhouse / MANIFEST).read_text())
     [entry] = manifest["wheels"]
@@ -157,8 +157,7 @@ def test_a_tampered_wheel_is_refused_and_nothing_is_installed(machines, monkeypa
     assert "is not the file its manifest lists" in result.stderr and "nothing was installed" in result.stderr
     assert b.installed_triton() is None and b.builds_run() == []
     assert not (b.ws.root / ".flagtree-cpu" / "build-editable.json").exists()
-    state = b.ws.root / ".flagtree-cpu" / "flagtree-cpu-arm64" / "wheelhouse"
-    assert not list(state.glob("*")) if state.is_dir() else True  # no partial download left behind
+    assert not (b.ws.root / ".flagtree-cpu" / "wheelhouse").exists()  # no download left behind
 
 
 def serve_folder(server: LoopbackHTTPServer, folder: Path, prefix: str, faults: Faults | None = None) -> str:
@@ -208,3 +207,43 @@ def test_publishing_to_a_server_url_is_a_usage_error(tmp_path: Path) -> None:
     bad = CliRunner().invoke(app, ["-w", str(tmp_path / "ws"), "setup", "--wheelhouse", "s3://bucket/wheels"])
     assert bad.exit_code == 2 and "a wheelhouse is a folder, file:// or http(s)://" in bad.stdout + bad.stderr
     assert not (tmp_path / "ws").exists()
+
+
+def test_over_http_a_dropped_wheel_resumes_and_a_lying_server_is_refused(
+        machines, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, http_server: LoopbackHTTPServer) -> None:
+    wheelhouse = tmp_path / "wheelhouse"
+    published(machines, monkeypatch, wheelhouse)
+    b = machines("b")
+    # the connection drops after 1000 bytes, twice: the download resumes with Range and installs
+    dropping = serve_folder(http_server, wheelhouse, "/dropping", Faults(drop_after=1000, drop_times=2))
+    taken = action(b.build(monkeypatch, "--wheelhouse", dropping))
+    assert "installed from the wheelhouse" in taken["detail"] and b.builds_run() == []
+    wheel_requests = [r for r in http_server.requests_for("/dropping/" + taken["wheelhouse"]["file"])]
+    assert any(r.range for r in wheel_requests)
+
+    # other bytes with consistent headers: refused, exit 4, and B's installed build is left as it was
+    c = machines("c")
+    lying = serve_folder(http_server, wheelhouse, "/lying", Faults(replace_with=b"PK not the wheel" * 400))
+    result = c.build(monkeypatch, "--wheelhouse", lying)
+    assert result.exit_code == 4 and "refused, nothing was installed" in result.stderr
+    assert c.installed_triton() is None and c.builds_run() == []
+
+    # a server that is gone: one warning, and the build runs
+    http_server.close()
+    gone = c.build(monkeypatch, "--wheelhouse", lying)
+    action(gone)
+    assert gone.stderr.count("warning") == 1 and "cannot be read" in gone.stderr and len(c.builds_run()) == 1
+
+
+def test_a_wheel_build_takes_the_published_wheel_into_its_folder(machines, monkeypatch: pytest.MonkeyPatch,
+                                                                  tmp_path: Path) -> None:
+    wheelhouse = tmp_path / "wheelhouse"
+    _, built, _ = published(machines, monkeypatch, wheelhouse)
+    b = machines("b")
+    dist = tmp_path / "b-dist"
+    taken = action(b.build(monkeypatch, "--wheel", str(dist), "--wheelhouse", str(wheelhouse)))
+    [wheel] = dist.glob("*.whl")
+    assert wheel.name == Path(built["wheel"]["path"]).name and b.builds_run() == []
+    assert taken["wheel"]["sha256"] == built["published"]["sha256"] == built["wheel"]["sha256"]
+    again = action(b.build(monkeypatch, "--wheel", str(dist), "--wheelhouse", str(wheelhouse)))
+    assert again["detail"] == "up to date" and again["wheel"]["path"] == str(wheel)
