@@ -247,3 +247,25 @@ def test_a_wheel_build_takes_the_published_wheel_into_its_folder(machines, monke
     assert taken["wheel"]["sha256"] == built["published"]["sha256"] == built["wheel"]["sha256"]
     again = action(b.build(monkeypatch, "--wheel", str(dist), "--wheelhouse", str(wheelhouse)))
     assert again["detail"] == "up to date" and again["wheel"]["path"] == str(wheel)
+
+
+def test_setup_on_a_fresh_machine_installs_the_published_build_and_validates_it(
+        machines, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, world: GitWorld,
+        http_server: LoopbackHTTPServer) -> None:
+    """What a fleet's board runs: `setup --wheelhouse` from nothing; the validation kernels run against the
+    wheel A built, installed without a build."""
+    wheelhouse = tmp_path / "wheelhouse"
+    published(machines, monkeypatch, wheelhouse)
+    url = http_server.serve(f"/public/llvm-builds/{TOP}.tar.gz", llvm_tarball().data)
+    ws = new_workspace(world, tmp_path / "board", always_set=(
+        f"artifacts.llvm.url={url}", PREREQUISITES, "python.runtime=[torch>=2.0, numpy]"))
+    board = Machine(ws, build_venv(tmp_path / "board-venv", [*TOOLS, "torch", "numpy"]), tmp_path / "board.jsonl")
+    monkeypatch.setenv("FIXTURE_BUILD_RECORD", str(board.record))
+    result = ws.run("--json", "setup", "--ignore-host", "--python", str(board.python),
+                    "--wheelhouse", str(wheelhouse))
+    assert result.exit_code == 0, result.stdout + result.stderr
+    stages = {s["stage"]: s for s in result_of(result.stdout)["stages"]}
+    [build] = stages["build"]["actions"]
+    assert "installed from the wheelhouse" in build["detail"] and board.builds_run() == []
+    [kernels] = stages["validate"]["actions"]  # the kernels ran against the installed wheel
+    assert kernels["detail"].startswith("5 passed, 1 skipped (decode-e2e: no model given"), kernels["detail"]
