@@ -33,8 +33,10 @@ from .workspace import home_dir, triton_home
 if TYPE_CHECKING:
     from .build import BuildOptions
     from .stages import StageContext, StageResult
+    from .ui import UI
 
 _SHOWN_DIFFERENCES = 4
+NOTHING_PUBLISHED = "nothing is published in the wheelhouse yet"
 
 
 @dataclass(frozen=True)
@@ -86,8 +88,9 @@ def take(ctx: StageContext, options: BuildOptions, components: dict[str, Any], s
         ui.warn(f"--offline: not asking the wheelhouse {location.given}; building here")
         return None
     me = identity(ctx, options, components)
-    wheels = _read_manifest(ctx, location)
+    wheels, unread = read_wheels(location, ui, ctx.workspace.recipe_state / "wheelhouse")
     if wheels is None:
+        (ui.info if unread == NOTHING_PUBLISHED else ui.warn)(f"{unread}; building here")
         return None
     entry, why = choose(wheels, recipe.name, recipe.variant, me)
     if entry is None:
@@ -137,38 +140,33 @@ def choose(wheels: list[dict[str, Any]], recipe: str, variant: str | None,
                   + "; ".join(said[:_SHOWN_DIFFERENCES]) + more)
 
 
-def _read_manifest(ctx: StageContext, location: wh.Location) -> list[dict[str, Any]] | None:
-    """The wheelhouse's wheels; None (after one warning) when it cannot be read."""
+def read_wheels(location: wh.Location, ui: UI, scratch: Path) -> tuple[list[dict[str, Any]] | None, str]:
+    """The wheelhouse's wheels, or None and why it cannot be read (gone, not answering, a damaged manifest;
+    "nothing is published there yet" for a server without a manifest). Never raises for those: a wheelhouse
+    is an optimisation. An HTTP manifest is downloaded into ``scratch`` and removed."""
     from .download import Downloader, discard_part
 
-    warn = ctx.ui.warn
     if location.folder is not None:
         if not location.folder.is_dir():
-            warn(f"the wheelhouse {location.folder} is not a folder here; building here")
-            return None
+            return None, f"the wheelhouse {location.folder} is not a folder here"
         try:
-            return wh.read_local_manifest(location.folder)
+            return wh.read_local_manifest(location.folder), ""
         except wh.DamagedManifest as err:
-            warn(f"{err.message}; building here")
-            return None
+            return None, err.message
         except OSError as err:
-            warn(f"cannot read the wheelhouse {location.folder} ({err.strerror or err}); building here")
-            return None
-    part = ctx.workspace.recipe_state / "wheelhouse" / (wh.MANIFEST + ".part")
+            return None, f"cannot read the wheelhouse {location.folder} ({err.strerror or err})"
+    part = scratch / (wh.MANIFEST + ".part")
     try:
         discard_part(part)  # the manifest is small and changes: never resumed
-        got = Downloader(ctx.ui, attempts=2, backoff_s=0.2).fetch([location.manifest_url], lambda url: part,
-                                                                  label="the wheelhouse manifest")
-        return wh.parse_manifest(got.part.read_text(encoding="utf-8", errors="replace"), location.manifest_url)
+        got = Downloader(ui, attempts=2, backoff_s=0.2).fetch([location.manifest_url], lambda url: part,
+                                                              label="the wheelhouse manifest")
+        return wh.parse_manifest(got.part.read_text(encoding="utf-8", errors="replace"), location.manifest_url), ""
     except wh.DamagedManifest as err:
-        warn(f"{err.message}; building here")
-        return None
+        return None, err.message
     except ArtifactError as err:
-        if "404" in " ".join(err.details):
-            ctx.ui.info(f"wheelhouse {location.given}: nothing is published there yet; building here")
-        else:
-            warn(f"the wheelhouse {location.given} cannot be read ({'; '.join(err.details)[:300]}); building here")
-        return None
+        if "HTTP 404 (not found)" in " ".join(err.details):
+            return None, NOTHING_PUBLISHED
+        return None, f"the wheelhouse {location.given} cannot be read ({'; '.join(err.details)[:300]})"
     finally:
         discard_part(part)
         _tidy(part.parent)

@@ -175,6 +175,39 @@ def tool_compile_cache(c: DoctorContext) -> Outcome:
               "stores in it")
 
 
+@check("toolchain.wheelhouse", "toolchain", "The fleet's wheelhouse (builds published by other machines)",
+       live_only=True)
+def tool_wheelhouse(c: DoctorContext) -> Outcome:
+    import io
+    import tempfile
+
+    from .. import wheelhouse as wh
+    from ..errors import UsageError
+    from ..prebuilt import read_wheels
+    from ..ui import UI
+
+    chosen = wh.configured(None, c.environ, c.recipe.build.wheelhouse if c.recipe.build else None)
+    if chosen is None:
+        return skip(f"no wheelhouse configured (build/setup --wheelhouse, ${wh.ENV_VAR} or build.wheelhouse)")
+    try:
+        location = wh.parse_location(*chosen)
+    except UsageError as err:
+        return warn(err.message, err.fix or "")
+    if c.offline and location.folder is None:
+        return skip(f"--offline: the wheelhouse {location.given} was not asked")
+    with tempfile.TemporaryDirectory(prefix="flagtree-cpu-doctor-") as scratch:
+        wheels, why = read_wheels(location, UI(quiet=True, stderr=io.StringIO()), Path(scratch))
+    if wheels is None:
+        return warn(f"{why} (from {chosen[1]}); builds go on without it",
+                    f"check {location.given} is reachable from here, or unset {wh.ENV_VAR}")
+    mine = [w for w in wheels if w["recipe"] == c.recipe.name and w.get("variant") == c.recipe.variant]
+    newest = max(mine, key=lambda w: str(w.get("built_on", {}).get("at", "")), default=None)
+    latest = f"; the newest was built on {newest['built_on'].get('host', '?')} at " \
+             f"{newest['built_on'].get('at', '?')}" if newest and isinstance(newest.get("built_on"), dict) else ""
+    return ok(f"wheelhouse {location.given} (from {chosen[1]}): {len(wheels)} published builds, {len(mine)} of "
+              f"{c.recipe.name}{latest}")
+
+
 @check("toolchain.pkg-config", "toolchain", "pkg-config", live_only=True)
 def tool_pkg_config(c: DoctorContext) -> Outcome:
     return _tool_present(c, "pkg-config", "pkg-config", "no pkg-config on PATH", required=False)

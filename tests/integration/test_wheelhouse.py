@@ -269,3 +269,29 @@ def test_setup_on_a_fresh_machine_installs_the_published_build_and_validates_it(
     assert "installed from the wheelhouse" in build["detail"] and board.builds_run() == []
     [kernels] = stages["validate"]["actions"]  # the kernels ran against the installed wheel
     assert kernels["detail"].startswith("5 passed, 1 skipped (decode-e2e: no model given"), kernels["detail"]
+
+
+def test_doctor_reads_the_configured_wheelhouse(machines, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                http_server: LoopbackHTTPServer) -> None:
+    wheelhouse = tmp_path / "wheelhouse"
+    a, _, _ = published(machines, monkeypatch, wheelhouse)
+
+    def check() -> dict:
+        result = a.ws.run("--json", "doctor", "--check", "toolchain.wheelhouse")
+        [found] = [c for c in result_of(result.stdout)["checks"] if c["id"] == "toolchain.wheelhouse"]
+        return found
+
+    assert check()["status"] == "skip"
+    monkeypatch.setenv("FLAGTREE_CPU_WHEELHOUSE", serve_folder(http_server, wheelhouse, "/served"))
+    served = check()
+    assert served["status"] == "ok" and "1 published builds, 1 of flagtree-cpu-arm64" in served["detail"]
+    monkeypatch.setenv("FLAGTREE_CPU_WHEELHOUSE", str(tmp_path / "not-there"))
+    assert check()["status"] == "warn"
+
+    # a server with nothing published yet: build says so (no warning) and builds
+    empty = http_server.url("/empty/")
+    b = machines("b")
+    result = b.build(monkeypatch, "--wheelhouse", empty)
+    action(result)
+    assert "nothing is published in the wheelhouse yet; building here" in result.stderr
+    assert "warning" not in result.stderr and len(b.builds_run()) == 1
