@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 import time
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -295,3 +296,24 @@ def test_doctor_reads_the_configured_wheelhouse(machines, monkeypatch: pytest.Mo
     action(result)
     assert "nothing is published in the wheelhouse yet; building here" in result.stderr
     assert "warning" not in result.stderr and len(b.builds_run()) == 1
+
+
+def test_a_full_disk_while_publishing_leaves_the_wheelhouse_as_it_was(tmp_path: Path) -> None:
+    from flagtree_cpu_build import wheelhouse as wh
+    from flagtree_cpu_build.diskspace import is_disk_full
+    from tests.support.disks import tmpfs
+    from tests.unit.test_wheelhouse import fake_wheel, publish_entry
+
+    small = fake_wheel(tmp_path / "dist", "pkg-1.0-py3-none-any.whl", "one")
+    big = tmp_path / "big" / "pkg-2.0-py3-none-any.whl"
+    big.parent.mkdir()
+    with zipfile.ZipFile(big, "w", compression=zipfile.ZIP_STORED) as archive:
+        archive.writestr("pkg/data.bin", bytes(range(256)) * 8192)  # 2 MiB that do not compress
+    with tmpfs(tmp_path / "disk", "1m", "a real full disk needs root") as disk:
+        wh.publish(disk / "wh", small, publish_entry("1" * 64), wait_note=print)
+        before = {p.name: p.read_bytes() for p in (disk / "wh").rglob("*") if p.is_file()}
+        with pytest.raises(OSError) as caught:
+            wh.publish(disk / "wh", big, publish_entry("2" * 64), wait_note=print)
+        assert is_disk_full(caught.value) and caught.value.filename  # the CLI names it (exit 4)
+        after = {p.name: p.read_bytes() for p in (disk / "wh").rglob("*") if p.is_file()}
+        assert after == before  # no half wheel, the manifest and the index untouched

@@ -221,3 +221,4 @@ def test_a_damaged_manifest_is_never_overwritten_by_publishing(tmp_path: Path) -
     with pytest.raises(wh.DamagedManifest):
         wh.publish(tmp_path / "wh", wheel, publish_entry("1" * 64), wait_note=print)
     assert (tmp_path / "wh" / wh.MANIFEST).read_text() == "not json"
+
