@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy as _copy
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
@@ -266,39 +266,43 @@ PythonOption = Annotated[Optional[Path], typer.Option(
     "created when missing]")]
 
 
-def _compile_cache_url(value: Optional[str]) -> Optional[str]:
-    """A URL ccache would not take is a usage error (exit 2) before anything runs."""
-    from ..compile_cache import CompileCacheUrlError, parse_url
+def _checked_by(parse: Callable[[str], object]) -> Callable[[Optional[str]], Optional[str]]:
+    """An option callback: a value ``parse`` refuses (a UsageError) is a usage error (exit 2) before anything
+    runs, with the parser's message and fix."""
 
-    if value:
-        try:
-            parse_url(value)
-        except CompileCacheUrlError as err:
-            raise typer.BadParameter(f"{err.message}; {err.fix}") from None
-    return value
+    def callback(value: Optional[str]) -> Optional[str]:
+        from ..errors import UsageError
+
+        if value is not None:
+            try:
+                parse(value)
+            except UsageError as err:
+                raise typer.BadParameter(f"{err.message}; {err.fix}") from None
+        return value
+
+    return callback
+
+
+def _compile_cache_url(value: str) -> object:
+    from ..compile_cache import parse_url
+
+    return parse_url(value)  # a URL ccache would not take
+
+
+def _wheelhouse_location(value: str) -> object:
+    from ..wheelhouse import parse_location
+
+    return parse_location(value)  # neither a folder nor file:// or http(s)://
 
 
 CompileCacheOption = Annotated[Optional[str], typer.Option(
-    "--compile-cache", metavar="URL", callback=_compile_cache_url,
+    "--compile-cache", metavar="URL", callback=_checked_by(_compile_cache_url),
     help="Share compiled objects through ccache's remote storage: redis://HOST:PORT or http://HOST/PATH "
     "(also FLAGTREE_CPU_COMPILE_CACHE). Never a build input.")]
 
 
-def _wheelhouse_location(value: Optional[str]) -> Optional[str]:
-    """A wheelhouse that is neither a folder nor file:// or http(s):// is a usage error (exit 2) at once."""
-    from ..errors import UsageError
-    from ..wheelhouse import parse_location
-
-    if value is not None:
-        try:
-            parse_location(value)
-        except UsageError as err:
-            raise typer.BadParameter(f"{err.message}; {err.fix}") from None
-    return value
-
-
 WheelhouseOption = Annotated[Optional[str], typer.Option(
-    "--wheelhouse", metavar="DIR|URL", callback=_wheelhouse_location,
+    "--wheelhouse", metavar="DIR|URL", callback=_checked_by(_wheelhouse_location),
     help="Before building, look for a build another machine published there (a folder, file:// or http(s)://; "
     "also FLAGTREE_CPU_WHEELHOUSE): a wheel whose build key and target class fit is verified and installed "
     "instead of building.")]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import Result
 
-from tests.support.cli import Workspace, new_workspace
+from tests.support.cli import Workspace, new_workspace, ready_to_build
 from tests.support.envelope import result_of
 from tests.support.gitworld import GitWorld
 from tests.support.httpserver import LoopbackHTTPServer
@@ -51,10 +51,7 @@ class BuildWorkspace:
 def bws(world: GitWorld, tmp_path: Path, http_server: LoopbackHTTPServer,
         monkeypatch: pytest.MonkeyPatch) -> BuildWorkspace:
     url = http_server.serve(f"/public/llvm-builds/{TOP}.tar.gz", llvm_tarball().data)
-    ws = new_workspace(world, tmp_path / "ws", always_set=(f"artifacts.llvm.url={url}", PREREQUISITES))
-    for step in ("sync", "link", "fetch"):
-        result = ws.run(step)
-        assert result.exit_code == 0, (step, result.stderr)
+    ws = ready_to_build(world, tmp_path / "ws", url)
     record = tmp_path / "build-record.jsonl"
     monkeypatch.setenv("FIXTURE_BUILD_RECORD", str(record))
     return BuildWorkspace(ws, build_venv(tmp_path / "venv", TOOLS), record)

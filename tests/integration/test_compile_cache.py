@@ -19,13 +19,13 @@ import pytest
 from typer.testing import Result
 
 from flagtree_cpu_build.compile_cache import parse_stats
-from tests.support.cli import Workspace, new_workspace
+from tests.support.cli import Workspace, ready_to_build
 from tests.support.envelope import result_of
 from tests.support.gitworld import GitWorld
 from tests.support.httpserver import LoopbackHTTPServer
 from tests.support.redisserver import RedisServer, free_port, missing_parts
 from tests.support.tarballs import TOP, llvm_tarball
-from tests.support.venvs import PREREQUISITES, TOOLS, build_venv
+from tests.support.venvs import TOOLS, build_venv
 
 UNITS = 8
 DEAD = "does not answer; building with the local ccache only"
@@ -69,11 +69,8 @@ def make_ws(world: GitWorld, tmp_path: Path, http_server: LoopbackHTTPServer):
     url = http_server.serve(f"/public/llvm-builds/{TOP}.tar.gz", llvm_tarball().data)
 
     def make(name: str) -> CacheWorkspace:
-        ws = new_workspace(world, tmp_path / name, always_set=(f"artifacts.llvm.url={url}", PREREQUISITES))
-        for step in ("sync", "link", "fetch"):
-            result = ws.run(step)
-            assert result.exit_code == 0, (step, result.stderr)
-        return CacheWorkspace(ws, build_venv(tmp_path / f"{name}-venv", TOOLS), tmp_path / f"{name}-ccache")
+        return CacheWorkspace(ready_to_build(world, tmp_path / name, url), build_venv(tmp_path / f"{name}-venv", TOOLS),
+                              tmp_path / f"{name}-ccache")
 
     return make
 

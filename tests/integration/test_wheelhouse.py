@@ -22,7 +22,7 @@ import pytest
 from typer.testing import Result
 
 from flagtree_cpu_build.wheelhouse import MANIFEST
-from tests.support.cli import Workspace, new_workspace
+from tests.support.cli import Workspace, new_workspace, ready_to_build
 from tests.support.envelope import result_of
 from tests.support.gitworld import GitWorld
 from tests.support.httpserver import Faults, LoopbackHTTPServer
@@ -63,11 +63,8 @@ def machines(world: GitWorld, tmp_path: Path, http_server: LoopbackHTTPServer,
     url = http_server.serve(f"/public/llvm-builds/{TOP}.tar.gz", llvm_tarball().data)
 
     def make(name: str) -> Machine:
-        ws = new_workspace(world, tmp_path / name, always_set=(f"artifacts.llvm.url={url}", PREREQUISITES))
-        for step in ("sync", "link", "fetch"):
-            result = ws.run(step)
-            assert result.exit_code == 0, (step, result.stderr)
-        return Machine(ws, build_venv(tmp_path / f"{name}-venv", TOOLS), tmp_path / f"{name}-record.jsonl")
+        return Machine(ready_to_build(world, tmp_path / name, url), build_venv(tmp_path / f"{name}-venv", TOOLS),
+                       tmp_path / f"{name}-record.jsonl")
 
     return make
 

@@ -64,3 +64,15 @@ def synced_workspace(world: GitWorld, root: Path) -> Workspace:
     result = ws.run("sync")
     assert result.exit_code == 0, result.stderr
     return ws
+
+
+def ready_to_build(world: GitWorld, root: Path, llvm_url: str, *sets: str) -> Workspace:
+    """A workspace on the git world whose sources, links and LLVM (from ``llvm_url``) are in place: what
+    `build` needs before it runs (sync, link and fetch succeeded)."""
+    from tests.support.venvs import PREREQUISITES
+
+    ws = new_workspace(world, root, always_set=(f"artifacts.llvm.url={llvm_url}", PREREQUISITES, *sets))
+    for step in ("sync", "link", "fetch"):
+        result = ws.run(step)
+        assert result.exit_code == 0, (step, result.stderr)
+    return ws
