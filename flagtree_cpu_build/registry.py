@@ -177,4 +177,4 @@ def scope_of(options: SetupOptions, *, ask_network: bool = False) -> Scope:
     return Scope(python=options.python, cache_dir=options.cache_dir, skip_build=options.skip_build,
                  skip_validate=not options.validating, model=options.model, offline=options.offline,
                  update=options.update, ask_network=ask_network and not options.offline,
-                 mirrors=tuple(options.mirrors))
+                 mirrors=tuple(options.mirrors), wheelhouse=options.wheelhouse)

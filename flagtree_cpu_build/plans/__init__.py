@@ -62,3 +62,4 @@ class Scope:
     update: bool = False  # setup --update: refs are resolved again instead of read from the lock
     ask_network: bool = False  # dry-run online: resolve refs and ask servers for download sizes
     mirrors: tuple[MirrorRule, ...] = ()  # asked before the original URL, as the download would be
+    wheelhouse: str | None = None  # setup --wheelhouse: asked before the build runs (prebuilt.py)

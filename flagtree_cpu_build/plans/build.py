@@ -22,12 +22,13 @@ def plan_build(ctx: StageContext, scope: Scope, earlier: list[PlanItem]) -> list
 
     if ctx.recipe.build is None:
         return []
+    asked = _wheelhouse_note(ctx, scope)
     if scope.skip_build:
         return [PlanItem("build", "build", "skipped", "--skip-build", will="skipped")]
     stamp = read_state(stamp_path(ctx.recipe, ctx.workspace), needs=("digest", "components"))
     if stamp is None:
         return [PlanItem("build", "build", "missing", "no build stamp in this workspace", "build",
-                         "no previous build", will="created")]
+                         "no previous build" + asked, will="created")]
     data = {"stamp": stamp["digest"]}
     came = _came_from(stamp)
     if came:
@@ -42,7 +43,18 @@ def plan_build(ctx: StageContext, scope: Scope, earlier: list[PlanItem]) -> list
         why = "up to date" if inputs_ready else "the stages above restore what it was built from"
         return [PlanItem("build", "build", "ok", f"{why} (stamp {stamp['digest'][:12]}{came})", data=data)]
     return [PlanItem("build", "build", "stale", f"stamp {stamp['digest'][:12]} differs", "build",
-                     "; ".join(reasons), {**data, "reasons": reasons}, "updated")]
+                     "; ".join(reasons) + asked, {**data, "reasons": reasons}, "updated")]
+
+
+def _wheelhouse_note(ctx: StageContext, scope: Scope) -> str:
+    """What the dry run adds when a wheelhouse is configured: it is asked before the build (not now)."""
+    import os
+
+    from ..wheelhouse import configured
+
+    assert ctx.recipe.build is not None
+    chosen = configured(scope.wheelhouse, os.environ, ctx.recipe.build.wheelhouse)
+    return f" (the wheelhouse {chosen[0]} is asked first)" if chosen else ""
 
 
 def _came_from(stamp: dict) -> str:

@@ -314,3 +314,11 @@ def test_a_full_disk_while_publishing_leaves_the_wheelhouse_as_it_was(tmp_path: 
         assert is_disk_full(caught.value) and caught.value.filename  # the CLI names it (exit 4)
         after = {p.name: p.read_bytes() for p in (disk / "wh").rglob("*") if p.is_file()}
         assert after == before  # no half wheel, the manifest and the index untouched
+
+
+def test_the_dry_run_says_the_wheelhouse_is_asked_before_the_build(machines, tmp_path: Path) -> None:
+    b = machines("b")
+    result = b.ws.run("--json", "setup", "--dry-run", "--ignore-host", "--python", str(b.python),
+                      "--wheelhouse", str(tmp_path / "wheelhouse"))
+    [item] = [i for i in result_of(result.stdout)["items"] if i["area"] == "build"]
+    assert item["reason"] == f"no previous build (the wheelhouse {tmp_path / 'wheelhouse'} is asked first)"
