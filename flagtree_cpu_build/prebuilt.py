@@ -102,7 +102,7 @@ def take(ctx: StageContext, options: BuildOptions, components: dict[str, Any], s
     if got is None:
         return None
     delivered, log = _deliver(ctx, options, location, entry, got, components["mode"])
-    steps = post_install() if components["mode"] == "editable" else []
+    steps = post_install()  # as after a build here
     came_from = {"wheelhouse": location.given, "file": entry["file"], "sha256": entry["sha256"],
                  "built_on": entry.get("built_on", {}), "stamp": me.stamp}
     built_before = stamp_file.exists()
@@ -111,6 +111,8 @@ def take(ctx: StageContext, options: BuildOptions, components: dict[str, Any], s
     data: dict[str, Any] = {"wheelhouse": came_from, "log": str(log)}
     if delivered:
         data["wheel"] = delivered
+        if options.publish:  # --wheelhouse one place, --publish another: the wheel taken goes on
+            data["published"] = publish(ctx, options, components, delivered)
     if steps:
         data["steps"] = steps
     status = "updated" if built_before else "created"

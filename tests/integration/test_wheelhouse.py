@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from typer.testing import Result
 
+from flagtree_cpu_build import wheelhouse as wh
 from flagtree_cpu_build.wheelhouse import MANIFEST
 from tests.support.cli import Workspace, new_workspace, ready_to_build
 from tests.support.envelope import result_of
@@ -296,7 +297,6 @@ def test_doctor_reads_the_configured_wheelhouse(machines, monkeypatch: pytest.Mo
 
 
 def test_a_full_disk_while_publishing_leaves_the_wheelhouse_as_it_was(tmp_path: Path) -> None:
-    from flagtree_cpu_build import wheelhouse as wh
     from flagtree_cpu_build.diskspace import is_disk_full
     from tests.support.disks import tmpfs
     from tests.unit.test_wheelhouse import fake_wheel, publish_entry
@@ -322,3 +322,13 @@ def test_the_dry_run_says_the_wheelhouse_is_asked_before_the_build(machines, tmp
                       "--wheelhouse", str(tmp_path / "wheelhouse"))
     [item] = [i for i in result_of(result.stdout)["items"] if i["area"] == "build"]
     assert item["reason"] == f"no previous build (the wheelhouse {tmp_path / 'wheelhouse'} is asked first)"
+
+
+def test_a_wheel_taken_from_one_wheelhouse_is_published_into_another(machines, monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    wheelhouse, mirror = tmp_path / "wheelhouse", tmp_path / "lab-mirror"
+    _, built, _ = published(machines, monkeypatch, wheelhouse)
+    b = machines("b")
+    taken = action(b.build(monkeypatch, "--wheelhouse", str(wheelhouse), "--publish", str(mirror)))
+    assert b.builds_run() == [] and taken["published"]["status"] == "published"
+    assert [w["sha256"] for w in wh.read_local_manifest(mirror)] == [built["published"]["sha256"]]
