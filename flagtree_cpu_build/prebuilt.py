@@ -160,8 +160,8 @@ def read_wheels(location: wh.Location, ui: UI, scratch: Path) -> tuple[list[dict
     part = scratch / (wh.MANIFEST + ".part")
     try:
         discard_part(part)  # the manifest is small and changes: never resumed
-        got = Downloader(ui, attempts=2, backoff_s=0.2).fetch([location.manifest_url], lambda url: part,
-                                                              label="the wheelhouse manifest")
+        got = Downloader(ui, attempts=2, backoff_s=0.2, on_size=_manifest_size).fetch(
+            [location.manifest_url], lambda url: part, label="the wheelhouse manifest")
         return wh.parse_manifest(got.part.read_text(encoding="utf-8", errors="replace"), location.manifest_url), ""
     except wh.DamagedManifest as err:
         return None, err.message
@@ -172,6 +172,12 @@ def read_wheels(location: wh.Location, ui: UI, scratch: Path) -> tuple[list[dict
     finally:
         discard_part(part)
         _tidy(part.parent)
+
+
+def _manifest_size(url: str, total: int | None, here: int) -> None:
+    if total is not None and total > wh.MAX_MANIFEST_BYTES:
+        raise ArtifactError(f"{url} is {total} bytes, more than any wheelhouse manifest",
+                            details=(f"{url}: {total} bytes",))
 
 
 def _tidy(folder: Path) -> None:

@@ -51,7 +51,10 @@ ENV_VAR = "FLAGTREE_CPU_WHEELHOUSE"
 LOCK = ".flagtree-cpu-wheelhouse.lock"
 # what the key leaves out: the builder's own business (the target class says what the binary needs)
 _NOT_IN_KEY = ("mode", "compilers", "python")
-ENTRY_KEYS = ("file", "sha256", "size", "recipe", "stamp", "class", "class_id", "key")
+# what every manifest entry holds, and of which type (a reader trusts nothing else about a manifest)
+ENTRY_TYPES: dict[str, type | tuple[type, ...]] = {
+    "file": str, "sha256": str, "size": int, "recipe": str, "stamp": str, "class": dict, "class_id": str, "key": dict}
+MAX_MANIFEST_BYTES = 32 << 20  # a manifest lists wheels; a server sending more is not serving one
 
 
 @dataclass(frozen=True)
@@ -180,20 +183,27 @@ def parse_manifest(text: str, where: str) -> list[dict[str, Any]]:
     """The manifest's wheels; a damaged one is an error naming ``where`` (readers warn and build instead)."""
     try:
         document = json.loads(text)
-    except ValueError as err:
+    except (ValueError, RecursionError) as err:  # RecursionError: nesting deeper than any manifest
         raise DamagedManifest(f"the wheelhouse manifest {where} is not JSON ({err})", fix=_move_aside(where)) \
             from None
     if not isinstance(document, dict) or document.get("schema") != SCHEMA or not isinstance(
             document.get("wheels"), list):
         raise DamagedManifest(f"the wheelhouse manifest {where} is not a {SCHEMA} document",
                               fix=_move_aside(where))
-    wheels = [w for w in document["wheels"] if isinstance(w, dict) and all(k in w for k in ENTRY_KEYS)
-              and _safe_relative(w["file"])]
+    wheels = [w for w in document["wheels"] if _valid_entry(w)]
     if len(wheels) != len(document["wheels"]):
         raise DamagedManifest(f"the wheelhouse manifest {where} has {len(document['wheels']) - len(wheels)} "
                               "entries without the fields a wheel needs (or pointing outside wheels/)",
                               fix=_move_aside(where))
+    for wheel in wheels:  # shown, never compared: a damaged one is only left out
+        if not isinstance(wheel.get("built_on"), dict):
+            wheel["built_on"] = {}
     return wheels
+
+
+def _valid_entry(entry: Any) -> bool:
+    return (isinstance(entry, dict) and all(isinstance(entry.get(k), kind) for k, kind in ENTRY_TYPES.items())
+            and re.fullmatch(r"[0-9a-f]{64}", entry["sha256"]) is not None and _safe_relative(entry["file"]))
 
 
 def _move_aside(where: str) -> str:

@@ -112,6 +112,10 @@ def entry(file: str, **extra: object) -> dict:
     ('{"schema": "other", "wheels": []}', "is not a flagtree-cpu/wheelhouse/v1 document"),
     (json.dumps({"schema": wh.SCHEMA, "wheels": [entry("wheels/../../../etc/x.whl")]}), "outside wheels/"),
     (json.dumps({"schema": wh.SCHEMA, "wheels": [{"file": "wheels/a.whl"}]}), "without the fields"),
+    (json.dumps({"schema": wh.SCHEMA, "wheels": [entry("wheels/a.whl", **{"class": ["aarch64"]})]}),
+     "without the fields"),
+    (json.dumps({"schema": wh.SCHEMA, "wheels": [entry("wheels/a.whl", sha256="../../etc")]}), "without the fields"),
+    ("[" * 100_000 + "]" * 100_000, "is not JSON"),  # nested deeper than the parser goes
 ])
 def test_a_damaged_or_hostile_manifest_is_named_with_the_way_out(text: str, said: str) -> None:
     with pytest.raises(wh.DamagedManifest, match=said) as caught:
@@ -121,6 +125,12 @@ def test_a_damaged_or_hostile_manifest_is_named_with_the_way_out(text: str, said
 
 def identity(stamp: str = "s" * 64, target: dict | None = None, key: dict | None = None) -> Identity:
     return Identity(key or {}, stamp, target or CLASS, "c" * 64)
+
+
+def test_who_built_it_is_shown_not_trusted() -> None:
+    [wheel] = wh.parse_manifest(json.dumps({"schema": wh.SCHEMA, "wheels": [entry("wheels/a.whl", built_on="x")]}),
+                                "m.json")
+    assert wheel["built_on"] == {}
 
 
 def test_choose_takes_the_newest_fitting_build_of_the_recipe_and_variant() -> None:
