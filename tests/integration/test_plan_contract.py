@@ -205,7 +205,8 @@ def test_the_dry_run_status_doctor_and_build_agree_with_what_setup_does(cw: Cont
         == not_current, state
 
     # doctor's workspace checks fail or warn exactly where an item is not current
-    checks = {c["id"]: c for c in result_of(cw.run("doctor", "--offline", "--python", str(cw.python),
+    only = [arg for check in DOCTOR_CHECK_OF_AREA.values() for arg in ("--check", check)]
+    checks = {c["id"]: c for c in result_of(cw.run("doctor", "--offline", "--python", str(cw.python), *only,
                                                          "--json").stdout)["checks"]}
     for area, check in DOCTOR_CHECK_OF_AREA.items():
         behind = any(a == area for a, _ in not_current)
