@@ -22,7 +22,6 @@ import re
 import shlex
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,27 +38,13 @@ from .proc import log_path, run_logged
 from .progress import ProgressTask
 from .recipe import Recipe, Toolchain
 from .recipe.resolve import toolchain_override_var
-from .stages import Action, StageContext, StageResult
+from .stages import Action, BuildOptions, StageContext, StageResult
 from .state import make_state_dir, read_state
 from .steps import failure, missing_creates, run_steps, unverified
 from .ui import UI
 
 STAMP_KEYS = ("digest", "components")  # what a build stamp must hold to be compared at all
 _NINJA = re.compile(r"^\[(\d+)/(\d+)\]\s*(.*)")
-
-
-@dataclass(frozen=True)
-class BuildOptions:
-    python: Path
-    offline: bool = False
-    force: bool = False
-    ignore_host: bool = False
-    wheel_dir: Path | None = None
-    verbose: bool = False
-    jobs: int = 1  # what the environment got; for the out-of-memory advice
-    compile_cache: str | None = None  # --compile-cache URL (compile_cache.py; never a stamp input)
-    wheelhouse: str | None = None  # --wheelhouse: install a fitting published build instead (prebuilt.py)
-    publish: str | None = None  # --publish FOLDER: publish the wheel built (prebuilt.py)
 
 
 def run_build(ctx: StageContext, options: BuildOptions) -> StageResult:

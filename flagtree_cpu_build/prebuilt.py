@@ -31,8 +31,7 @@ from .errors import ArtifactError, BuildError, UsageError
 from .workspace import home_dir, triton_home
 
 if TYPE_CHECKING:
-    from .build import BuildOptions
-    from .stages import StageContext, StageResult
+    from .stages import BuildOptions, StageContext, StageResult
     from .ui import UI
 
 _SHOWN_DIFFERENCES = 4

@@ -66,6 +66,22 @@ class StageContext:
 
 
 @dataclass(frozen=True)
+class BuildOptions:
+    """What the build stage is asked to do (`build`, and setup's build stage)."""
+
+    python: Path
+    offline: bool = False
+    force: bool = False
+    ignore_host: bool = False
+    wheel_dir: Path | None = None
+    verbose: bool = False
+    jobs: int = 1  # what the environment got; for the out-of-memory advice
+    compile_cache: str | None = None  # --compile-cache URL (compile_cache.py; never a stamp input)
+    wheelhouse: str | None = None  # --wheelhouse: install a fitting published build instead (prebuilt.py)
+    publish: str | None = None  # --publish FOLDER: publish the wheel built (prebuilt.py)
+
+
+@dataclass(frozen=True)
 class SetupOptions:
     python: Path
     offline: bool = False
