@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -332,3 +333,38 @@ def test_a_wheel_taken_from_one_wheelhouse_is_published_into_another(machines, m
     taken = action(b.build(monkeypatch, "--wheelhouse", str(wheelhouse), "--publish", str(mirror)))
     assert b.builds_run() == [] and taken["published"]["status"] == "published"
     assert [w["sha256"] for w in wh.read_local_manifest(mirror)] == [built["published"]["sha256"]]
+
+
+def test_sigterm_during_the_wheel_download_installs_nothing_and_the_next_run_resumes(
+        machines, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, http_server: LoopbackHTTPServer) -> None:
+    wheelhouse = tmp_path / "wheelhouse"
+    published(machines, monkeypatch, wheelhouse)
+    faults = Faults(rate=2048)  # the ~8 KB fixture wheel takes ~4 s
+    url = serve_folder(http_server, wheelhouse, "/slow", faults)
+    b = machines("b")
+    monkeypatch.setenv("FIXTURE_BUILD_RECORD", str(b.record))
+    process = b.ws.process("build", "--ignore-host", "--python", str(b.python), "--wheelhouse", url)
+    downloads = b.ws.root / ".flagtree-cpu" / "wheelhouse"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        parts = list(downloads.glob("*.whl.part")) if downloads.is_dir() else []
+        if parts and parts[0].stat().st_size > 2000:
+            break
+        time.sleep(0.05)
+    else:
+        process.kill()
+        pytest.fail("the wheel's download never started")
+    process.send_signal(signal.SIGTERM)
+    _out, err = process.communicate(timeout=30)
+    assert process.returncode == 143, err
+    assert "Traceback" not in err and b.installed_triton() is None and b.builds_run() == []
+    assert not (b.ws.root / ".flagtree-cpu" / "build-editable.json").exists()
+    kept = parts[0].stat().st_size
+    assert kept > 2000
+
+    faults.rate = None
+    taken = action(b.build(monkeypatch, "--wheelhouse", url))
+    assert "installed from the wheelhouse" in taken["detail"] and b.builds_run() == []
+    resumed = [r for r in http_server.requests_for("/slow/" + taken["wheelhouse"]["file"]) if r.method == "GET"][-1]
+    assert resumed.range == f"bytes={kept}-" and resumed.status == 206
+    assert not downloads.exists()  # nothing left behind once installed
