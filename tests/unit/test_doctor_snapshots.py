@@ -203,7 +203,8 @@ RENAMED = {"toolchain.cmake": "toolchain.build-commands", "toolchain.ninja": "to
            "toolchain.openmp": "toolchain.libraries", "python.foreign-triton": "python.installed-elsewhere",
            "workspace.llvm": "workspace.artifacts"}
 # new checks (the old engine had none): a snapshot skips them, or the recipe asks for nothing they check
-NEW = {"host.devices", "host.commands", "toolchain.provisioned", "python.preinstalled", "toolchain.compile-cache"}
+NEW = {"host.devices", "host.commands", "toolchain.provisioned", "python.preinstalled", "toolchain.compile-cache",
+       "toolchain.wheelhouse"}
 # details whose words became generic (same status, same facts):
 REWORDED = {
     "host.os",  # the AlmaLinux note names the recipe's artifact variant, not FlagTree's setup.py
