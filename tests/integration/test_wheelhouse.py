@@ -1,9 +1,10 @@
 """A fleet's wheelhouse: workspace A builds and publishes, workspace B installs that build without compiling.
 
-Both workspaces are set up from the same git world and recipe, in different folders and with their own
-target venvs, so every path in their stamps differs; the fixture FlagTree's setup.py records each build
-it runs (B's record must stay empty when it takes A's wheel). The wheelhouse is a folder, or that folder
-served by the loopback HTTP server.
+Both workspaces are set up from the same git repositories and recipe, in different folders with their own
+target venvs and HOMEs, so every path in their stamps differs; the fixture FlagTree's setup.py records each
+build it runs (B's record must stay empty when it takes A's wheel). Most tests install from one wheelhouse A
+published once for the module (each gets a copy); the timing test publishes its own. The wheelhouse is a
+folder, or that folder served by the loopback HTTP server.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from tests.support.httpserver import Faults, LoopbackHTTPServer
 from tests.support.tarballs import TOP, llvm_tarball
 from tests.support.venvs import PREREQUISITES, TOOLS, build_venv
 
+Published = tuple[Path, dict]  # a wheelhouse folder, and the build action of the workspace that published into it
 BUILD_COMMANDS = {"editable_wheel", "bdist_wheel", "develop", "build_ext", "build"}
 # in the timing test, A's build stands for a compile (a real FlagTree one takes tens of minutes): 16 steps of 0.6 s
 BUILD_STEPS, BUILD_STEP_SECONDS = "16", "0.6"
@@ -88,6 +90,41 @@ def published(machines: Callable[[str], Machine], monkeypatch: pytest.MonkeyPatc
     return a, built, seconds
 
 
+@pytest.fixture(scope="module")
+def _published_once(git_world: GitWorld, tmp_path_factory: pytest.TempPathFactory) -> Published:
+    """Workspace A's build, published once for the tests that only need a wheelhouse to install from (A's own
+    machine, HOME and git world are not theirs: the build key must carry none of them)."""
+    from tests.support.hermetic import make_hermetic
+
+    root = tmp_path_factory.mktemp("published")
+    (root / "home").mkdir()
+    server = LoopbackHTTPServer()
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            make_hermetic(mp, root / "home")
+            mp.setenv("GIT_CONFIG_GLOBAL", str(git_world.gitconfig))
+            mp.setenv("FIXTURE_BUILD_RECORD", str(root / "record.jsonl"))
+            url = server.serve(f"/public/llvm-builds/{TOP}.tar.gz", llvm_tarball().data)
+            ws = ready_to_build(git_world, root / "a", url)
+            python = build_venv(root / "a-venv", TOOLS)
+            built = action(ws.run("--json", "build", "--ignore-host", "--python", str(python), "--publish",
+                                  str(root / "wheelhouse")))
+        assert built["published"]["status"] == "published"
+        return root / "wheelhouse", built
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def published_wheelhouse(_published_once: Published, tmp_path: Path) -> Published:
+    """A copy of the module's published wheelhouse this test may change, and A's build action."""
+    import shutil
+
+    folder, built = _published_once
+    shutil.copytree(folder, tmp_path / "wheelhouse")
+    return tmp_path / "wheelhouse", built
+
+
 def test_b_installs_what_a_published_without_building(machines, monkeypatch: pytest.MonkeyPatch,
                                                        tmp_path: Path) -> None:
     wheelhouse = tmp_path / "wheelhouse"
@@ -132,10 +169,9 @@ def test_b_installs_what_a_published_without_building(machines, monkeypatch: pyt
     assert (wheelhouse / MANIFEST).read_bytes() == before and len(a.builds_run()) == 1
 
 
-def test_a_changed_stamp_input_builds_and_says_what_differs(machines, monkeypatch: pytest.MonkeyPatch,
-                                                             tmp_path: Path) -> None:
-    wheelhouse = tmp_path / "wheelhouse"
-    published(machines, monkeypatch, wheelhouse)
+def test_a_changed_stamp_input_builds_and_says_what_differs(
+        machines, published_wheelhouse: Published, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    wheelhouse, built = published_wheelhouse
     b = machines("b")
     result = b.build(monkeypatch, "--wheelhouse", str(wheelhouse), sets=("build.env.set.TRITON_BUILD_PROTON=ON",))
     built = action(result)
@@ -143,10 +179,9 @@ def test_a_changed_stamp_input_builds_and_says_what_differs(machines, monkeypatc
     assert "no published build fits" in result.stderr and "env.TRITON_BUILD_PROTON OFF -> ON" in result.stderr
 
 
-def test_a_tampered_wheel_is_refused_and_nothing_is_installed(machines, monkeypatch: pytest.MonkeyPatch,
-                                                              tmp_path: Path) -> None:
-    wheelhouse = tmp_path / "wheelhouse"
-    published(machines, monkeypatch, wheelhouse)
+def test_a_tampered_wheel_is_refused_and_nothing_is_installed(
+        machines, published_wheelhouse: Published, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    wheelhouse, built = published_wheelhouse
     [wheel] = (wheelhouse / "wheels").glob("*.whl")
     data = bytearray(wheel.read_bytes())
     data[len(data) // 2] ^= 0xFF
@@ -168,14 +203,15 @@ def serve_folder(server: LoopbackHTTPServer, folder: Path, prefix: str, faults: 
     return server.url(prefix + "/")
 
 
-def test_the_same_wheelhouse_served_over_http(machines, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                              http_server: LoopbackHTTPServer) -> None:
-    wheelhouse = tmp_path / "wheelhouse"
-    published(machines, monkeypatch, wheelhouse)
+def test_the_same_wheelhouse_served_over_http(
+        machines, published_wheelhouse: Published, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        http_server: LoopbackHTTPServer) -> None:
+    wheelhouse, built = published_wheelhouse
     url = serve_folder(http_server, wheelhouse, "/fleet/wheels-house")
     b = machines("b")
-    taken = action(b.build(monkeypatch, "--wheelhouse", url))
-    assert b.builds_run() == [] and "installed from the wheelhouse" in taken["detail"]
+    res = b.build(monkeypatch, "--wheelhouse", url)
+    taken = action(res)
+    assert b.builds_run() == [] and "installed from the wheelhouse" in taken["detail"], res.stderr
     assert b.installed_triton() is not None
     assert http_server.requests_for(f"/fleet/wheels-house/{MANIFEST}")
 
@@ -210,9 +246,9 @@ def test_publishing_to_a_server_url_is_a_usage_error(tmp_path: Path) -> None:
 
 
 def test_over_http_a_dropped_wheel_resumes_and_a_lying_server_is_refused(
-        machines, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, http_server: LoopbackHTTPServer) -> None:
-    wheelhouse = tmp_path / "wheelhouse"
-    published(machines, monkeypatch, wheelhouse)
+        machines, published_wheelhouse: Published, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        http_server: LoopbackHTTPServer) -> None:
+    wheelhouse, built = published_wheelhouse
     b = machines("b")
     # the connection drops after 1000 bytes, twice: the download resumes with Range and installs
     dropping = serve_folder(http_server, wheelhouse, "/dropping", Faults(drop_after=1000, drop_times=2))
@@ -235,10 +271,9 @@ def test_over_http_a_dropped_wheel_resumes_and_a_lying_server_is_refused(
     assert gone.stderr.count("warning") == 1 and "cannot be read" in gone.stderr and len(c.builds_run()) == 1
 
 
-def test_a_wheel_build_takes_the_published_wheel_into_its_folder(machines, monkeypatch: pytest.MonkeyPatch,
-                                                                  tmp_path: Path) -> None:
-    wheelhouse = tmp_path / "wheelhouse"
-    _, built, _ = published(machines, monkeypatch, wheelhouse)
+def test_a_wheel_build_takes_the_published_wheel_into_its_folder(
+        machines, published_wheelhouse: Published, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    wheelhouse, built = published_wheelhouse
     b = machines("b")
     dist = tmp_path / "b-dist"
     taken = action(b.build(monkeypatch, "--wheel", str(dist), "--wheelhouse", str(wheelhouse)))
@@ -250,12 +285,11 @@ def test_a_wheel_build_takes_the_published_wheel_into_its_folder(machines, monke
 
 
 def test_setup_on_a_fresh_machine_installs_the_published_build_and_validates_it(
-        machines, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, world: GitWorld,
+        machines, published_wheelhouse: Published, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, world: GitWorld,
         http_server: LoopbackHTTPServer) -> None:
     """What a fleet's board runs: `setup --wheelhouse` from nothing; the validation kernels run against the
     wheel A built, installed without a build."""
-    wheelhouse = tmp_path / "wheelhouse"
-    published(machines, monkeypatch, wheelhouse)
+    wheelhouse, built = published_wheelhouse
     url = http_server.serve(f"/public/llvm-builds/{TOP}.tar.gz", llvm_tarball().data)
     ws = new_workspace(world, tmp_path / "board", always_set=(
         f"artifacts.llvm.url={url}", PREREQUISITES, "python.runtime=[torch>=2.0, numpy]"))
@@ -271,13 +305,15 @@ def test_setup_on_a_fresh_machine_installs_the_published_build_and_validates_it(
     assert kernels["detail"].startswith("5 passed, 1 skipped (decode-e2e: no model given"), kernels["detail"]
 
 
-def test_doctor_reads_the_configured_wheelhouse(machines, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                                http_server: LoopbackHTTPServer) -> None:
-    wheelhouse = tmp_path / "wheelhouse"
-    a, _, _ = published(machines, monkeypatch, wheelhouse)
+def test_doctor_reads_the_configured_wheelhouse(
+        machines, published_wheelhouse: Published, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        http_server: LoopbackHTTPServer) -> None:
+    wheelhouse, built = published_wheelhouse
+
+    b = machines("b")
 
     def check() -> dict:
-        result = a.ws.run("--json", "doctor", "--check", "toolchain.wheelhouse")
+        result = b.ws.run("--json", "doctor", "--check", "toolchain.wheelhouse")
         [found] = [c for c in result_of(result.stdout)["checks"] if c["id"] == "toolchain.wheelhouse"]
         return found
 
@@ -290,7 +326,6 @@ def test_doctor_reads_the_configured_wheelhouse(machines, monkeypatch: pytest.Mo
 
     # a server with nothing published yet: build says so (no warning) and builds
     empty = http_server.url("/empty/")
-    b = machines("b")
     result = b.build(monkeypatch, "--wheelhouse", empty)
     action(result)
     assert "nothing is published in the wheelhouse yet; building here" in result.stderr
@@ -325,10 +360,9 @@ def test_the_dry_run_says_the_wheelhouse_is_asked_before_the_build(machines, tmp
     assert item["reason"] == f"no previous build (the wheelhouse {tmp_path / 'wheelhouse'} is asked first)"
 
 
-def test_a_wheel_taken_from_one_wheelhouse_is_published_into_another(machines, monkeypatch: pytest.MonkeyPatch,
-                                                                     tmp_path: Path) -> None:
-    wheelhouse, mirror = tmp_path / "wheelhouse", tmp_path / "lab-mirror"
-    _, built, _ = published(machines, monkeypatch, wheelhouse)
+def test_a_wheel_taken_from_one_wheelhouse_is_published_into_another(
+        machines, published_wheelhouse: Published, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (wheelhouse, built), mirror = published_wheelhouse, tmp_path / "lab-mirror"
     b = machines("b")
     taken = action(b.build(monkeypatch, "--wheelhouse", str(wheelhouse), "--publish", str(mirror)))
     assert b.builds_run() == [] and taken["published"]["status"] == "published"
@@ -336,9 +370,9 @@ def test_a_wheel_taken_from_one_wheelhouse_is_published_into_another(machines, m
 
 
 def test_sigterm_during_the_wheel_download_installs_nothing_and_the_next_run_resumes(
-        machines, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, http_server: LoopbackHTTPServer) -> None:
-    wheelhouse = tmp_path / "wheelhouse"
-    published(machines, monkeypatch, wheelhouse)
+        machines, published_wheelhouse: Published, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        http_server: LoopbackHTTPServer) -> None:
+    wheelhouse, built = published_wheelhouse
     faults = Faults(rate=2048)  # the ~8 KB fixture wheel takes ~4 s
     url = serve_folder(http_server, wheelhouse, "/slow", faults)
     b = machines("b")

@@ -60,7 +60,8 @@ def llvm_tarball(seed: int = 1, size_kb: int = 768) -> Tarball:
     """top/bin/clang (executable), headers, a static library, an .so with an internal symlink and a hard link."""
     rng = random.Random(seed)
     buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+    # the same bytes on every call (gzip's header would carry the time): a published build's key names its sha256
+    with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as packed, tarfile.open(fileobj=packed, mode="w") as tar:
         _add(tar, f"{TOP}/", kind=tarfile.DIRTYPE, mode=0o755)
         _add(tar, f"{TOP}/bin/", kind=tarfile.DIRTYPE, mode=0o755)
         _add(tar, f"{TOP}/bin/clang", data=rng.randbytes(size_kb * 1024 // 2), mode=0o755)
