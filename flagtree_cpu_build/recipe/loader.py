@@ -98,7 +98,23 @@ def load(text: str, origin: str) -> LoadedData:
             "YAML file that big (a recipe is about 10 KB)",
             "check that this is the right file; a recipe looks like `flagtree-cpu recipe show "
             "flagtree-cpu-arm64 --raw`"))
-    loader = _BaseLoader(text)
+    try:
+        return _load(text, origin, _BaseLoader)
+    except _Deeper:
+        # libyaml (0.2.5 in PyYAML 6.0.4 wheels) refuses flow nesting past 1000 levels in its scanner,
+        # before our composer has seen level MAX_DEPTH + 1 (the scanner reads ahead for simple keys).
+        # The pure-Python scanner has no such limit and looks ahead at most 1024 characters, so read
+        # again with it: the problem is then ours, on the line where MAX_DEPTH was passed, whichever
+        # PyYAML is installed.
+        return _load(text, origin, yaml.SafeLoader)
+
+
+class _Deeper(Exception):
+    """The YAML library stopped the input for nesting before our composer could."""
+
+
+def _load(text: str, origin: str, loader_class: type) -> LoadedData:
+    loader = loader_class(text)
     try:
         composer = _Composer(loader, origin)
         node = composer.compose()
@@ -113,6 +129,8 @@ def load(text: str, origin: str) -> LoadedData:
     except _Stop as stop:
         return _unreadable(stop.problem)
     except yaml.MarkedYAMLError as exc:
+        if "maximum nesting depth" in str(exc.problem) and loader_class is not yaml.SafeLoader:
+            raise _Deeper() from None
         mark = exc.problem_mark or exc.context_mark
         return _unreadable(RecipeProblem(origin, mark.line + 1 if mark else 1, "",
                                          f"not valid YAML: {exc.problem or exc}", _YAML_FIX))
