@@ -2,6 +2,10 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+# the versions the suite last passed with: every install here is made under them (see .ci/pins.py)
+CONSTRAINTS := constraints.txt
+# the newest versions pyproject.toml allows (make test-latest), made afresh each time
+LATEST := .venv-latest
 # flagtree-cpu and its run-time dependencies only
 TOOL   := $(VENV)/.installed-tool
 # plus the test and lint extras (pytest, ruff, torch, PyPI triton)
@@ -9,18 +13,18 @@ DEV    := $(VENV)/.installed-dev
 # passed to `flagtree-cpu setup`, e.g. make setup ARGS="--skip-build"
 ARGS   ?=
 
-.PHONY: setup test test-arm64 lint bench clean
+.PHONY: setup test test-latest test-installed test-arm64 constraints lint bench clean
 
-$(TOOL): pyproject.toml
+$(TOOL): pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) --upgrade pip
+	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e .
 	touch $(TOOL)
 
-$(DEV): pyproject.toml
+$(DEV): pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) --upgrade pip
+	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e '.[dev]'
 	touch $(DEV) $(TOOL)
 
 ## setup: create .venv, install flagtree-cpu (lean: no test extras), run `flagtree-cpu setup $(ARGS)`
@@ -30,6 +34,31 @@ setup: $(TOOL)
 ## test: the whole test suite (unit + integration), loopback only
 test: $(DEV)
 	$(BIN)/python -m pytest -q
+
+## test-latest: the whole suite on the newest versions pyproject.toml allows, in a fresh $(LATEST); first names
+## every package whose newest version differs from $(CONSTRAINTS). With SKIP_IF_SAME=1 (what .ci/run passes) the
+## suite is not run a second time when none differs: the constrained run covered exactly those versions.
+test-latest:
+	rm -rf $(LATEST)
+	$(PYTHON) -m venv $(LATEST)
+	$(LATEST)/bin/python -m pip install --quiet --upgrade pip
+	$(LATEST)/bin/python -m pip install --quiet --upgrade --upgrade-strategy eager -e '.[dev]'
+	@status=0; $(PYTHON) .ci/pins.py compare $(LATEST)/bin/python $(CONSTRAINTS) || status=$$?; \
+	if [ $$status -eq 0 ] && [ -n "$(SKIP_IF_SAME)" ]; then \
+	    echo "test-latest: not run again (the constrained run tested these very versions)"; \
+	elif [ $$status -eq 0 ] || [ $$status -eq 10 ]; then \
+	    $(LATEST)/bin/python -m pytest -q; \
+	else exit $$status; fi
+
+## constraints: write the versions in $(LATEST) (after a passing `make test-latest`) to $(CONSTRAINTS)
+constraints:
+	$(PYTHON) .ci/pins.py freeze $(LATEST)/bin/python > $(CONSTRAINTS).new
+	mv $(CONSTRAINTS).new $(CONSTRAINTS)
+
+## test-installed: the installed-wheel tier: build the wheel and the sdist, install each into a fresh venv outside
+## the checkout (dependencies from the index under $(CONSTRAINTS)), drive real commands through its console script
+test-installed: $(DEV)
+	PYTHON=$(abspath $(BIN))/python tests/installed/tier.sh
 
 ## test-arm64: the emulated Armv9 tier: the tool run for real on aarch64 CPU models under QEMU user mode.
 ## Needs root and binfmt_misc; builds (once, ~7 min) and caches an arm64 Debian rootfs in
@@ -45,4 +74,4 @@ bench: $(DEV)
 	$(BIN)/python bench/run.py
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache
+	rm -rf $(VENV) $(LATEST) build dist *.egg-info .pytest_cache

@@ -197,7 +197,7 @@ trust_host_cas() {
 }
 
 project_digest() {
-    (cd "$PROJECT" && git ls-files -z --cached --others --exclude-standard -- pyproject.toml flagtree_cpu_build recipes patches \
+    (cd "$PROJECT" && git ls-files -z --cached --others --exclude-standard -- pyproject.toml setup.py constraints.txt flagtree_cpu_build recipes patches \
         | sort -z | xargs -0 sha256sum 2>/dev/null) | sha256sum | cut -c1-16
 }
 
@@ -210,8 +210,8 @@ install_project() {
     (cd "$PROJECT" && git ls-files -z --cached --others --exclude-standard \
         | grep -z -v '^tests/' | tar --null -T - -c) | tar -x -C "$R/root/project"
     # the [test] extra is what a developer installs on an aarch64 board: it must resolve to
-    # PyPI's CPU torch there, not the CUDA 13 build (EMULATION.md)
-    run_in pip install -q --no-cache-dir "/root/project[test]"
+    # PyPI's CPU torch there, not the CUDA 13 build (EMULATION.md); at the versions the suite passed with
+    run_in pip install -q --no-cache-dir -c /root/project/constraints.txt "/root/project[test]"
     echo "$digest" >"$R/opt/venv/.project-digest"
 }
 
