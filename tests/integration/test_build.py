@@ -6,7 +6,6 @@ import json
 import os
 import re
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -134,16 +133,13 @@ def test_the_build_gets_what_the_v1_engine_gave(bws: BuildWorkspace, tmp_path: P
     assert sorted(components["env"]) == golden_stamp["env"]
 
 
-def test_an_unchanged_rebuild_is_skipped_in_about_a_second(bws: BuildWorkspace) -> None:
+def test_an_unchanged_rebuild_is_skipped(bws: BuildWorkspace) -> None:  # how fast: bench_build
     assert bws.build().exit_code == 0
     runs = len(bws.records())
-    start = time.monotonic()
     again = bws.build()
-    elapsed = time.monotonic() - start
     assert again.exit_code == 0, again.stderr
     assert "up to date" in again.stderr
     assert len(bws.records()) == runs  # pip and setup.py did not run at all
-    assert elapsed < 2.0
     assert bws.build("--jobs", "1").exit_code == 0 and len(bws.records()) == runs  # jobs do not change the result
 
 

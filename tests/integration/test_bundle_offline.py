@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -91,9 +90,8 @@ def test_setup_from_a_bundle_with_every_route_closed_reaches_the_online_state_an
     assert len(http_server.requests) == asked, "the board reached the loopback server"
 
 
-def run_fetch(ws: Workspace) -> tuple[Result, float]:
-    began = time.monotonic()
-    return ws.run("--json", "fetch"), time.monotonic() - began
+def run_fetch(ws: Workspace) -> Result:
+    return ws.run("--json", "fetch")
 
 
 def test_the_network_switch_refuses_every_connection_at_once(world: GitWorld, tmp_path: Path,
@@ -102,15 +100,16 @@ def test_the_network_switch_refuses_every_connection_at_once(world: GitWorld, tm
     url = http_server.serve(LLVM_PATH, llvm_tarball().data)
     ws = new_workspace(world, tmp_path / "ws", always_set=(f"artifacts.llvm.url={url}",))
     monkeypatch.setenv("FLAGTREE_CPU_NO_NETWORK", "1")
-    result, seconds = run_fetch(ws)
+    result = run_fetch(ws)
     assert result.exit_code == 4, result.stderr
     error = error_of(result.stdout)
     assert "FLAGTREE_CPU_NO_NETWORK=1" in error["message"] and url in " ".join(error["details"]), error
     assert "bundle import" in error["fix"], error
-    assert seconds < 5 and http_server.requests == []  # no retries, no backoff, not even loopback
+    assert http_server.requests == []  # not even loopback
+    assert "trying again" not in result.stderr  # refused at once, not retried with backoff
     plan = ws.run("setup", "--dry-run", "--skip-build")  # the size question asks no server either
     assert http_server.requests == [], plan.stderr
     monkeypatch.setenv("FLAGTREE_CPU_NO_NETWORK", "0")
-    result, _ = run_fetch(ws)
+    result = run_fetch(ws)
     assert result.exit_code == 0, result.stderr
     assert http_server.requests_for(LLVM_PATH)

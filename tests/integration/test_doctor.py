@@ -8,7 +8,6 @@ import platform
 import shutil
 import socket
 import sys
-import time
 from pathlib import Path
 
 import jsonschema
@@ -37,12 +36,9 @@ def findings(result: Result) -> dict[str, dict]:
 
 
 def test_doctor_on_this_machine(tmp_path: Path) -> None:
-    start = time.monotonic()
-    result = doctor("--json", "--offline", "-w", str(tmp_path / "ws"))
-    elapsed = time.monotonic() - start
+    result = doctor("--json", "--offline", "-w", str(tmp_path / "ws"))  # how fast: bench_doctor
     document = result_of(result.stdout)
     jsonschema.Draft202012Validator(DOCTOR_SCHEMA).validate(document)
-    assert elapsed < 2.0
     assert result.exit_code == (7 if document["summary"]["fail"] else 0)
     checks = {f["id"]: f for f in document["checks"]}
     supported = platform.machine() == "aarch64"

@@ -64,10 +64,8 @@ def test_rerun_when_published_does_no_network(tmp_path: Path, http_server: Loopb
     assert fetch(tmp_path, url).exit_code == 0
     requests_before = len(http_server.requests)
     http_server.close()
-    start = time.monotonic()
     result = fetch(tmp_path, url)
     assert result.exit_code == 0, result.stderr
-    assert time.monotonic() - start < 1.5
     assert len(http_server.requests) == requests_before
     assert " ok " in result.stderr
 

@@ -95,15 +95,16 @@ def fast_triton_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterato
         yield mount
 
 
-def test_many_small_entries_unpack_at_thousands_per_second(tmp_path: Path, http_server: LoopbackHTTPServer,
+def test_many_small_entries_unpack_in_linear_time(tmp_path: Path, http_server: LoopbackHTTPServer,
                                                            fast_triton_home: Path) -> None:
     flood = many_files_tarball(100_000)  # 100,000 empty files in 100 folders: 0.7 MB to download
     url = http_server.serve(URL_PATH, flood.data)
-    code, err, rss_mb, seconds = run_measured(tmp_path, url, timeout=60)  # before: 48 entries/s, not done in 60 s
+    # before: 48 entries/s (35 minutes); now ~25,000/s on a tmpfs (bench_fetch measures it): the bound is one only
+    # a return to per-entry work that grows with the tree reaches, whatever the machine's load
+    code, err, rss_mb, _ = run_measured(tmp_path, url, timeout=300)
     assert code == 0, err
     tree = fast_triton_home / ".triton" / "llvm" / TOP
     assert sum(len(files) for _, _, files in os.walk(tree)) == 100_000 + 2  # + version.txt and our stamp
-    assert seconds < 45, f"{100_000 / seconds:.0f} entries/s"  # ~25,000/s on a tmpfs
     assert rss_mb < 150, f"peak RSS {rss_mb:.0f} MB"
 
 

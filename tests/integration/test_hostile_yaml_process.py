@@ -11,7 +11,6 @@ from __future__ import annotations
 import resource
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -26,10 +25,10 @@ def cap_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
 
 
-def run_capped(*args: str) -> tuple[subprocess.CompletedProcess, float]:
-    start = time.perf_counter()
-    result = subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=60, preexec_fn=cap_memory)
-    return result, time.perf_counter() - start
+def run_capped(*args: str) -> subprocess.CompletedProcess:
+    """The CLI in a process with a capped address space; 60 s is a bound only a hang reaches (the YAML part
+    takes milliseconds: bench_startup times `recipe validate`)."""
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=60, preexec_fn=cap_memory)
 
 
 def assert_clean_usage_error(result: subprocess.CompletedProcess, where: str) -> None:
@@ -45,18 +44,16 @@ def assert_clean_usage_error(result: subprocess.CompletedProcess, where: str) ->
 def test_200000_levels_of_nesting_exit_2_instead_of_sigsegv(tmp_path: Path, nested: str) -> None:
     recipe = tmp_path / "deep.yaml"
     recipe.write_text("schema_version: 1\nname: deep\ndeep: " + nested + "\n")
-    result, seconds = run_capped("recipe", "validate", str(recipe))
+    result = run_capped("recipe", "validate", str(recipe))
     assert_clean_usage_error(result, f"{recipe}:3:")
     assert "nested more than 64 levels deep" in result.stderr
-    assert seconds < 5  # the interpreter's start-up included; the YAML part takes milliseconds
 
 
 def test_alias_bomb_exits_2_within_a_capped_address_space() -> None:
     recipe = CORPUS / "28-alias-bomb.yaml"
-    result, seconds = run_capped("recipe", "validate", str(recipe))
+    result = run_capped("recipe", "validate", str(recipe))
     assert_clean_usage_error(result, f"{recipe}:17:")
     assert "alias bomb" in result.stderr
-    assert seconds < 5
 
 
 def test_peak_memory_of_the_alias_bomb_is_that_of_a_normal_recipe() -> None:
@@ -75,7 +72,7 @@ def test_peak_memory_of_the_alias_bomb_is_that_of_a_normal_recipe() -> None:
 
 def test_hostile_set_value_is_plain_text_in_a_real_process() -> None:
     deep = "[" * 30_000 + "]" * 30_000  # Linux caps one argument at 128 KiB
-    result, _ = run_capped("--set", f"description={deep}", "recipe", "show", "--raw", "--json")
+    result = run_capped("--set", f"description={deep}", "recipe", "show", "--raw", "--json")
     assert result.returncode == 0, result.stderr[-800:]
     assert deep in result.stdout
 
@@ -84,6 +81,6 @@ def test_hostile_lock_file_through_the_cli(tmp_path: Path) -> None:
     lock = tmp_path / "ws" / ".flagtree-cpu" / "lock.yaml"
     lock.parent.mkdir(parents=True)
     lock.write_text("lock_version: 1\nsources: " + "[" * 200_000 + "]" * 200_000 + "\n")
-    result, _ = run_capped("--workdir", str(tmp_path / "ws"), "lock")
+    result = run_capped("--workdir", str(tmp_path / "ws"), "lock")
     assert_clean_usage_error(result, f"{lock}:2")
     assert f"mv {lock} {lock}.damaged" in result.stderr

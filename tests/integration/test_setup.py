@@ -100,9 +100,7 @@ def test_setup_runs_every_stage_then_a_rerun_is_a_quick_no_op(sw: SetupWorld) ->
     # the second run: nothing is fetched, cloned, installed, built or validated again
     sw.world.stop()  # any git network I/O now fails
     logs_before = {kind: sw.logs(kind) for kind in ("build", "prerequisites", "validate-backend", "venv")}
-    started = time.monotonic()
     again = sw.setup("--json")
-    seconds = time.monotonic() - started
     assert again.exit_code == 0, again.stderr
     report = result_of(again.stdout)
     assert report["schema"] == "flagtree-cpu/setup/v1" and report["ok"] is True
@@ -112,8 +110,7 @@ def test_setup_runs_every_stage_then_a_rerun_is_a_quick_no_op(sw: SetupWorld) ->
     assert report["artifacts"]["llvm"]["sha256"] == sw.tarball.sha256
     assert report["validation"]["ok"] is True
     assert sw.gets() == 1 and len(sw.builds()) == 1
-    assert {kind: sw.logs(kind) for kind in logs_before} == logs_before
-    assert seconds <= 2.0, f"a no-op setup took {seconds:.2f}s"
+    assert {kind: sw.logs(kind) for kind in logs_before} == logs_before  # how fast: bench_setup (warm re-run)
 
 
 @pytest.mark.parametrize(("signum", "code", "said"), [(signal.SIGINT, 130, "interrupted during setup (artifacts)"),

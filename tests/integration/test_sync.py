@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from pathlib import Path
 
 import pytest
@@ -62,10 +61,8 @@ def test_resync_is_a_no_op_without_network(ws: Workspace) -> None:
     synced(ws)
     before = ws.lock_file.stat().st_mtime_ns
     ws.world.stop()  # any fetch, clone or ls-remote would now fail
-    start = time.monotonic()
-    result = ws.run("sync")
+    result = ws.run("sync")  # how fast: bench_sync (no-op sync)
     assert result.exit_code == 0, result.stderr
-    assert time.monotonic() - start < 2.0
     assert result.stderr.count(" ok ") >= 2 and "created" not in result.stderr and "updated" not in result.stderr
     assert ws.lock_file.stat().st_mtime_ns == before  # nothing changed, nothing rewritten
 
@@ -199,13 +196,12 @@ def test_missing_repository_is_exit_3(ws: Workspace, http_server) -> None:
     assert f"no git repository at {url}" in result.stderr
 
 
+@pytest.mark.timeout(120)  # a password prompt would wait forever: only a hang reaches this
 def test_authentication_failure_never_prompts(ws: Workspace, http_server) -> None:
     http_server.serve("/private/FlagTree.git/info/refs", b"", Faults(status=401),
                       **{"WWW-Authenticate": 'Basic realm="x"'})
     url = http_server.url("/private/FlagTree.git")
-    start = time.monotonic()
-    result = ws.run("sync", sets=(f"sources.flagtree.url={url}",))
-    assert time.monotonic() - start < 20  # GIT_TERMINAL_PROMPT=0: no hang on a password prompt
+    result = ws.run("sync", sets=(f"sources.flagtree.url={url}",))  # GIT_TERMINAL_PROMPT=0: no prompt
     assert result.exit_code == 3
     assert "asked for credentials" in result.stderr and "credential helper" in result.stderr
 

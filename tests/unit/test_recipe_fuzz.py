@@ -9,7 +9,6 @@ Each mutant here is deterministic (its seed names it), so a failure is reproduci
 from __future__ import annotations
 
 import random
-import time
 
 import pytest
 
@@ -108,7 +107,6 @@ def test_mutants_are_deterministic_and_differ_from_the_recipe() -> None:
 def test_every_mutant_loads_or_fails_with_located_problems() -> None:
     dirs = patch_dirs(RECIPE)
     failures, rejected = [], 0
-    start = time.perf_counter()
     for seed in SEEDS:
         origin = f"mutant-{seed}.yaml"
         try:
@@ -120,10 +118,8 @@ def test_every_mutant_loads_or_fails_with_located_problems() -> None:
                 failures.append(f"seed {seed}: problems without origin:line: {unlocated or exc.problems}")
         except Exception as exc:  # noqa: BLE001 - exactly what this test hunts for
             failures.append(f"seed {seed}: {type(exc).__name__}: {exc}"[:300])
-    elapsed = time.perf_counter() - start
     assert not failures, "\n".join(failures)
     assert rejected >= 100  # the mutations really damage the recipe, most of the time
-    assert elapsed < 10, f"200 mutants took {elapsed:.1f} s"
 
 
 @pytest.mark.parametrize("seed", [3, 11])
