@@ -24,8 +24,11 @@ ORIGINAL_ENV = dict(os.environ)
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # The fixture projects carry tests of their own (what the recipes' checks run in a workspace), not ours.
 # tests/arm64 is the emulated Armv9 tier: it needs a rootfs that `make test-arm64` builds and mounts, so the
-# main suite never collects it (its time is measured and reported on its own).
-collect_ignore_glob = ["fixtures/*"] + ([] if os.environ.get("FLAGTREE_CPU_ARM64_TIER") else ["arm64/*"])
+# main suite never collects it (its time is measured and reported on its own). tests/installed is the
+# installed-wheel tier: it drives a console script that `make test-installed` installed from the built wheel or
+# sdist into a fresh venv (FLAGTREE_CPU_INSTALLED names it).
+collect_ignore_glob = ["fixtures/*"] + ([] if os.environ.get("FLAGTREE_CPU_ARM64_TIER") else ["arm64/*"]) \
+    + ([] if os.environ.get("FLAGTREE_CPU_INSTALLED") else ["installed/*"])
 
 
 @pytest.fixture(autouse=True)

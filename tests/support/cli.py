@@ -13,15 +13,30 @@ from flagtree_cpu_build.cli import app
 from tests.support.gitworld import GitWorld, git
 
 
+@dataclass(frozen=True)
+class ProcessResult:
+    """A command run as a real process, in the shape of typer's in-process ``Result``."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
 @dataclass
 class Workspace:
     """A workspace on the git world: the bundled recipe, unmodified except FlagTree's commit
-    (the real pin cannot exist in a fixture repository)."""
+    (the real pin cannot exist in a fixture repository).
+
+    By default each command runs in-process (CliRunner). With ``cli`` (an installed console script, as the
+    installed-wheel tier has it) each runs as that program in a real process, behind ``wrap`` (e.g.
+    ``unshare -n``), from the workspace's parent folder, never from the checkout."""
 
     world: GitWorld
     root: Path
     flagtree_commit: str
     always_set: tuple[str, ...] = ()  # overrides every run of this workspace uses
+    cli: Path | None = None
+    wrap: tuple[str, ...] = ()
 
     def argv(self, *args: str, sets: tuple[str, ...] = ()) -> list[str]:
         argv = ["-w", str(self.root), "--set", f"sources.flagtree.commit={self.flagtree_commit}"]
@@ -29,12 +44,18 @@ class Workspace:
             argv += ["--set", assignment]
         return [*argv, *args]
 
-    def run(self, *args: str, sets: tuple[str, ...] = ()) -> Result:
-        return CliRunner().invoke(app, self.argv(*args, sets=sets))
+    def run(self, *args: str, sets: tuple[str, ...] = ()) -> Result | ProcessResult:
+        if self.cli is None:
+            return CliRunner().invoke(app, self.argv(*args, sets=sets))
+        self.root.parent.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run([*self.wrap, str(self.cli), *self.argv(*args, sets=sets)], cwd=self.root.parent,
+                              capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL)
+        return ProcessResult(done.returncode, done.stdout, done.stderr)
 
     def process(self, *args: str, sets: tuple[str, ...] = ()) -> subprocess.Popen:
         """The same command as a real process (for signals and concurrent runs)."""
-        return subprocess.Popen([sys.executable, "-m", "flagtree_cpu_build", *self.argv(*args, sets=sets)],
+        program = [str(self.cli)] if self.cli is not None else [sys.executable, "-m", "flagtree_cpu_build"]
+        return subprocess.Popen([*self.wrap, *program, *self.argv(*args, sets=sets)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     @property
@@ -54,8 +75,8 @@ class Workspace:
 
 
 def new_workspace(world: GitWorld, root: Path, commit_label: str = "cpu-backend",
-                  always_set: tuple[str, ...] = ()) -> Workspace:
-    return Workspace(world, root, world["flagtree"].commits[commit_label], always_set)
+                  always_set: tuple[str, ...] = (), cli: Path | None = None) -> Workspace:
+    return Workspace(world, root, world["flagtree"].commits[commit_label], always_set, cli)
 
 
 def synced_workspace(world: GitWorld, root: Path) -> Workspace:
