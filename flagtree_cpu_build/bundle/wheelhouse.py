@@ -36,7 +36,12 @@ from ..ui import UI
 _MANYLINUX = re.compile(r"manylinux_(\d+)_(\d+)_(\w+)")
 _LEGACY = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
 # pip: "No matching distribution found for fixture-src (from fixture-app)" (the "from" part: who needs it)
-_NO_MATCH = re.compile(r"No matching distribution found for (.+?)(?: \(from ([^)]+)\))?\s*$", re.MULTILINE)
+# pip names the requirement it found no wheel for, and the one that needs it, on two lines; which line carries
+# "(from <parent>)" depends on pip's version (23.2, what `python3.11 -m venv` brings: only the first; 24 and
+# later: both), so both are read
+_NO_MATCH = re.compile(r"(?:No matching distribution found for|Could not find a version that satisfies the "
+                       r"requirement) (.+?)(?: \(from (?!versions:)([^)]+)\))?(?: \(from versions: [^)]*\))?\s*$",
+                       re.MULTILINE)
 _SDIST_SUFFIXES = (".tar.gz", ".zip", ".tar.bz2", ".tar.xz", ".tgz")
 _MAX_ROUNDS = 50
 PIP_OPTIONS = ("--disable-pip-version-check", "--no-input", "--progress-bar", "off")
@@ -309,8 +314,9 @@ def _no_wheel_for(output: str) -> tuple[str | None, str | None]:
     found = _NO_MATCH.findall(output)
     if not found:
         return None, None
-    missing, parent = found[-1]
-    return missing.strip(), parent.strip() or None
+    missing = found[-1][0].strip()
+    parents = [parent.strip() for name, parent in found if name.strip() == missing and parent.strip()]
+    return missing, parents[-1] if parents else None
 
 
 def _matching(requirements: list[str], missing: str) -> str | None:
