@@ -21,10 +21,16 @@ $(TOOL): pyproject.toml $(CONSTRAINTS)
 	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e .
 	touch $(TOOL)
 
+# the test suite's own wheel folder: the build tools its fixture builds install (tests/support/venvs.py), so
+# they never depend on the test venv's own pip and setuptools, nor on this machine's pip configuration
+BUILD_TOOLS := pip setuptools wheel pybind11 ninja
+
 $(DEV): pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) --upgrade pip
 	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e '.[dev]'
+	rm -rf $(VENV)/test-wheels
+	$(BIN)/python -m pip download --quiet -c $(CONSTRAINTS) --only-binary :all: -d $(VENV)/test-wheels $(BUILD_TOOLS)
 	touch $(DEV) $(TOOL)
 
 ## setup: create .venv, install flagtree-cpu (lean: no test extras), run `flagtree-cpu setup $(ARGS)`
@@ -43,6 +49,7 @@ test-latest:
 	$(PYTHON) -m venv $(LATEST)
 	$(LATEST)/bin/python -m pip install --quiet --upgrade pip
 	$(LATEST)/bin/python -m pip install --quiet --upgrade --upgrade-strategy eager -e '.[dev]'
+	$(LATEST)/bin/python -m pip download --quiet --only-binary :all: -d $(LATEST)/test-wheels $(BUILD_TOOLS)
 	@status=0; $(PYTHON) .ci/pins.py compare $(LATEST)/bin/python $(CONSTRAINTS) || status=$$?; \
 	if [ $$status -eq 0 ] && [ -n "$(SKIP_IF_SAME)" ]; then \
 	    echo "test-latest: not run again (the constrained run tested these very versions)"; \

@@ -10,7 +10,8 @@ import pytest
 
 from tests.support import netguard
 
-_CLEARED_PREFIXES = ("FLAGTREE_", "TRITON_", "LLVM_", "GIT_", "FIXTURE_BUILD_", "FIXTURE_TRITON_")
+# PIP_: the machine's own pip settings (this one exports PIP_FIND_LINKS=/opt/wheels) take no part in a test
+_CLEARED_PREFIXES = ("FLAGTREE_", "TRITON_", "LLVM_", "GIT_", "PIP_", "FIXTURE_BUILD_", "FIXTURE_TRITON_")
 _DEAD_PROXY = "http://127.0.0.1:9"  # the discard port: nothing listens there
 
 
@@ -36,6 +37,8 @@ def make_hermetic(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
     monkeypatch.setenv("COLUMNS", "120")
+    # no pip configuration of this machine (its find-links, extra indexes, constraints) takes part in a test
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
     # a pip that tries the network anyway fails at once instead of retrying for minutes
     monkeypatch.setenv("PIP_DISABLE_PIP_VERSION_CHECK", "1")
     monkeypatch.setenv("PIP_RETRIES", "0")

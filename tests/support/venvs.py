@@ -9,14 +9,17 @@ a folder, which a ``.pth`` file then adds to the fresh venv — so ``pip install
 
 from __future__ import annotations
 
+import atexit
 import base64
 import hashlib
 import importlib.metadata as md
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -25,15 +28,29 @@ from packaging.requirements import Requirement
 from tests.support.httpserver import LoopbackHTTPServer
 
 
-def _closure(names: list[str]) -> set[str]:
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _distribution(name: str, where: Path | None) -> md.Distribution:
+    """An installed distribution: of the running venv, or of the site folder ``where``."""
+    if where is None:
+        return md.distribution(name)
+    for dist in md.distributions(path=[str(where)]):
+        if _canonical(dist.metadata["Name"]) == _canonical(name):
+            return dist
+    raise md.PackageNotFoundError(f"{name} (in {where})")
+
+
+def _closure(names: list[str], where: Path | None = None) -> set[str]:
     seen: set[str] = set()
     todo = list(names)
     while todo:
-        name = re.sub(r"[-_.]+", "-", todo.pop()).lower()
+        name = _canonical(todo.pop())
         if name in seen:
             continue
         seen.add(name)
-        for spec in md.distribution(name).requires or []:
+        for spec in _distribution(name, where).requires or []:
             requirement = Requirement(spec)
             if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
                 todo.append(requirement.name)
@@ -47,11 +64,12 @@ def provision_dependencies(project: str, dest: Path) -> Path:
                                    dest)
 
 
-def provision_distributions(names: list[str], dest: Path) -> Path:
-    """Link the installed distributions ``names`` (and what they need) into ``dest``."""
+def provision_distributions(names: list[str], dest: Path, where: Path | None = None) -> Path:
+    """Link the installed distributions ``names`` (and what they need) into ``dest``: from the running venv, or
+    from the site folder ``where``."""
     dest.mkdir(parents=True, exist_ok=True)
-    for name in _closure(names):
-        dist = md.distribution(name)
+    for name in _closure(names, where):
+        dist = _distribution(name, where)
         tops = {Path(str(f)).parts[0] for f in dist.files or [] if not str(f).startswith("..")}
         for top in tops:
             source = Path(str(dist.locate_file(top)))
@@ -69,16 +87,57 @@ def make_venv(path: Path, *, with_pip: bool = True) -> Path:
 
 def build_venv(path: Path, distributions: list[str]) -> Path:
     """A target venv for the fixture build, made in milliseconds and without the network: no pip of its
-    own, the given distributions (pip among them) linked in from the test venv, and the executables
-    they would have installed (ninja) linked into its bin, as `pip install` would have put them."""
+    own; the build tools among ``distributions`` (pip, setuptools, wheel, pybind11, ninja) linked in from the
+    test suite's own pinned set (``build_tools_site``), the others (torch, numpy) from the test venv; and the
+    executables they would have installed (ninja) linked into its bin, as `pip install` would have put them."""
     python = make_venv(path, with_pip=False)
-    deps = provision_distributions(distributions, path.parent / f"{path.name}-deps")
-    (site_packages(python) / "provisioned.pth").write_text(str(deps) + "\n")
-    for name in distributions:
-        executable = Path(sys.executable).parent / name
-        if name not in ("pip", "setuptools", "wheel") and executable.exists():
-            (path / "bin" / name).symlink_to(executable)
+    tools = [name for name in distributions if name in TOOLS]
+    others = [name for name in distributions if name not in TOOLS]
+    links = []
+    if tools:
+        site = build_tools_site()
+        links.append(provision_distributions(tools, path.parent / f"{path.name}-tools", where=site))
+        for name in tools:
+            if name not in ("pip", "setuptools", "wheel") and (site / "bin" / name).exists():
+                (path / "bin" / name).symlink_to(site / "bin" / name)
+    if others:
+        links.append(provision_distributions(others, path.parent / f"{path.name}-deps"))
+        for name in others:
+            executable = Path(sys.executable).parent / name
+            if executable.exists():
+                (path / "bin" / name).symlink_to(executable)
+    (site_packages(python) / "provisioned.pth").write_text("".join(f"{folder}\n" for folder in links))
     return python
+
+
+# The build tools of every fixture build's target venv are one set, pinned by constraints.txt and installed
+# from the suite's own wheel folder, never the test venv's own pip and setuptools: those are whatever made
+# that venv (a plain `python -m venv` has pip 23.2 and setuptools 65, whose pip runs the legacy `setup.py
+# develop`, which then wants a newer setuptools from an index) and whatever pip configuration the machine
+# has. `make test` downloads the folder next to the venv it makes ($VENV/test-wheels).
+TEST_WHEELS = Path(os.environ.get("FLAGTREE_CPU_TEST_WHEELS") or Path(sys.prefix) / "test-wheels")
+_TOOLS_SITE: list[Path] = []  # installed once per test process
+
+
+def build_tools_site() -> Path:
+    """A site folder holding the pinned build tools, installed from ``TEST_WHEELS`` once per process."""
+    if _TOOLS_SITE:
+        return _TOOLS_SITE[0]
+    wheels = sorted(TEST_WHEELS.glob("*.whl")) if TEST_WHEELS.is_dir() else []
+    have = {_canonical(w.name.split("-")[0]) for w in wheels}
+    missing = [name for name in TOOLS if name not in have]
+    if missing:
+        raise RuntimeError(
+            f"the test suite's wheel folder {TEST_WHEELS} lacks {', '.join(missing)}: `make test` fills it; by hand: "
+            f"{sys.executable} -m pip download -c constraints.txt --only-binary :all: -d {TEST_WHEELS} "
+            f"{' '.join(TOOLS)}")
+    site = Path(tempfile.mkdtemp(prefix="flagtree-cpu-test-tools-"))
+    atexit.register(shutil.rmtree, site, True)
+    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--find-links",
+                    str(TEST_WHEELS), "--target", str(site), *TOOLS], check=True, capture_output=True, env=env)
+    _TOOLS_SITE.append(site)
+    return site
 
 
 def site_packages(python: Path) -> Path:
@@ -95,7 +154,7 @@ def this_purelib() -> Path:
 # test machine may have no cmake (pip would then try to download one).
 PREREQUISITES = ('python.build=[setuptools>=40.8.0, wheel, pybind11>=2.13.1, '
                  '{requirement: "ninja>=1.11.1", system_command: ninja}]')
-# What a target venv for the fixture build needs (linked in by build_venv).
+# What a target venv for the fixture build needs (linked in by build_venv from the pinned set).
 TOOLS = ["pip", "setuptools", "wheel", "pybind11", "ninja"]
 
 
