@@ -27,6 +27,8 @@ from datetime import datetime
 from pathlib import Path
 
 Process = subprocess.Popen  # a started command, for the type hints of callers of ``start_piped``
+Completed = subprocess.CompletedProcess  # what ``capture`` returns, for its callers' type hints
+TimedOut = subprocess.TimeoutExpired  # what ``capture`` raises when ``timeout_s`` passes
 
 
 @dataclass(frozen=True)
@@ -179,10 +181,16 @@ def _group_stats(pgid: int) -> list[list[bytes]] | None:
 
 
 def capture(argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: Path | None = None,
-            timeout_s: float = 60.0) -> subprocess.CompletedProcess:
-    """Run a short query; never raises for a non-zero exit (the caller decides what it means)."""
-    return subprocess.run(list(argv), env=dict(env) if env is not None else None, cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout_s, check=False, stdin=subprocess.DEVNULL)
+            timeout_s: float = 60.0, input: bytes | None = None) -> subprocess.CompletedProcess:
+    """Run a short query; never raises for a non-zero exit (the caller decides what it means). Its output is
+    text; ``input`` (bytes: what ``ssh-keygen -Y verify`` checks) is its stdin, else stdin is closed."""
+    if input is None:
+        return subprocess.run(list(argv), env=dict(env) if env is not None else None, cwd=cwd, capture_output=True,
+                              text=True, timeout=timeout_s, check=False, stdin=subprocess.DEVNULL)
+    done = subprocess.run(list(argv), env=dict(env) if env is not None else None, cwd=cwd, capture_output=True,
+                          timeout=timeout_s, check=False, input=input)
+    return subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode("utf-8", "replace"),
+                                       done.stderr.decode("utf-8", "replace"))
 
 
 def start_piped(argv: Sequence[str], *, cwd: Path | None, env: Mapping[str, str]) -> Process:

@@ -46,6 +46,7 @@ class SetupReport:
     artifacts: dict[str, dict[str, Any]] = field(default_factory=dict)
     junit_written: bool = False
     variant: str | None = None  # the recipe's variant (--variant, else its default)
+    bundle: dict[str, Any] | None = None  # setup --bundle: what was imported, and its authenticity
 
     @property
     def ok(self) -> bool:
@@ -60,7 +61,8 @@ class SetupReport:
                 "workspace": str(self.workspace), "python": str(self.python), "started": self.started,
                 "seconds": round(self.seconds, 3), "stages": [r.to_json() for r in self.records],
                 "commits": self.commits, "artifacts": self.artifacts, "validation": self.validation,
-                "logs": str(self.workspace / "logs"), "error": self.error.to_json() if self.error else None}
+                "logs": str(self.workspace / "logs"), "error": self.error.to_json() if self.error else None,
+                "bundle": self.bundle}
 
 
 def failed_stage(report: SetupReport) -> str:

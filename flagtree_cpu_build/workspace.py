@@ -143,6 +143,13 @@ def user_cache_dir(environ: Mapping[str, str]) -> Path:
     return base / "flagtree-cpu"
 
 
+def user_config_dir(environ: Mapping[str, str]) -> Path:
+    """``$XDG_CONFIG_HOME/flagtree-cpu`` (``~/.config/flagtree-cpu``): what a user configures once per machine
+    (the keys bundles must be signed with)."""
+    xdg = environ.get("XDG_CONFIG_HOME")
+    return (Path(xdg) if xdg else home_dir(environ) / ".config") / "flagtree-cpu"
+
+
 def target_python(ws: Workspace, environ: Mapping[str, str]) -> Path:
     """The interpreter builds go into: an active venv, else the workspace's own venv."""
     active = environ.get("VIRTUAL_ENV")

@@ -11,8 +11,11 @@ arch and glibc; else this machine), so artifact variants and wheel platforms are
 - the locks and the recipe files of every recipe of the stack.
 
 ``--since OLD`` verifies OLD and leaves out the git, artifact and wheel members it already holds (same name,
-same sha256); locks and recipes are always written (they say what to set up). The bundle is written
-atomically; the staging folder (git bundles, wheels) is removed whatever happens.
+same sha256); locks and recipes are always written (they say what to set up). ``--sign KEY`` signs the manifest
+(which lists every member's sha256) with an SSH key (``signature``): the key is checked before any work, and the
+signature made before the first byte of the bundle is written. The bundle is written atomically, and hashed as
+it is (the sha256 to carry to the board: ``--expect-digest``); the staging folder (git bundles, wheels) is removed
+whatever happens.
 """
 
 from __future__ import annotations
@@ -29,8 +32,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
-from .archive import seal, verify_bundle, write_bundle
+from .archive import seal, verify_bundle, write
 from .manifest import MANIFEST_NAME, MEMBER_KINDS, Manifest, Member, member_name
+from .signature import Signature, SigningKey, sign, signing_key
 
 if TYPE_CHECKING:
     from ..context import ContextRequest
@@ -51,6 +55,7 @@ class CreateOptions:
     since: Path | None = None  # an older bundle: what it holds is left out
     cache_dir: Path | None = None  # the per-user cache root (downloads in <root>/downloads)
     mirrors: tuple[MirrorRule, ...] = ()
+    sign: Path | None = None  # an SSH private key: the manifest is signed with it
 
 
 @dataclass(frozen=True)
@@ -70,6 +75,8 @@ class BundleCreated:
     seconds: float
     warnings: tuple[str, ...] = ()
     since: Path | None = None  # the bundle it is incremental to
+    sha256: str = ""  # of the bundle file, as sha256sum prints it
+    signature: Signature | None = None
 
     def parts(self) -> list[PartSize]:
         found = []
@@ -100,7 +107,9 @@ class BundleCreated:
                 "members": {p.kind: p.count for p in parts}, "sizes": {p.kind: p.size for p in parts},
                 "since": self.manifest.since, "omitted": {p.kind: p.omitted for p in parts if p.omitted},
                 "recipe": self.manifest.recipe, "stack": list(self.manifest.stack), "variant": self.manifest.variant,
-                "target": self.manifest.target, "seconds": round(self.seconds, 3), "warnings": list(self.warnings)}
+                "target": self.manifest.target, "seconds": round(self.seconds, 3), "warnings": list(self.warnings),
+                "sha256": self.sha256, "signed_by": None if self.signature is None else {
+                    "key": self.signature.key.fingerprint, "type": self.signature.key.keytype}}
 
 
 @dataclass
@@ -125,6 +134,7 @@ def create_bundle(request: ContextRequest, ui: UI, options: CreateOptions,
     start = time.monotonic()
     output = options.output
     _check_output(output)
+    key = signing_key(options.sign) if options.sign is not None else None  # a key that cannot sign: before any work
     with _target_context(request, ui, options) as (ctx, target):
         with hold(ctx):
             old = _read_since(options.since, ctx, target, ui)
@@ -133,12 +143,21 @@ def create_bundle(request: ContextRequest, ui: UI, options: CreateOptions,
             scratch = Path(tempfile.mkdtemp(prefix="staging-", dir=staging))
             try:
                 manifest, files, warnings = _collect(ctx, target, options, scratch, old)
+                signer = None if key is None else _signer(key, manifest)
                 with ui.progress("writing the bundle", unit="bytes") as task:
-                    manifest = write_bundle(output, manifest, files, progress=task.update)
+                    written = write(output, manifest, files, progress=task.update, signer=signer)
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
-    return BundleCreated(output, output.stat().st_size, manifest, time.monotonic() - start, tuple(warnings),
-                         options.since)
+    return BundleCreated(output, output.stat().st_size, written.manifest, time.monotonic() - start, tuple(warnings),
+                         options.since, written.sha256, written.signature)
+
+
+def _signer(key: SigningKey, manifest: Manifest) -> Callable[[bytes], Signature]:
+    """The signature of the sealed manifest, made now — before the progress display starts, since ssh-keygen may
+    ask for the key's passphrase on the terminal — for ``write`` to put in the bundle."""
+    head = manifest.to_bytes()
+    made = sign(key, head)
+    return lambda written: made if written == head else sign(key, written)
 
 
 def _collect(ctx: StageContext, target: dict[str, Any], options: CreateOptions, scratch: Path,

@@ -30,3 +30,9 @@ class BundleMismatch(UsageError):
 
 class BundleIncomplete(ArtifactError):
     """An incremental bundle whose left-out members are not in this machine's caches."""
+
+
+class BundleUntrusted(ArtifactError):
+    """A sound bundle whose origin is not what this machine requires: unsigned or signed by a key it does not
+    trust while trusted keys are configured, a signature that does not match the manifest, or a file whose sha256
+    is not the one expected (``--expect-digest``). Nothing of it is used."""

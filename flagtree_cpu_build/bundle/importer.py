@@ -2,7 +2,9 @@
 
 Each step runs only once the one before it succeeded, so a damaged or wrong bundle changes nothing:
 
-1. the whole file is verified (``verify_bundle``: BundleDamaged, exit 4);
+1. the whole file is verified (``read_bundle``: BundleDamaged, exit 4) and its origin judged by this
+   machine's trust policy (``trust``: a signature against trusted keys, an expected digest; BundleUntrusted,
+   exit 4) — the signature before any member is read;
 2. it must be made for this workspace: recipe, stack, variant, architecture, Python (``fit``:
    BundleMismatch, exit 2);
 3. what this machine lacks is found; an incremental bundle's left-out members must be here already
@@ -42,10 +44,11 @@ from ..sources import bundle_git_cache
 from ..stages import Action, StageContext, StageResult, Status
 from ..ui import UI
 from ..workspace import user_cache_dir
-from .archive import extract_members, verify_bundle
+from .archive import extract_members, read_bundle
 from .errors import BundleDamaged, BundleIncomplete, BundleMismatch
 from .fit import check_made_for, stack_of
 from .manifest import Manifest, Member
+from .trust import Authenticity, Trust, authenticate, check_digest
 
 # a bundle file is a local path: git must be allowed to read it whatever protocol.allow says
 _LOCAL_GIT = [("protocol.file.allow", "always")]
@@ -58,6 +61,7 @@ class ImportOptions:
     python: Path  # the target interpreter: its Python must be the bundle's
     cache_dir: Path | None = None  # the per-user cache root (--cache-dir); downloads live in <root>/downloads
     update_lock: bool = False  # a bundled lock replaces a different one in the workspace
+    trust: Trust = Trust()  # the trusted keys and the expected digest (none: integrity only)
 
 
 @dataclass
@@ -68,22 +72,27 @@ class _Item:
     seed: Callable[[Path], Action]
 
 
-def verified(path: Path, ui: UI) -> Manifest:
-    """The bundle's manifest after reading the whole file once (BundleDamaged when anything differs)."""
+def verified(path: Path, ui: UI, trust: Trust = Trust()) -> tuple[Manifest, Authenticity]:
+    """The bundle's manifest after reading the whole file once (BundleDamaged when anything differs), and what
+    ``trust`` proved of its origin (BundleUntrusted when the policy refuses it)."""
     from ..errors import UsageError
 
     if not path.is_file():
         raise UsageError(f"the bundle {path} " + ("is a folder, not a file" if path.is_dir() else "does not exist"),
                          fix="give the file `flagtree-cpu bundle create -o FILE` wrote")
     size = path.stat().st_size
+    verdicts: list[Authenticity] = []
     with ui.progress(f"verifying {path.name}", total=size, unit="bytes") as task:
-        return verify_bundle(path, progress=lambda done, total: task.update(done, total))
+        done = read_bundle(path, progress=lambda done, total: task.update(done, total),
+                           on_head=lambda head: verdicts.append(authenticate(path, head, trust)),
+                           file_sha256=trust.expect_sha256 is not None)
+    return done.head.manifest, check_digest(path, verdicts[0], done.sha256)
 
 
 def import_bundle(ctx: StageContext, path: Path, options: ImportOptions) -> StageResult:
     """Verify ``path``, check it is made for ``ctx``, and seed what this machine lacks (see the module)."""
     start = time.monotonic()
-    manifest = verified(path, ctx.ui)
+    manifest, authenticity = verified(path, ctx.ui, options.trust)
     check_made_for(manifest, ctx, options.python, path)
     seeder = _Seeder(ctx, path, manifest, options)
     seeder.require_carried()
@@ -92,7 +101,7 @@ def import_bundle(ctx: StageContext, path: Path, options: ImportOptions) -> Stag
         actions += seeder.extract_and_seed(items, locks)
     data = {"bundle": str(path), "manifest_digest": manifest.digest, "made_for": manifest.made_for(),
             "git_cache": str(seeder.git_root), "download_cache": str(seeder.cache.root),
-            "wheelhouse": str(seeder.wheelhouse)}
+            "wheelhouse": str(seeder.wheelhouse), "authenticity": authenticity.to_json()}
     summary = Action("bundle", "ok" if all(a.status == "ok" for a in actions) else "created",
                      f"{path.name}: {manifest.made_for()}", data)
     return StageResult("bundle import", (summary, *actions), seconds=time.monotonic() - start)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from .app import CacheDirOption, FlagtreeCommand, MirrorsOption, app, examples, options
+from .bundle_trust import SignOption
 
 if TYPE_CHECKING:
     from ..bundle.create import BundleCreated
@@ -35,6 +36,7 @@ app.add_typer(bundle_app, name="bundle")
     "flagtree-cpu bundle create --sysroot board.tar.gz --target-python 3.11 -o board.bundle",
     "flagtree-cpu --recipe flaggems-arm bundle create -o gems.bundle     # the whole stack",
     "flagtree-cpu bundle create --since board.bundle -o board-2.bundle   # only what changed",
+    "flagtree-cpu bundle create --sign ~/.ssh/flagtree_bundles -o board.bundle   # boards check who made it",
 ))
 def bundle_create(
     ctx: typer.Context,
@@ -54,6 +56,7 @@ def bundle_create(
                                                   "OLD holds already (it is verified first).")] = None,
     cache_dir: CacheDirOption = None,
     mirrors: MirrorsOption = None,
+    sign: SignOption = None,
 ) -> None:
     """Write one file with everything `setup --offline` needs on a machine without network.
 
@@ -62,7 +65,9 @@ def bundle_create(
     artifact is taken from the download cache (downloaded into it when missing) by its digest, and `pip
     download` fills a wheelhouse for the target's platform and Python (a source distribution only where no wheel
     exists). The lock and the recipe files go in too, and the manifest lists every member with its size and
-    sha256. A stacked recipe bundles its whole stack.
+    sha256. A stacked recipe bundles its whole stack. With --sign the manifest is signed (an SSH signature, inside
+    the bundle): boards that trust the key refuse every other bundle. The bundle's sha256 is printed at the end:
+    a site that carries it to the board can pass it to --expect-digest there.
     """
     from ..bundle.create import CreateOptions, create_bundle
     from ..mirrors import parse_mirrors
@@ -72,7 +77,8 @@ def bundle_create(
     create_options = CreateOptions(
         output=_absolute(output), target_python=target_python, platforms=tuple(platforms or ()),
         sysroot=sysroot.expanduser() if sysroot else None, since=_absolute(since) if since else None,
-        cache_dir=cache_dir.expanduser() if cache_dir else None, mirrors=tuple(parse_mirrors(mirrors or [])))
+        cache_dir=cache_dir.expanduser() if cache_dir else None, mirrors=tuple(parse_mirrors(mirrors or [])),
+        sign=_absolute(sign) if sign else None)
     # the workspace is held as every command that changes it holds it (exit 8 when another run has it)
     created = create_bundle(opts.request(), opts.ui, create_options, hold=lambda stage_ctx: exclusive_use(
         stage_ctx.workspace, "bundle create", wait=opts.wait, on_wait=opts.ui.info))
@@ -108,6 +114,12 @@ def _render_created(ui: UI, created: BundleCreated) -> None:
         ui.warn(warning)
     ui.success(f"bundle: {created.path} ({human_bytes(created.size)}, {count(len(manifest.present()), 'member')} "
                f"in the file; manifest {manifest.digest[:12]}) in {created.seconds:.1f}s")
+    ui.info(f"sha256: {created.sha256}  (on the board: --expect-digest {created.sha256})")
+    if created.signature is not None:
+        ui.info(f"signed by {created.signature.key.describe()}: boards whose trusted keys hold it accept the "
+                "bundle (--trusted-keys FILE; see the README: Who made a bundle)")
+    else:
+        ui.info("not signed: boards that require trusted keys refuse it (bundle create --sign KEY signs it)")
     first = f" (after importing {shlex.quote(created.since.name)} there)" if created.since else ""
     ui.info(f"on the machine without network{first}: flagtree-cpu --recipe {shlex.quote(manifest.recipe)} setup "
             f"--bundle {shlex.quote(created.path.name)} --offline")

@@ -12,9 +12,11 @@ import typer
 
 from .app import CacheDirOption, FlagtreeCommand, PythonOption, examples, options
 from .bundle_cmds import bundle_app
+from .bundle_trust import ExpectDigestOption, TrustedKeysOption, render_authenticity, trust_of
 
 if TYPE_CHECKING:
     from ..bundle import Manifest
+    from ..bundle.trust import Authenticity
     from ..stages import StageResult
     from ..ui import UI
 
@@ -28,6 +30,7 @@ UpdateLockOption = Annotated[bool, typer.Option("--update-lock", help="Replace a
     "flagtree-cpu bundle import /media/usb/board.bundle && flagtree-cpu setup --offline",
     "flagtree-cpu --recipe flaggems-arm bundle import gems.bundle   # the whole stack",
     "flagtree-cpu bundle import board.bundle --cache-dir /data/flagtree-cache",
+    "flagtree-cpu bundle import board.bundle --trusted-keys /etc/flagtree-cpu/allowed_signers",
 ))
 def bundle_import(
     ctx: typer.Context,
@@ -35,21 +38,26 @@ def bundle_import(
     python: PythonOption = None,
     cache_dir: CacheDirOption = None,
     update_lock: UpdateLockOption = False,
+    trusted_keys: TrustedKeysOption = None,
+    expect_digest: ExpectDigestOption = None,
 ) -> None:
     """Verify a bundle, then seed this workspace and machine with it, so every stage works with --offline.
 
-    Nothing is imported unless the whole file verifies and it was made for this workspace's recipe, variant,
-    architecture and Python. Then the git sources become bare mirrors in <workdir>/.flagtree-cpu/bundle/git (sync's
-    git cache from then on, without --git-cache), the artifacts go into the download cache, the wheels into
-    <workdir>/.flagtree-cpu/wheelhouse (pip's only source with --offline), and the lock where the recipe keeps it.
+    Nothing is imported unless the whole file verifies, its origin is what the trust policy requires (a signature
+    by a trusted key, the expected sha256; see --trusted-keys), and it was made for this workspace's recipe,
+    variant, architecture and Python. Then the git sources become bare mirrors in
+    <workdir>/.flagtree-cpu/bundle/git (sync's git cache from then on, without --git-cache), the artifacts go into
+    the download cache, the wheels into <workdir>/.flagtree-cpu/wheelhouse (pip's only source with --offline), and
+    the lock where the recipe keeps it.
     Importing the same bundle again changes nothing.
     """
     from ..bundle.importer import ImportOptions, import_bundle
     from .stage_cmds import absolute, exclusive, opened
 
+    trust = trust_of(trusted_keys, expect_digest)
     opts, stage_ctx, target = opened(ctx, python=python)
     import_options = ImportOptions(python=target, cache_dir=cache_dir.expanduser() if cache_dir else None,
-                                   update_lock=update_lock)
+                                   update_lock=update_lock, trust=trust)
     with exclusive(opts, stage_ctx, "bundle import"):
         result = import_bundle(stage_ctx, absolute(bundle) or bundle, import_options)
     render_import(opts.ui, result)
@@ -64,6 +72,7 @@ def render_import(ui: UI, result: StageResult) -> None:
              title=f"bundle import: {summary.detail}")
     for warning in result.warnings:
         ui.warn(warning)
+    render_authenticity(ui, summary.data["authenticity"])
     for what, key in (("git mirrors", "git_cache"), ("download cache", "download_cache"),
                       ("wheelhouse", "wheelhouse")):
         ui.info(f"{what}: {summary.data[key]}")
@@ -77,27 +86,39 @@ def render_import(ui: UI, result: StageResult) -> None:
 
 @bundle_app.command("verify", cls=FlagtreeCommand, epilog=examples(
     "flagtree-cpu bundle verify /media/usb/board.bundle",
-    "flagtree-cpu bundle verify board.bundle --json   # the manifest: members, sizes, what it is for",
+    "flagtree-cpu bundle verify board.bundle --json   # the manifest, integrity and authenticity",
+    "flagtree-cpu bundle verify board.bundle --trusted-keys allowed_signers",
+    "flagtree-cpu bundle verify board.bundle --expect-digest SHA256   # the sha256 bundle create printed",
 ))
-def bundle_verify(ctx: typer.Context, bundle: BundleArgument) -> None:
-    """Check every member of a bundle against its manifest (and the manifest against its own digest).
+def bundle_verify(ctx: typer.Context, bundle: BundleArgument, trusted_keys: TrustedKeysOption = None,
+                  expect_digest: ExpectDigestOption = None) -> None:
+    """Check every member of a bundle against its manifest (integrity), and its origin against the trust policy
+    (authenticity).
 
     Reads the whole file once and writes nothing. A changed byte, a cut-short copy, a member missing, extra or
-    twice, or a name that would leave its folder is refused (exit 4) naming the member.
+    twice, or a name that would leave its folder is refused (exit 4) naming the member. With trusted keys
+    (--trusted-keys, $FLAGTREE_CPU_TRUSTED_KEYS, ~/.config/flagtree-cpu/allowed_signers) a bundle not signed by
+    one of them is refused (exit 4) naming the key that signed it; with --expect-digest, any other file. Without
+    either, only integrity is proven, and the output says so.
     """
     from ..bundle.importer import verified
     from .stage_cmds import absolute
 
+    trust = trust_of(trusted_keys, expect_digest)
     opts = options(ctx)
     path = absolute(bundle) or bundle
-    render_verified(opts.ui, path, verified(path, opts.ui))
+    render_verified(opts.ui, path, *verified(path, opts.ui, trust))
 
 
-def render_verified(ui: UI, path: Path, manifest: Manifest) -> None:
+def render_verified(ui: UI, path: Path, manifest: Manifest, authenticity: Authenticity) -> None:
     from ..progress import human_bytes
 
     if ui.json_mode:
-        ui.emit_json({"bundle": str(path), "size": path.stat().st_size, "manifest": manifest.to_json()})
+        ui.emit_json({"bundle": str(path), "size": path.stat().st_size, "manifest": manifest.to_json(),
+                      "integrity": {"ok": True, "manifest_digest": manifest.digest,
+                                    "checked": "every member's size and sha256 against the manifest, and the "
+                                    "manifest against its digest"},
+                      "authenticity": authenticity.to_json()})
         return
     kinds: dict[str, list[int]] = {}
     for m in manifest.members:
@@ -111,4 +132,5 @@ def render_verified(ui: UI, path: Path, manifest: Manifest) -> None:
             f"by flagtree-cpu {manifest.tool_version}")
     if manifest.since:
         ui.info(f"incremental: made --since the bundle whose manifest is {manifest.since[:12]} (import that first)")
-    ui.success(f"{path.name}: every member matches the manifest {manifest.digest[:12]}")
+    ui.success(f"integrity: every member of {path.name} matches the manifest {manifest.digest[:12]}")
+    render_authenticity(ui, authenticity.to_json())

@@ -27,11 +27,12 @@ from .app import (
     examples,
     options,
 )
+from .bundle_trust import ExpectDigestOption, TrustedKeysOption, import_for_setup, trust_of
 from .session import Options, Verdict, named_paths
 
 if TYPE_CHECKING:
     from ..errors import FlagtreeCpuError
-    from ..stages import SetupOptions, StageContext
+    from ..stages import StageContext
 
 
 @contextmanager
@@ -72,6 +73,7 @@ def opened(ctx: typer.Context, *, python: Path | None = None, jobs: int | None =
     "flagtree-cpu setup --frozen --require-hashes --junit reports/validate.xml   # CI",
     "flagtree-cpu setup --skip-build --ignore-host # sources, LLVM and links on any machine",
     "flagtree-cpu setup --bundle board.bundle      # no network: import the bundle, then setup --offline",
+    "flagtree-cpu setup --bundle board.bundle --trusted-keys allowed_signers   # only a bundle signed by them",
     "flagtree-cpu setup --wheelhouse http://wheels.lan/flagtree/  # install the fleet's build if one fits",
 ))
 def setup(
@@ -107,6 +109,8 @@ def setup(
     timeout: TimeoutOption = None,
     bundle: Annotated[Optional[Path], typer.Option("--bundle", metavar="FILE", help="Import this bundle first "
                                                    "(`bundle import`), then set up with --offline.")] = None,
+    trusted_keys: TrustedKeysOption = None,
+    expect_digest: ExpectDigestOption = None,
     compile_cache: CompileCacheOption = None,
     wheelhouse: WheelhouseOption = None,
 ) -> None:
@@ -119,6 +123,7 @@ def setup(
     from ..mirrors import parse_mirrors
     from ..stages import SetupOptions
 
+    trust = trust_of(trusted_keys, expect_digest) if bundle is not None else None
     opts, stage_ctx, target = opened(ctx, python=python, jobs=jobs)
     if bundle is not None and dry_run:
         from ..errors import UsageError
@@ -145,24 +150,14 @@ def setup(
     from ..pipeline import run_setup
 
     with exclusive(opts, stage_ctx, "setup"):
-        if bundle is not None:  # a bundle is for a machine without network: everything after it is --offline
-            _import_first(opts, stage_ctx, absolute(bundle) or bundle, setup_options)
+        imported = None
+        if bundle is not None and trust is not None:  # for a machine without network: all after it is --offline
+            imported = import_for_setup(opts.ui, stage_ctx, absolute(bundle) or bundle, setup_options, trust)
         report = run_setup(stage_ctx, setup_options)
+        report.bundle = imported
     render.setup(opts.ui, report, workdir_given=bool(opts.workdir))
     if report.error is not None:
         raise report.error
-
-
-def _import_first(opts: Options, stage_ctx: StageContext, bundle: Path, setup_options: SetupOptions) -> None:
-    """setup --bundle: the bundle imported (verified, made for this workspace) before the first stage."""
-    from ..bundle.importer import ImportOptions, import_bundle
-
-    result = import_bundle(stage_ctx, bundle, ImportOptions(python=setup_options.python,
-                                                            cache_dir=setup_options.cache_dir))
-    summary, *members = result.actions
-    changed = sum(a.status != "ok" for a in members)
-    opts.ui.info(f"bundle import: {summary.detail}: " + (f"{changed} of {len(members)} members imported"
-                                                         if changed else "everything in it was here already"))
 
 
 def _would_stop(stop: dict[str, object]) -> FlagtreeCpuError:
