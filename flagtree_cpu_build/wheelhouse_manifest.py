@@ -141,7 +141,7 @@ def entry_problems(entry: Any) -> list[str]:
 
 def _structure_problems(entry: dict[str, Any]) -> list[str]:
     """Nesting deeper than MAX_DEPTH (a recursive reader would overflow) or text with no UTF-8 form (lone
-    surrogates: printing it would crash)."""
+    surrogates: text no UTF-8 file or log can hold)."""
     problems = []
     for field, value in entry.items():
         stack = [(value, 1)]

@@ -126,7 +126,7 @@ def _drop(key: str) -> Callable[[dict[str, Any]], None]:
     (_set(("variant",), ["gpu"]), "variant"),
     (_set(("key",), ["not", "a", "dict"]), "key"),
     (_set(("key",), nested(200)), "key"),  # deeper than any build key; deep enough to break a recursive reader
-    (_set(("key", "x"), "\ud800"), "key"),  # a lone surrogate: no UTF-8 for it, printing it would crash
+    (_set(("key", "x"), "\ud800"), "key"),  # a lone surrogate: text with no UTF-8 form
     (_set(("lock",), nested(200)), "lock"),
 ])
 def test_a_wrong_type_anywhere_in_an_entry_is_a_damaged_manifest_naming_the_field(
