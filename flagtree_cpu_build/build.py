@@ -125,6 +125,7 @@ def run_build(ctx: StageContext, options: BuildOptions) -> StageResult:
     products = products_of(recipe)
     wheel = _new_wheel(wheel_dir, wheels_before) if wheel_dir is not None else None
     write_stamp(stamp_file, components, products, wheel, result.log)
+    prebuilt.forget_downloads(ws)  # a wheelhouse download that stalled before this build is of no use now
     detail = f"built in {_duration(result.seconds)}; log {result.log}"
     data: dict[str, Any] = {"log": str(result.log), "reasons": reasons}
     if cache is not None:

@@ -4,8 +4,9 @@ Like `brew cleanup` and `spack clean`, in three scopes:
 
 * always: half-made folders whose maker is provably gone (a SIGKILLed unpack), beside the
   published trees and in the download cache;
-* ``--downloads``: the download cache — verified tarballs, partial downloads, their notes. The
-  published trees stay, so nothing breaks; an offline re-setup would need the tarball again;
+* ``--downloads``: the download cache — verified tarballs, partial downloads, their notes — and the
+  workspace's unfinished wheel downloads from a wheelhouse. The published trees stay, so nothing
+  breaks; an offline re-setup would need the tarball again;
 * ``--trees``: the toolchain trees flagtree-cpu published (they carry its stamp) beside the
   recipe's, that the recipe does not use — older LLVM versions after a pin moved. A tree without
   the stamp (unpacked by hand, or by FlagTree's setup.py) is never touched, only listed.
@@ -16,6 +17,7 @@ lists the same plan, with sizes, and removes nothing. The workspace itself is ne
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -30,6 +32,7 @@ from .download import source_note
 from .extract import read_stamp
 from .locking import Held, exclusive
 from .partials import abandoned
+from .prebuilt import downloads_dir, partial_downloads
 from .stages import StageContext
 from .workspace import user_cache_dir
 
@@ -76,12 +79,15 @@ def run_clean(ctx: StageContext, options: CleanOptions) -> CleanReport:
     downloads = (options.cache_dir or user_cache_dir(os.environ)) / "downloads"
     planned = [*_half_made(ctx, downloads)]
     if options.downloads:
-        planned += _downloads(downloads)
+        planned += [*_downloads(downloads), *_wheelhouse_parts(ctx)]
     if options.trees:
         planned += _trees(ctx, downloads)
     if options.dry_run:
         return CleanReport(tuple(planned), True)
-    return CleanReport(tuple(_remove(item) for item in planned), False)
+    report = CleanReport(tuple(_remove(item) for item in planned), False)
+    with contextlib.suppress(OSError):  # the wheelhouse's download folder, once empty
+        downloads_dir(ctx.workspace).rmdir()
+    return report
 
 
 # --- what there is -----------------------------------------------------------------------------------
@@ -108,6 +114,15 @@ def _downloads(root: Path) -> Iterator[CleanItem]:
         lock = root / "locks" / f"{part.stem}.lock"
         yield CleanItem("partial download", part, disk_usage(part) + disk_usage(source_note(part)), True,
                         "an unfinished download (a later fetch starts it again)", lock)
+
+
+def _wheelhouse_parts(ctx: StageContext) -> Iterator[CleanItem]:
+    """A wheel download from a wheelhouse that stalled or was interrupted; the workspace's lock guards it (only a
+    command holding the workspace downloads into it)."""
+    for part in partial_downloads(ctx.workspace):
+        yield CleanItem("partial download", part, disk_usage(part) + disk_usage(source_note(part)), True,
+                        "an unfinished wheel download from a wheelhouse (a later build that takes that wheel "
+                        "downloads it again)", ctx.workspace.busy_lock)
 
 
 def _trees(ctx: StageContext, downloads: Path) -> Iterator[CleanItem]:

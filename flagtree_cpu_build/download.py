@@ -13,12 +13,14 @@ again from the start; giving up, a full disk and Ctrl-C keep it, and the next ru
 "resuming llvm at 59 MB of 812 MB". ``remote_size`` asks a server how large a file is, for a
 dry run's estimate, without downloading it. ``FLAGTREE_CPU_NO_NETWORK=1`` (tests of air-gapped
 machines) makes every connection fail at once, loopback included (``file://`` still works).
+``max_bytes`` (a wheelhouse manifest's cap, a wheel's listed size) is held while reading: a larger
+announced size is refused before the body, a body without a length stops one byte past it, and that
+``.part`` is removed. A local file (a path, ``file://``) is read only when it is a regular file.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import time
@@ -28,13 +30,21 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from .atomic import write_atomic
 from .digest import Hashers, mismatches
 from .diskspace import disk_full, is_disk_full
+from .download_notes import (  # noqa: F401  (their home for the download cache and the wheelhouse too)
+    discard_part,
+    make_way,
+    parse_source_note,
+    read_source_note,
+    source_note,
+    write_source_note,
+)
 from .errors import ArtifactError
 from .growing import GrowingFile
 from .limits import stall_timeout_s
 from .progress import ProgressTask, human_bytes
+from .regular_files import NotRegularFile, open_regular
 from .ui import UI
 
 CHUNK = 1 << 20  # the same as growing.CHUNK
@@ -68,6 +78,13 @@ class _Failure(Exception):
         self.reason, self.status = reason, status
 
 
+class _TooLarge(_Failure):
+    """More bytes than the caller's ``max_bytes`` (announced, or arrived): they are not the file asked for."""
+
+    def __init__(self, max_bytes: int, said: str = "received more"):
+        super().__init__(f"size mismatch — expected at most {max_bytes} bytes, {said}")
+
+
 class _Part:
     """The .part file and the digests of the bytes in it, kept in step while streaming.
 
@@ -75,11 +92,22 @@ class _Part:
     bytes that arrive are hashed as they are written.
     """
 
-    def __init__(self, path: Path, watcher: GrowingFile | None = None, algorithms: Iterable[str] = ()):
+    def __init__(self, path: Path, watcher: GrowingFile | None = None, algorithms: Iterable[str] = (),
+                 max_bytes: int | None = None):
         self.path = path
         self.digest = Hashers(algorithms)
         self.size = 0
         self.watcher = watcher
+        self.max_bytes = max_bytes
+
+    def check_size(self, total: int | None) -> None:
+        """An announced size over the limit is refused before its body is read."""
+        if total is not None and self.max_bytes is not None and total > self.max_bytes:
+            raise _TooLarge(self.max_bytes, f"the server announced {total}")
+
+    def room(self) -> int:
+        """How much to read next: a chunk, but never past one byte over the limit (which proves it is exceeded)."""
+        return CHUNK if self.max_bytes is None else max(0, min(CHUNK, self.max_bytes + 1 - self.size))
 
     def sync_with_disk(self) -> int:
         on_disk = self.path.stat().st_size if self.path.exists() else 0
@@ -99,6 +127,7 @@ class _Part:
             self.watcher.restarted()
 
     def copy_from(self, chunks: Iterable[bytes], mode: str, task: ProgressTask, total: int | None) -> None:
+        """``chunks`` are read while ``room()`` is left: at most one byte past the limit arrives, then it stops."""
         with open(self.path, mode) as out:
             for chunk in chunks:
                 out.write(chunk)
@@ -108,6 +137,8 @@ class _Part:
                     out.flush()  # the reader of the growing file reads it through its own descriptor
                     self.watcher.grew()
                 task.update(self.size, total)
+                if self.max_bytes is not None and self.size > self.max_bytes:
+                    raise _TooLarge(self.max_bytes)
 
     def downloaded(self, url: str) -> Downloaded:
         digests = self.digest.hexdigests()
@@ -126,15 +157,20 @@ class Downloader:
     on_size: Callable[[str, int | None, int], None] | None = None
 
     def fetch(self, urls: Sequence[str], part_for: Callable[[str], Path], *, label: str,
-              expected: Mapping[str, str] | None = None) -> Downloaded:
+              expected: Mapping[str, str] | None = None, max_bytes: int | None = None) -> Downloaded:
         """Download the first candidate that works into its own part file; every digest in ``expected``
-        (algorithm -> hex) must match. sha256 is always computed: it is the download cache's key."""
+        (algorithm -> hex) must match. sha256 is always computed: it is the download cache's key. ``max_bytes``:
+        a larger file is refused as soon as it is announced or arrives (at most ``max_bytes + 1`` are read)."""
         expected = {k.lower(): v.lower() for k, v in (expected or {}).items()}
         failures: list[str] = []
         for url in urls:
             part = part_for(url)
             try:
-                result = self._fetch_one(url, part, label, expected)
+                result = self._fetch_one(url, part, label, expected, max_bytes)
+            except _TooLarge as failure:  # its bytes are wrong: never resumed
+                discard_part(part)
+                failures.append(f"{url}: {failure.reason}; the partial file was removed")
+                continue
             except _Failure as failure:
                 failures.append(f"{url}: {failure.reason}{_kept(part)}")
                 continue
@@ -158,9 +194,10 @@ class Downloader:
 
     # -- one candidate ------------------------------------------------------------------------
 
-    def _fetch_one(self, url: str, path: Path, label: str, expected: Mapping[str, str]) -> Downloaded:
+    def _fetch_one(self, url: str, path: Path, label: str, expected: Mapping[str, str],
+                   max_bytes: int | None) -> Downloaded:
         path.parent.mkdir(parents=True, exist_ok=True)
-        part = _Part(path, self.watcher, expected)
+        part = _Part(path, self.watcher, expected, max_bytes)
         local = _local_path(url)
         if local is not None:
             if self.watcher is not None:
@@ -189,6 +226,9 @@ class Downloader:
                 except (requests.ConnectionError, requests.Timeout, urllib3.exceptions.HTTPError) as exc:
                     # refused, reset, timed out, or cut in the middle of the body: the .part is kept
                     last = _short(exc)
+                except (requests.RequestException, ValueError) as exc:  # a redirect to ftp:// or file://, a loop
+                    # of redirects, a header no parser takes: what the server said cannot be followed
+                    raise _Failure(f"its answer cannot be followed ({_short(exc)}); not retried") from None
             else:
                 raise _Failure(f"gave up after {self.attempts} attempts ({last})")
         # the note stays with the part until the part becomes a blob: a complete file that cannot be unpacked
@@ -196,14 +236,21 @@ class Downloader:
         return part.downloaded(url)
 
     def _copy_local(self, url: str, local: Path, part: _Part, label: str) -> Downloaded:
-        if not local.is_file():
-            raise _Failure("no such file")
-        total = local.stat().st_size
-        if self.on_size is not None:
-            self.on_size(url, total, 0)
-        with self.ui.progress(f"copying {label}", total=total, unit="bytes") as task, open(local, "rb") as src:
-            part.restart()
-            part.copy_from(iter(lambda: src.read(CHUNK), b""), "wb", task, total)
+        try:  # a FIFO or a device in a shared folder is refused before it is opened (it would block, or never end)
+            source = open_regular(local)
+        except FileNotFoundError:
+            raise _Failure("no such file") from None
+        except OSError as err:
+            raise _Failure(str(err) if isinstance(err, NotRegularFile) else f"cannot read it ({err.strerror})") \
+                from None
+        with source as src:
+            total = os.fstat(src.fileno()).st_size
+            part.check_size(total)
+            if self.on_size is not None:
+                self.on_size(url, total, 0)
+            with self.ui.progress(f"copying {label}", total=total, unit="bytes") as task:
+                part.restart()
+                part.copy_from(iter(lambda: src.read(part.room()), b""), "wb", task, total)
         return part.downloaded(url)
 
     def _resume_point(self, url: str, part: _Part, label: str) -> dict[str, Any]:
@@ -226,6 +273,9 @@ class Downloader:
     def _attempt(self, session: Any, url: str, part: _Part, task: ProgressTask, note: dict[str, Any]) -> bool:
         """One request; True when the file is complete, False to retry (5xx). Raises _Failure on 4xx."""
         offset = part.sync_with_disk()
+        if part.max_bytes is not None and offset > part.max_bytes:  # an earlier part of another file: start over
+            part.restart()
+            offset = 0
         headers = {"Range": f"bytes={offset}-"} if offset else {}
         response = session.get(url, stream=True, headers=headers,
                                timeout=(self.connect_timeout_s, self.read_timeout_s))
@@ -253,8 +303,9 @@ class Downloader:
                 part.restart()
                 length = response.headers.get("Content-Length")
                 mode, total = "wb", int(length) if length and length.isdigit() else None
+            part.check_size(total)
             self._learned(url, part, note, total)
-            part.copy_from(_received(response.raw), mode, task, total)
+            part.copy_from(_received(response.raw, part), mode, task, total)
             return total is None or part.size >= total  # a body that ended early is resumed
 
     def _learned(self, url: str, part: _Part, note: dict[str, Any], total: int | None) -> None:
@@ -268,9 +319,10 @@ class Downloader:
             self.on_size(url, total, part.size)
 
 
-def _received(raw: Any) -> Iterator[bytes]:
-    """Body bytes as they arrive (read1): when the connection drops, everything that came is kept."""
-    while data := raw.read1(CHUNK, decode_content=False):
+def _received(raw: Any, part: _Part) -> Iterator[bytes]:
+    """Body bytes as they arrive (read1): when the connection drops, everything that came is kept. Never more
+    than the part has room for: a body without a length that does not end stops one byte past the limit."""
+    while (room := part.room()) and (data := raw.read1(room, decode_content=False)):
         yield data
 
 
@@ -293,7 +345,8 @@ def _all_failed(label: str, failures: list[str]) -> ArtifactError:
 
 
 def _short(exc: BaseException) -> str:
-    text = str(exc)
+    # a server's words (a Location header in a redirect error): escaped, so no control character reaches a log
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(exc))
     return f"{type(exc).__name__}: {text[:160]}{'...' if len(text) > 160 else ''}"
 
 
@@ -304,65 +357,6 @@ def _from(size: int) -> str:
 def _kept(part: Path) -> str:
     size = part.stat().st_size if part.is_file() else 0
     return f"; the partial download ({human_bytes(size)}, {part}) is kept" if size else ""
-
-
-def source_note(part: Path) -> Path:
-    """Which URL a .part file came from, and the file's size; resuming from another URL could splice two files."""
-    return part.with_name(part.name + ".source")
-
-
-def parse_source_note(part: Path) -> dict[str, Any] | None:
-    """The .part's note, read only: {} when there is none, None when it is damaged (a folder, not JSON)."""
-    note = source_note(part)
-    if not note.exists() and not note.is_symlink():
-        return {}
-    try:
-        text = note.read_text()
-        data = json.loads(text) if text.lstrip().startswith("{") else {"url": text.strip()}  # an older note: the URL
-    except (OSError, ValueError, UnicodeDecodeError):
-        return None
-    valid = isinstance(data, dict) and isinstance(data.get("url"), str) and \
-        isinstance(data.get("total", 0), (int, type(None)))
-    return data if valid else None
-
-
-def read_source_note(part: Path, ui: UI | None) -> dict[str, Any]:
-    """The .part's note; a damaged one costs the part, which is then of unknown origin."""
-    data = parse_source_note(part)
-    if data is not None:
-        return data
-    if ui is not None and part.exists():
-        ui.warn(f"{source_note(part)}, which records where {part.name} came from, is damaged; the partial "
-                "download is discarded and starts again")
-    discard_part(part)
-    return {}
-
-
-def write_source_note(part: Path, note: dict[str, Any]) -> None:
-    path = source_note(part)
-    make_way(path)
-    write_atomic(path, json.dumps(note))
-
-
-def discard_part(part: Path) -> None:
-    """Forget a partial download and its note (their bytes are wrong, or of unknown origin)."""
-    for path in (part, source_note(part)):
-        make_way(path)
-        path.unlink(missing_ok=True)
-
-
-def make_way(path: Path, warn: Callable[[str], None] | None = None) -> None:
-    """Where the cache keeps a file, an empty folder is removed (with a warning); a folder with contents is
-    not provably ours, so it is named and left alone."""
-    if not path.is_dir() or path.is_symlink():
-        return
-    try:
-        path.rmdir()
-    except OSError:
-        raise ArtifactError(f"{path} should be a file of flagtree-cpu's download cache but is a folder with "
-                            "contents; it is left alone", fix=f"look inside, then remove it: rm -r {path}") from None
-    if warn is not None:
-        warn(f"removed the empty folder {path}, which stood where the download cache keeps a file")
 
 
 def _local_path(url: str) -> Path | None:

@@ -13,6 +13,10 @@ build: one warning, and it builds.
 
 ``build --publish FOLDER`` builds the wheel (as ``--wheel``) and publishes it; publishing again when
 nothing changed builds nothing and changes nothing in the wheelhouse.
+
+Downloads go to the workspace's ``.flagtree-cpu/wheelhouse-downloads/``, and nowhere else: every name used comes
+from a manifest entry ``wheelhouse_manifest.py`` checked, the wheel's size is held while it arrives, and a partial
+wheel stays only until the next run that asks the wheelhouse resumes it or a build here makes it useless.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from .workspace import home_dir, triton_home
 if TYPE_CHECKING:
     from .stages import BuildOptions, StageContext, StageResult
     from .ui import UI
+    from .workspace import Workspace
 
 _SHOWN_DIFFERENCES = 4
 NOTHING_PUBLISHED = "nothing is published in the wheelhouse yet"
@@ -87,7 +92,7 @@ def take(ctx: StageContext, options: BuildOptions, components: dict[str, Any], s
         ui.warn(f"--offline: not asking the wheelhouse {location.given}; building here")
         return None
     me = identity(ctx, options, components)
-    wheels, unread = read_wheels(location, ui, ctx.workspace.recipe_state / "wheelhouse")
+    wheels, unread = read_wheels(location, ui, downloads_dir(ctx.workspace))
     if wheels is None:
         (ui.info if unread == NOTHING_PUBLISHED else ui.warn)(f"{unread}; building here")
         return None
@@ -125,8 +130,8 @@ def choose(wheels: list[dict[str, Any]], recipe: str, variant: str | None,
     """The newest wheel whose key and class fit; else None and what differs from the closest one."""
     mine = [w for w in wheels if w["recipe"] == recipe and w.get("variant") == variant]
     fits = [w for w in mine if w["stamp"] == me.stamp and not wh.class_differences(w["class"], me.target)]
-    if fits:
-        return max(fits, key=lambda w: str(w.get("built_on", {}).get("at", ""))), ""
+    if fits:  # as pip orders the builds of one version: the build tag's number, then (for old tags) the time
+        return max(fits, key=lambda w: (wh.build_number(w["file"]), str(w.get("built_on", {}).get("at", "")))), ""
     if not mine:
         return None, f"no build of {recipe}{f' (variant {variant})' if variant else ''} is published there"
 
@@ -134,7 +139,8 @@ def choose(wheels: list[dict[str, Any]], recipe: str, variant: str | None,
         return len(wh.class_differences(w["class"], me.target)), len(differences(w["key"], me.key))
 
     closest = min(mine, key=distance)
-    said = [f"{key} {old} -> {new}" for key, old, new in differences(closest["key"], me.key)]
+    said = [f"{wh.shown(key)} {wh.shown(old)} -> {wh.shown(new)}"  # the manifest's text, escaped for a log line
+            for key, old, new in differences(closest["key"], me.key)]
     said += wh.class_differences(closest["class"], me.target)
     more = f" and {len(said) - _SHOWN_DIFFERENCES} more" if len(said) > _SHOWN_DIFFERENCES else ""
     return None, (f"no published build fits; the closest ({closest['file'].split('/')[-1]}) differs: "
@@ -146,6 +152,7 @@ def read_wheels(location: wh.Location, ui: UI, scratch: Path) -> tuple[list[dict
     "nothing is published there yet" for a server without a manifest). Never raises for those: a wheelhouse
     is an optimisation. An HTTP manifest is downloaded into ``scratch`` and removed."""
     from .download import Downloader, discard_part
+    from .regular_files import read_capped
 
     if location.folder is not None:
         if not location.folder.is_dir():
@@ -154,29 +161,25 @@ def read_wheels(location: wh.Location, ui: UI, scratch: Path) -> tuple[list[dict
             return wh.read_local_manifest(location.folder), ""
         except wh.DamagedManifest as err:
             return None, err.message
-        except OSError as err:
-            return None, f"cannot read the wheelhouse {location.folder} ({err.strerror or err})"
     part = scratch / (wh.MANIFEST + ".part")
     try:
         discard_part(part)  # the manifest is small and changes: never resumed
-        got = Downloader(ui, attempts=2, backoff_s=0.2, on_size=_manifest_size).fetch(
-            [location.manifest_url], lambda url: part, label="the wheelhouse manifest")
-        return wh.parse_manifest(got.part.read_text(encoding="utf-8", errors="replace"), location.manifest_url), ""
+        got = Downloader(ui, attempts=2, backoff_s=0.2).fetch(
+            [location.manifest_url], lambda url: part, label="the wheelhouse manifest", max_bytes=wh.MAX_MANIFEST_BYTES)
+        return wh.parse_manifest(read_capped(got.part, wh.MAX_MANIFEST_BYTES), location.manifest_url), ""
     except wh.DamagedManifest as err:
         return None, err.message
     except ArtifactError as err:
-        if "HTTP 404 (not found)" in " ".join(err.details):
+        said = " ".join(err.details)
+        if "HTTP 404 (not found)" in said:
             return None, NOTHING_PUBLISHED
+        if "size mismatch — expected at most" in said:
+            return None, (f"the wheelhouse manifest {location.manifest_url} has more than {wh.MAX_MANIFEST_BYTES} "
+                          "bytes, more than any wheelhouse manifest; the download was stopped there")
         return None, f"the wheelhouse {location.given} cannot be read ({'; '.join(err.details)[:300]})"
     finally:
         discard_part(part)
         _tidy(part.parent)
-
-
-def _manifest_size(url: str, total: int | None, here: int) -> None:
-    if total is not None and total > wh.MAX_MANIFEST_BYTES:
-        raise ArtifactError(f"{url} is {total} bytes, more than any wheelhouse manifest",
-                            details=(f"{url}: {total} bytes",))
 
 
 def _tidy(folder: Path) -> None:
@@ -185,20 +188,50 @@ def _tidy(folder: Path) -> None:
         folder.rmdir()
 
 
+def downloads_dir(ws: Workspace) -> Path:
+    """Where the wheelhouse's manifest and wheels are downloaded to: a folder of their own (not the bundle import's
+    ``wheelhouse/``, which pip reads with --offline: a partial wheel there made it look like an imported bundle)."""
+    return ws.recipe_state / "wheelhouse-downloads"
+
+
+def partial_downloads(ws: Workspace) -> list[Path]:
+    """The wheelhouse's unfinished downloads in the workspace (for ``clean``), also in the folder earlier versions
+    downloaded into (shared with the bundle import's wheels: only ``.whl.part`` files there are ours)."""
+    return sorted([*downloads_dir(ws).glob("*.part"), *(ws.recipe_state / "wheelhouse").glob("*.whl.part")])
+
+
+def forget_downloads(ws: Workspace, keep: Path | None = None) -> None:
+    """Sweep the wheelhouse's downloads but ``keep``: a build here made them useless (so does the wheelhouse listing
+    another wheel now); a stalled download would otherwise stay forever, as later runs are "up to date"."""
+    from .download import discard_part
+
+    for part in partial_downloads(ws):
+        if part != keep:
+            with contextlib.suppress(ArtifactError, OSError):  # a folder someone made there is theirs: left alone
+                discard_part(part)
+    for leftover in downloads_dir(ws).glob("*.whl"):  # a verified wheel whose install was killed half-way
+        with contextlib.suppress(OSError):
+            leftover.unlink(missing_ok=True)
+    _tidy(downloads_dir(ws))
+
+
 def _download(ctx: StageContext, location: wh.Location, entry: dict[str, Any]) -> Path | None:
     """The wheel, verified against the manifest's sha256, in the workspace; None (after one warning) when the
     wheelhouse cannot deliver it (the partial download stays for the next run to resume)."""
     from .download import Downloader
 
     name = entry["file"].split("/")[-1]
-    part = ctx.workspace.recipe_state / "wheelhouse" / (name + ".part")
+    part = downloads_dir(ctx.workspace) / (name + ".part")
+    forget_downloads(ctx.workspace, keep=part)  # parts of wheels the wheelhouse no longer offers here
     try:
         return Downloader(ctx.ui).fetch([location.url_of(entry["file"])], lambda url: part, label=name,
-                                        expected={"sha256": entry["sha256"]}).part
+                                        expected={"sha256": entry["sha256"]}, max_bytes=entry["size"]).part
     except ArtifactError as err:
         _tidy(part.parent)
         if any(" mismatch — expected " in d for d in err.details):
-            raise ArtifactError(f"the wheelhouse's {name} is not the file its manifest lists (sha256 differs): "
+            why = (f"more than the {entry['size']} bytes it lists" if any("size mismatch" in d for d in err.details)
+                   else "sha256 differs")
+            raise ArtifactError(f"the wheelhouse's {name} is not the file its manifest lists ({why}): "
                                 "refused, nothing was installed", details=err.details,
                                 fix="publish it again from a build you trust (flagtree-cpu build --force --publish "
                                 "...), or build here: flagtree-cpu build (without --wheelhouse)") from None

@@ -5,7 +5,7 @@
 A wheelhouse is a folder — or any static HTTP server or object store serving that folder — laid out as::
 
     flagtree-cpu-wheelhouse.json   the manifest: per wheel, the build key, target class, sha256, who built it
-    wheels/<name>-<version>-0.<stamp>.<class>-<tags>.whl
+    wheels/<name>-<version>-<number>.<stamp>.<class>-<tags>.whl
     simple/index.html, simple/<project>/index.html   a PEP 503 index of the same wheels (for pip)
 
 A wheel is found by two things:
@@ -17,9 +17,10 @@ A wheel is found by two things:
 - the **target class**: the arch the wheel runs on, the CPU features and SVE length the recipe's target
   needs, the builder's glibc (a machine with an older one cannot load the library) and the Python tag.
 
-Both are in the file name (the wheel's build tag: ``0.<12 of the stamp>.<8 of the class>``, which pip
-accepts and which keeps two builds of one version apart) and in full in the manifest. The manifest is
-the authority; the index is for people and pip. Publishing holds a lock in the folder and writes every
+Both are in the file name (the wheel's build tag: ``<number>.<12 of the stamp>.<8 of the class>``; the number
+is the publish sequence, so pip takes the newest build of a version; wheelhouses published before it have
+``0``) and in full in the manifest. The manifest is the authority (``wheelhouse_manifest.py`` reads it as
+hostile); the index is for people and pip. Publishing holds a lock in the folder and writes every
 file to a temporary name first, so a reader sees the old wheelhouse or the new one, never half of one.
 """
 
@@ -39,22 +40,27 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from .atomic import open_atomic, write_atomic
 from .digest import Hasher, hash_text
 from .errors import ArtifactError, UsageError
+from .wheelhouse_manifest import (  # noqa: F401  (the manifest's names, for the wheelhouse's users)
+    MANIFEST,
+    MAX_MANIFEST_BYTES,
+    SCHEMA,
+    DamagedManifest,
+    bare_wheel_name_problem,
+    build_number,
+    parse_manifest,
+    read_local_manifest,
+    shown,
+)
 
-MANIFEST = "flagtree-cpu-wheelhouse.json"
-SCHEMA = "flagtree-cpu/wheelhouse/v1"
 ENV_VAR = "FLAGTREE_CPU_WHEELHOUSE"
 LOCK = ".flagtree-cpu-wheelhouse.lock"
 # what the key leaves out: the builder's own business (the target class says what the binary needs)
 _NOT_IN_KEY = ("mode", "compilers", "python")
-# what every manifest entry holds, and of which type (a reader trusts nothing else about a manifest)
-ENTRY_TYPES: dict[str, type | tuple[type, ...]] = {
-    "file": str, "sha256": str, "size": int, "recipe": str, "stamp": str, "class": dict, "class_id": str, "key": dict}
-MAX_MANIFEST_BYTES = 32 << 20  # a manifest lists wheels; a server sending more is not serving one
 
 
 @dataclass(frozen=True)
@@ -159,73 +165,31 @@ def _version(text: Any) -> tuple[int, ...] | None:
         return None
 
 
-def published_name(original: str, stamp: str, class_id: str) -> str:
-    """The wheel's file name with the build tag ``0.<stamp>.<class>`` (pip takes it; the dist-info inside
-    is unchanged, so the installed distribution is the same)."""
-    try:
-        parse_wheel_filename(original)
-    except InvalidWheelFilename as err:
-        raise ArtifactError(f"the build's wheel {original!r} has no valid wheel file name ({err})",
+def published_name(original: str, stamp: str, class_id: str, number: int) -> str:
+    """The wheel's file name with the build tag ``<number>.<stamp>.<class>``. pip (and uv) order the builds of
+    one version by the build tag, as (leading number, rest): the number is the wheelhouse's publish sequence, so
+    a plain ``pip install`` takes the newest build, and stamp and class keep two builds apart. The dist-info
+    inside is unchanged, so the installed distribution is the same."""
+    wrong = bare_wheel_name_problem(original)
+    if wrong:
+        raise ArtifactError(f"the build's wheel {original!r} {wrong}",
                             fix="check the recipe's build.wheel_argv makes a wheel pip could install") from None
     parts = original[:-len(".whl")].split("-")
     name, version, tags = parts[0], parts[1], parts[-3:]
-    return "-".join([name, version, f"0.{stamp[:12]}.{class_id[:8]}", *tags]) + ".whl"
+    return "-".join([name, version, f"{number}.{stamp[:12]}.{class_id[:8]}", *tags]) + ".whl"
 
 
-# --- the manifest ---------------------------------------------------------------------------------------
+def _same_wheel(a: str, b: str) -> bool:
+    """Two published names of one build: all but the build tag's number are equal."""
+    (name_a, version_a, build_a, tags_a), (name_b, version_b, build_b, tags_b) = (
+        parse_wheel_filename(n.rsplit("/", 1)[-1]) for n in (a, b))
+    return (name_a, version_a, build_a[1:], tags_a) == (name_b, version_b, build_b[1:], tags_b)
 
 
-class DamagedManifest(ArtifactError):
-    """The manifest is not one flagtree-cpu wrote (or it was cut short)."""
-
-
-def parse_manifest(text: str, where: str) -> list[dict[str, Any]]:
-    """The manifest's wheels; a damaged one is an error naming ``where`` (readers warn and build instead)."""
-    try:
-        document = json.loads(text)
-    except (ValueError, RecursionError) as err:  # RecursionError: nesting deeper than any manifest
-        raise DamagedManifest(f"the wheelhouse manifest {where} is not JSON ({err})", fix=_move_aside(where)) \
-            from None
-    if not isinstance(document, dict) or document.get("schema") != SCHEMA or not isinstance(
-            document.get("wheels"), list):
-        raise DamagedManifest(f"the wheelhouse manifest {where} is not a {SCHEMA} document",
-                              fix=_move_aside(where))
-    wheels = [w for w in document["wheels"] if _valid_entry(w)]
-    if len(wheels) != len(document["wheels"]):
-        raise DamagedManifest(f"the wheelhouse manifest {where} has {len(document['wheels']) - len(wheels)} "
-                              "entries without the fields a wheel needs (or pointing outside wheels/)",
-                              fix=_move_aside(where))
-    for wheel in wheels:  # shown, never compared: a damaged one is only left out
-        if not isinstance(wheel.get("built_on"), dict):
-            wheel["built_on"] = {}
-    return wheels
-
-
-def _valid_entry(entry: Any) -> bool:
-    return (isinstance(entry, dict) and all(isinstance(entry.get(k), kind) for k, kind in ENTRY_TYPES.items())
-            and re.fullmatch(r"[0-9a-f]{64}", entry["sha256"]) is not None and _safe_relative(entry["file"]))
-
-
-def _move_aside(where: str) -> str:
-    return (f"move it aside (mv {where} {where}.damaged) and publish again: the wheels in wheels/ stay, and "
-            "each publish lists its own")
-
-
-def _safe_relative(file: Any) -> bool:
-    """An entry's file is wheels/<one name>.whl: a manifest never sends a reader outside the wheelhouse."""
-    return (isinstance(file, str) and re.fullmatch(r"wheels/[A-Za-z0-9_.+!-]+\.whl", file) is not None
-            and ".." not in file)
-
-
-def read_local_manifest(folder: Path) -> list[dict[str, Any]]:
-    path = folder / MANIFEST
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return []
-    except UnicodeDecodeError:
-        raise DamagedManifest(f"the wheelhouse manifest {path} is not text", fix=_move_aside(str(path))) from None
-    return parse_manifest(text, str(path))
+def _next_number(folder: Path, wheels: list[dict[str, Any]]) -> int:
+    """One more than any build published here, listed or left in wheels/ (a manifest moved aside)."""
+    names = [w["file"] for w in wheels] + [p.name for p in (folder / "wheels").glob("*.whl")]
+    return max((build_number(n) for n in names), default=0) + 1
 
 
 # --- publishing -----------------------------------------------------------------------------------------
@@ -245,7 +209,7 @@ def publish(folder: Path, wheel: Path, entry: dict[str, Any], *, wait_note: Call
     from .digest import hash_file
     from .locking import exclusive
 
-    name = published_name(wheel.name, entry["stamp"], entry["class_id"])
+    published_name(wheel.name, entry["stamp"], entry["class_id"], 0)  # a name readers would refuse: stop first
     try:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "wheels").mkdir(exist_ok=True)
@@ -255,11 +219,14 @@ def publish(folder: Path, wheel: Path, entry: dict[str, Any], *, wait_note: Call
     with exclusive(folder / LOCK, on_wait=wait_note, note="publishing"):
         _remove_debris(folder / "wheels")  # temporaries of a publisher that was killed (we hold the lock)
         wheels = read_local_manifest(folder)
-        same = [w for w in wheels if w["file"] == f"wheels/{name}"]
+        name = published_name(wheel.name, entry["stamp"], entry["class_id"], _next_number(folder, wheels))
+        same = [w for w in wheels if _same_wheel(w["file"], name)]
+        for listed in same:
+            target = folder / listed["file"]
+            if target.is_file() and target.stat().st_size == listed["size"] and hash_file(target) == listed["sha256"]:
+                return Published("already published", target, listed)
+        name = same[0]["file"].split("/")[-1] if same else name  # a damaged file is replaced under its own name
         target = folder / "wheels" / name
-        if same and target.is_file() and target.stat().st_size == same[0]["size"] and \
-                hash_file(target) == same[0]["sha256"]:
-            return Published("already published", target, same[0])
         sha256, size = _copy_verified(wheel, target, entry.get("wheel_sha256"))
         record = {**{k: v for k, v in entry.items() if k != "wheel_sha256"}, "file": f"wheels/{name}",
                   "sha256": sha256, "size": size, "original": wheel.name}

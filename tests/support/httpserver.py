@@ -32,6 +32,8 @@ class Faults:
     bad_times: int | None = None  # ... this many times (counted per GET), then the real file (None: always)
     no_length: bool = False  # no Content-Length: the body ends when the connection closes
     head_without_length: bool = False  # HEAD answers 200 without a Content-Length
+    stall_after: int | None = None  # send this many body bytes, then go silent with the connection open ...
+    stall_times: int | None = None  # ... this many times (None: always); a stalled answer ends when the server closes
 
 
 @dataclass
@@ -76,11 +78,14 @@ class _Handler(BaseHTTPRequestHandler):
         with owner.lock:
             status = self._status_for(served)
             drop = self._drop_for(served) if body and status in (200, 206) else None
+            stall = self._stall_for(served) if body and status in (200, 206) else None
             data = self._content_for(served, body) if status in (200, 206) else b""
         if status not in (200, 206):
             self._record(status)
             self.send_response(status)
             self.send_header("Content-Length", "0")
+            for name, value in (served.headers.items() if served is not None else ()):  # a redirect's Location
+                self.send_header(name, value)
             self.end_headers()
             return
         assert served is not None
@@ -114,7 +119,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.end_headers()
         if body:
-            self._send_body(chunk, served.faults.rate, drop)
+            self._send_body(path, chunk, served.faults.rate, drop if stall is None else stall, stall is not None)
 
     def _status_for(self, served: Served | None) -> int:
         if served is None:
@@ -146,7 +151,15 @@ class _Handler(BaseHTTPRequestHandler):
             faults.drop_times -= 1
         return faults.drop_after
 
-    def _send_body(self, chunk: bytes, rate: int | None, drop: int | None) -> None:
+    def _stall_for(self, served: Served | None) -> int | None:
+        faults = served.faults if served else None
+        if faults is None or faults.stall_after is None or faults.stall_times == 0:
+            return None
+        if faults.stall_times is not None:
+            faults.stall_times -= 1
+        return faults.stall_after
+
+    def _send_body(self, path: str, chunk: bytes, rate: int | None, drop: int | None, stall: bool = False) -> None:
         limit = len(chunk) if drop is None else min(drop, len(chunk))
         step = max(1, rate // 20) if rate else 64 * 1024
         sent = 0
@@ -155,11 +168,17 @@ class _Handler(BaseHTTPRequestHandler):
                 piece = chunk[sent:min(sent + step, limit)]
                 self.wfile.write(piece)
                 sent += len(piece)
+                with self.server.owner.lock:
+                    self.server.owner.sent[path] = self.server.owner.sent.get(path, 0) + len(piece)
                 if rate:
                     self.wfile.flush()
                     time.sleep(len(piece) / rate)
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+            return
+        if stall:  # silent, connection open, until the server closes: only the client's timeout ends it
+            self.server.owner.closing.wait()
             self.close_connection = True
             return
         if drop is not None:
@@ -186,6 +205,8 @@ class LoopbackHTTPServer:
     def __init__(self) -> None:
         self.files: dict[str, Served] = {}
         self.requests: list[RequestRecord] = []
+        self.sent: dict[str, int] = {}  # body bytes written per path (what the client was sent, not what it read)
+        self.closing = threading.Event()  # releases stalled answers
         self.lock = threading.Lock()
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.owner = self
@@ -208,6 +229,7 @@ class LoopbackHTTPServer:
         return [r for r in self.requests if r.path.split("?", 1)[0] == path]
 
     def close(self) -> None:
+        self.closing.set()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)

@@ -88,48 +88,54 @@ def test_every_other_class_field_must_be_equal() -> None:
     assert "sve_vector_bits: built for 128, here none" in said
 
 
-def test_the_published_name_carries_stamp_and_class_in_the_build_tag() -> None:
+def test_the_published_name_carries_number_stamp_and_class_in_the_build_tag() -> None:
     stamp, klass = "ab" * 32, "cd" * 32
-    assert wh.published_name("triton-3.3.0-cp311-cp311-linux_aarch64.whl", stamp, klass) == \
-        "triton-3.3.0-0.abababababab.cdcdcdcd-cp311-cp311-linux_aarch64.whl"
+    assert wh.published_name("triton-3.3.0-cp311-cp311-linux_aarch64.whl", stamp, klass, 12) == \
+        "triton-3.3.0-12.abababababab.cdcdcdcd-cp311-cp311-linux_aarch64.whl"
     # a wheel that already has a build tag gets ours in its place
-    assert wh.published_name("triton-3.3.0-7-py3-none-any.whl", stamp, klass) == \
-        "triton-3.3.0-0.abababababab.cdcdcdcd-py3-none-any.whl"
-    with pytest.raises(ArtifactError, match="no valid wheel file name"):
-        wh.published_name("triton.whl", stamp, klass)
+    assert wh.published_name("triton-3.3.0-7-py3-none-any.whl", stamp, klass, 1) == \
+        "triton-3.3.0-1.abababababab.cdcdcdcd-py3-none-any.whl"
+    with pytest.raises(ArtifactError, match="is not a wheel file name"):
+        wh.published_name("triton.whl", stamp, klass, 1)
+    with pytest.raises(ArtifactError, match="is not a bare wheel file name"):  # one a reader would refuse
+        wh.published_name("trïton-3.3.0-py3-none-any.whl", stamp, klass, 1)
 
 
 # --- the manifest ----------------------------------------------------------------------------------------
 
 
 def entry(file: str, **extra: object) -> dict:
-    return {"file": file, "sha256": "0" * 64, "size": 1, "recipe": "r", "variant": None, "stamp": "s" * 64,
+    return {"file": file, "sha256": "0" * 64, "size": 1, "recipe": "r", "variant": None, "stamp": "5" * 64,
             "class": CLASS, "class_id": "c" * 64, "key": {}, **extra}
+
+
+GOOD = "wheels/pkg-1.0-1.555555555555.cccccccc-py3-none-any.whl"
 
 
 @pytest.mark.parametrize("text, said", [
     ("{", "is not JSON"),
     ('{"schema": "other", "wheels": []}', "is not a flagtree-cpu/wheelhouse/v1 document"),
-    (json.dumps({"schema": wh.SCHEMA, "wheels": [entry("wheels/../../../etc/x.whl")]}), "outside wheels/"),
-    (json.dumps({"schema": wh.SCHEMA, "wheels": [{"file": "wheels/a.whl"}]}), "without the fields"),
-    (json.dumps({"schema": wh.SCHEMA, "wheels": [entry("wheels/a.whl", **{"class": ["aarch64"]})]}),
-     "without the fields"),
-    (json.dumps({"schema": wh.SCHEMA, "wheels": [entry("wheels/a.whl", sha256="../../etc")]}), "without the fields"),
+    (json.dumps({"schema": wh.SCHEMA, "wheels": [entry("wheels/../../../etc/x.whl")]}),
+     "wheels[0]: file 'wheels/../../../etc/x.whl' is not a bare wheel file name"),
+    (json.dumps({"schema": wh.SCHEMA, "wheels": [{"file": GOOD}]}), f"wheels[0] ({GOOD}): sha256 None is not 64"),
+    (json.dumps({"schema": wh.SCHEMA, "wheels": [entry(GOOD, **{"class": ["aarch64"]})]}),
+     "class is a list, not an object"),
+    (json.dumps({"schema": wh.SCHEMA, "wheels": [entry(GOOD, sha256="../../etc")]}), "sha256 '../../etc' is not 64"),
     ("[" * 100_000 + "]" * 100_000, "is not JSON"),  # nested deeper than the parser goes
 ])
 def test_a_damaged_or_hostile_manifest_is_named_with_the_way_out(text: str, said: str) -> None:
-    with pytest.raises(wh.DamagedManifest, match=said) as caught:
+    with pytest.raises(wh.DamagedManifest) as caught:
         wh.parse_manifest(text, "/srv/wh/flagtree-cpu-wheelhouse.json")
+    assert said in caught.value.message
     assert "mv /srv/wh/flagtree-cpu-wheelhouse.json /srv/wh/flagtree-cpu-wheelhouse.json.damaged" in caught.value.fix
 
 
-def identity(stamp: str = "s" * 64, target: dict | None = None, key: dict | None = None) -> Identity:
+def identity(stamp: str = "5" * 64, target: dict | None = None, key: dict | None = None) -> Identity:
     return Identity(key or {}, stamp, target or CLASS, "c" * 64)
 
 
 def test_who_built_it_is_shown_not_trusted() -> None:
-    [wheel] = wh.parse_manifest(json.dumps({"schema": wh.SCHEMA, "wheels": [entry("wheels/a.whl", built_on="x")]}),
-                                "m.json")
+    [wheel] = wh.parse_manifest(json.dumps({"schema": wh.SCHEMA, "wheels": [entry(GOOD, built_on="x")]}), "m.json")
     assert wheel["built_on"] == {}
 
 
@@ -232,3 +238,31 @@ def test_a_damaged_manifest_is_never_overwritten_by_publishing(tmp_path: Path) -
         wh.publish(tmp_path / "wh", wheel, publish_entry("1" * 64), wait_note=print)
     assert (tmp_path / "wh" / wh.MANIFEST).read_text() == "not json"
 
+
+
+def test_each_publish_numbers_its_build_after_every_build_before_it(tmp_path: Path) -> None:
+    folder = tmp_path / "wh"
+    first = wh.publish(folder, fake_wheel(tmp_path / "d1", "pkg-1.0-py3-none-any.whl", "1"), publish_entry("1" * 64),
+                       wait_note=print)
+    # as a wheelhouse published before build numbers has it: 0.<stamp>.<class>
+    old = first.file.with_name(first.file.name.replace("-1.111111111111.", "-0.111111111111."))
+    first.file.rename(old)
+    document = json.loads((folder / wh.MANIFEST).read_text())
+    document["wheels"][0]["file"] = f"wheels/{old.name}"
+    (folder / wh.MANIFEST).write_text(json.dumps(document))
+
+    second = wh.publish(folder, fake_wheel(tmp_path / "d2", "pkg-1.0-py3-none-any.whl", "2"),
+                        publish_entry("2" * 64), wait_note=print)
+    third = wh.publish(folder, fake_wheel(tmp_path / "d3", "pkg-1.0-py3-none-any.whl", "3"), publish_entry("3" * 64),
+                       wait_note=print)
+    assert [second.file.name, third.file.name] == ["pkg-1.0-1.222222222222.cccccccc-py3-none-any.whl",
+                                                   "pkg-1.0-2.333333333333.cccccccc-py3-none-any.whl"]
+    again = wh.publish(folder, fake_wheel(tmp_path / "d2", "pkg-1.0-py3-none-any.whl", "2"), publish_entry("2" * 64),
+                       wait_note=print)
+    assert again.status == "already published" and again.file == second.file
+    assert sorted(wh.build_number(w["file"]) for w in wh.read_local_manifest(folder)) == [0, 1, 2]
+
+    (folder / wh.MANIFEST).rename(folder / "moved-aside.json")  # the fix for a damaged manifest: numbers go on
+    fourth = wh.publish(folder, fake_wheel(tmp_path / "d4", "pkg-1.0-py3-none-any.whl", "4"), publish_entry("4" * 64),
+                        wait_note=print)
+    assert fourth.file.name.startswith("pkg-1.0-3.444444444444.")
