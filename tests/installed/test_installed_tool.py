@@ -4,8 +4,9 @@ Every command answers `--help`; then the product's three paths, each end to end 
 1. `setup` with the fixture recipe (sync, fetch, links, prerequisites, the fixture build, the validation
    kernels), then `build --publish` into a wheelhouse, and a second workspace (another HOME, another target
    venv) that installs that build from the wheelhouse without building;
-2. `bundle create` on a connected workspace, `bundle verify`, and `setup --bundle --offline` on a board that
-   runs in a network namespace of its own, where nothing (not even loopback) answers.
+2. `bundle create --sign` on a connected workspace, `bundle verify` against the trusted key, and `setup --bundle
+   --offline --trusted-keys` on a board that runs in a network namespace of its own, where nothing (not even
+   loopback) answers.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from tests.support.cli import Workspace, new_workspace
 from tests.support.envelope import result_of
 from tests.support.gitworld import GitWorld
 from tests.support.httpserver import LoopbackHTTPServer
+from tests.support.signing import allowed_line, make_key
 from tests.support.tarballs import TOP, llvm_tarball
 from tests.support.venvs import PREREQUISITES, TOOLS, build_venv, simple_index, tiny_wheel
 
@@ -121,12 +123,16 @@ def test_bundle_create_verify_and_an_offline_board_in_its_own_network_namespace(
     online = new_workspace(world, tmp_path / "online", always_set=sets, cli=installed_cli)
     done = online.run("setup", "--skip-build", "--ignore-host")
     assert done.exit_code == 0, done.stderr
+    key = make_key(tmp_path / "keys", "release")
+    trusted = tmp_path / "allowed_signers"
+    trusted.write_text(allowed_line("release@site", key))
     bundle = tmp_path / "usb" / "board.bundle"
     bundle.parent.mkdir()
-    made = online.run("bundle", "create", "-o", str(bundle))
+    made = online.run("bundle", "create", "--sign", str(key), "-o", str(bundle))
     assert made.exit_code == 0, made.stderr
-    verified = online.run("--json", "bundle", "verify", str(bundle))
+    verified = online.run("--json", "bundle", "verify", str(bundle), "--trusted-keys", str(trusted))
     assert verified.exit_code == 0, verified.stderr
+    assert "release@site" in json.dumps(result_of(verified.stdout)["authenticity"])
 
     board_home = tmp_path / "board-home"  # a fresh machine: empty caches, no git redirect to the world
     board_home.mkdir()
@@ -138,7 +144,8 @@ def test_bundle_create_verify_and_an_offline_board_in_its_own_network_namespace(
     board = Workspace(world, tmp_path / "board", online.flagtree_commit, sets, installed_cli, wrap=no_network)
     python = build_venv(tmp_path / "board-venv", TOOLS)
     served = len(http_server.requests)
-    setup = board.run("setup", "--bundle", str(bundle), "--offline", "--ignore-host", "--python", str(python))
+    setup = board.run("setup", "--bundle", str(bundle), "--trusted-keys", str(trusted), "--offline", "--ignore-host",
+                      "--python", str(python))
     assert setup.exit_code == 0, setup.stderr
     assert len(builds_in(tmp_path / "board-record")) == 1, "the board did not build"
     assert board.head(board.flagtree) == online.head(online.flagtree)
