@@ -24,6 +24,7 @@ from .app import (
     TimeoutOption,
     WheelhouseOption,
     app,
+    check_compile_cache,
     examples,
     options,
 )
@@ -120,6 +121,7 @@ def setup(
     from ..stages import SetupOptions
 
     opts, stage_ctx, target = opened(ctx, python=python, jobs=jobs)
+    check_compile_cache(compile_cache, stage_ctx, target)
     if bundle is not None and dry_run:
         from ..errors import UsageError
 
@@ -355,6 +357,7 @@ def build(
     from ..build import BuildOptions, run_build
     wheel_dir = absolute(wheel)
     opts, stage_ctx, target = opened(ctx, python=python, jobs=jobs, wheel_dir=wheel_dir)
+    check_compile_cache(compile_cache, stage_ctx, target)
     if publish is not None:
         from ..prebuilt import publish_folder
 
