@@ -28,6 +28,7 @@ from typing import Any
 from . import compile_cache, prebuilt, pythonenv, stacking
 from .build_stamp import build_mode, products_of, reasons_to_build, stamp_components, stamp_path, write_stamp
 from .buildenv import BuildEnv, compute_build_env, toolchain_layers
+from .cache_url import redact
 from .digest import hash_file
 from .envops import EnvFileError, EnvLayer, SourceScriptError
 from .errors import BuildError
@@ -357,7 +358,8 @@ def _run(argv: list[str], recipe: Recipe, logs_dir: Path, build_env: BuildEnv, u
     log = log_path(logs_dir, "build")
     ui.info(f"+ {shlex.join(argv)}")
     ui.info(f"  in {recipe.build.cwd}; full output: {log}")
-    header = [c.describe() for c in build_env.changes] + [f"{k}={v} (compile cache)" for k, v in cache_env.items()]
+    header = [c.describe() for c in build_env.changes] + [  # the log never holds the cache's password
+        f"{k}={redact(v)} (compile cache)" for k, v in cache_env.items()]
     with ui.progress(f"building {recipe.name}") as task:
         display = _Display(task, ui, options.verbose)
         return run_logged(argv, cwd=Path(recipe.build.cwd), env={**build_env.env, **cache_env}, log=log,

@@ -10,72 +10,40 @@ Where the URL comes from: ``--compile-cache URL``, else ``$FLAGTREE_CPU_COMPILE_
 recipe's ``build.compile_cache``. The cache's location is not a build input: these variables are
 added after the build stamp is computed and never change it.
 
-The cache never fails a build: without a suitable ccache, or when the server does not answer before
-the build, the tool says so once and the build uses the local ccache only; a server that dies during
-the build makes ccache count errors and compile locally, which the summary reports once.
+The cache never fails a build, nor makes it slower than no cache: a URL the installed ccache would fail
+every compilation on is exit 2 when it is read (cache_url.py); without a suitable ccache, or when the server
+does not answer the probe in its own protocol within 2 s (cache_probe.py), the tool says so once and the
+build uses the local ccache only; ccache gets short timeouts, so a server that stalls during the build
+costs each compilation one short wait before ccache compiles locally, which the summary reports once.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
-import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-from .errors import UsageError
+from .cache_probe import answers
+from .cache_url import (
+    FIX,
+    HELPER_CCACHE,
+    CacheUrl,
+    CompileCacheUrlError,
+    ccache_refuses,
+    parse_url,
+    remote_storage,
+)
 from .proc import capture
 
 ENV_VAR = "FLAGTREE_CPU_COMPILE_CACHE"
-SCHEMES = {"redis": 6379, "rediss": 6379, "http": 80, "https": 443}
 MIN_CCACHE = (4, 4)  # remote ("secondary") storage
 NAMESPACE_CCACHE = (4, 7)  # the namespace option; remote_storage replaces secondary_storage
-CONNECT_TIMEOUT_S = 1.0
 # the counters of `ccache --print-stats` the build result carries (their difference over the build)
 COUNTERS = ("direct_cache_hit", "preprocessed_cache_hit", "cache_miss", "local_storage_hit", "local_storage_miss",
             "remote_storage_hit", "remote_storage_miss", "remote_storage_error", "remote_storage_timeout")
-
-
-class CompileCacheUrlError(UsageError):
-    """A compile cache URL ccache's remote storage would not accept."""
-
-
-@dataclass(frozen=True)
-class CacheUrl:
-    url: str
-    scheme: str
-    host: str
-    port: int
-
-    @property
-    def shown(self) -> str:
-        """The URL without a password (redis://:secret@host shows as redis://***@host)."""
-        parts = urlsplit(self.url)
-        if parts.password is None and parts.username is None:
-            return self.url
-        return self.url.replace(parts.netloc, "***@" + parts.netloc.rsplit("@", 1)[1], 1)
-
-
-def parse_url(url: str) -> CacheUrl:
-    """``redis://HOST[:PORT][/DB]`` or ``http(s)://HOST[:PORT]/PATH``: what ccache's remote_storage accepts."""
-    fix = "use redis://HOST:PORT (a Redis server) or http://HOST:PORT/PATH (ccache's HTTP storage)"
-    try:
-        parts = urlsplit(url.strip())
-        port = parts.port
-    except ValueError as err:
-        raise CompileCacheUrlError(f"compile cache {url!r} is not a URL: {err}", fix=fix) from None
-    if parts.scheme not in SCHEMES:
-        raise CompileCacheUrlError(f"compile cache {url!r}: ccache stores only in redis://, rediss://, http:// or "
-                                   "https:// servers", fix=fix)
-    if not parts.hostname:
-        raise CompileCacheUrlError(f"compile cache {url!r} names no host", fix=fix)
-    if parts.scheme.startswith("redis") and parts.path.strip("/") and not parts.path.strip("/").isdigit():
-        raise CompileCacheUrlError(f"compile cache {url!r}: a Redis URL's path is a database number (/0)", fix=fix)
-    if "|" in url:
-        raise CompileCacheUrlError(f"compile cache {url!r}: ccache attributes (|...) are the tool's to add",
-                                   fix="give the bare URL")
-    return CacheUrl(url.strip(), parts.scheme, parts.hostname, port or SCHEMES[parts.scheme])
 
 
 def configured(option: str | None, environ: Mapping[str, str], recipe_value: str | None) -> tuple[str, str] | None:
@@ -118,14 +86,56 @@ def unsuitable(path: str | None, version: tuple[int, ...] | None) -> str | None:
     return None
 
 
-def answers(url: CacheUrl, timeout_s: float = CONNECT_TIMEOUT_S) -> str | None:
-    """None when the server accepts a TCP connection (Redis or HTTP alike); else why not. A connect is all the
-    build needs to know before it starts: ccache itself copes with a server that answers badly."""
+def storage_helper(url: CacheUrl, ccache: str, version: tuple[int, ...], env: Mapping[str, str]) -> str | None:
+    """The storage helper ccache >= 4.13 would run for ``url``'s scheme (its libexec folders, next to it, PATH)."""
+    if version < HELPER_CCACHE:
+        return None
+    program = f"ccache-storage-{url.scheme}"
     try:
-        with socket.create_connection((url.host, url.port), timeout=timeout_s):
-            return None
-    except OSError as err:
-        return err.strerror or str(err)
+        libexec = capture([ccache, "--get-config", "libexec_dirs"], env=env, timeout_s=10).stdout.strip()
+    except Exception:  # noqa: BLE001 - then only the other two places count
+        libexec = ""
+    folders = [*filter(None, libexec.split(os.pathsep)), str(Path(ccache).parent)]
+    found = next((str(Path(f) / program) for f in folders if os.access(Path(f) / program, os.X_OK)), None)
+    return found or shutil.which(program, path=env.get("PATH"))
+
+
+def check_url(value: str, origin: str, env: Mapping[str, str]) -> CacheUrl:
+    """``value`` as a URL the ccache on ``env``'s PATH can store in; CompileCacheUrlError (exit 2) naming ``origin``
+    (--compile-cache, the variable or the recipe) when it cannot: before anything runs, not in every compilation."""
+    url = _parsed(value, origin)
+    ccache, version = ccache_version(env)
+    _refuse_if_unusable(url, origin, ccache, version, env)
+    return url
+
+
+def _parsed(value: str, origin: str) -> CacheUrl:
+    return parse_url(value, None if origin == "--compile-cache" else origin)  # the option's error names it
+
+
+def _refuse_if_unusable(url: CacheUrl, origin: str, ccache: str | None, version: tuple[int, ...] | None,
+                        env: Mapping[str, str]) -> None:
+    if ccache is None or version is None or unsuitable(ccache, version):
+        return  # no usable ccache at all: the build says so once and goes without the shared cache
+    why = ccache_refuses(url, version, storage_helper(url, ccache, version, env))
+    if why is not None:
+        named = f"compile cache {url.shown!r}" + ("" if origin == "--compile-cache" else f" (from {origin})")
+        raise CompileCacheUrlError(f"{named}: {why} ({ccache})",
+                                   fix=f"{FIX}, or install ccache 4.13 or newer with ccache-storage-{url.scheme}")
+
+
+def lookup_env(python: Path | None, environ: Mapping[str, str]) -> dict[str, str]:
+    """Enough of the build environment to find the ccache the build would run: the target venv's bin, then PATH."""
+    folders = [str(python.parent)] if python is not None else []
+    return {**environ, "PATH": os.pathsep.join([*folders, environ.get("PATH", "")])}
+
+
+def check_configured(option: str | None, environ: Mapping[str, str], recipe_value: str | None,
+                     python: Path | None = None) -> CacheUrl | None:
+    """The URL `build` and `setup` would hand to ccache (option, variable or recipe), checked when the command
+    starts; None when none is configured."""
+    chosen = configured(option, environ, recipe_value)
+    return None if chosen is None else check_url(chosen[0], chosen[1], lookup_env(python, environ))
 
 
 def cache_env(url: CacheUrl, version: tuple[int, ...], namespace: str, base_dir: str | None,
@@ -133,8 +143,9 @@ def cache_env(url: CacheUrl, version: tuple[int, ...], namespace: str, base_dir:
     """The variables the build's ccache gets. Machines keep their workspaces in different folders: the
     preprocessed source names them, so without a base dir (paths under it hashed relative) no other machine's
     result would ever match. A CCACHE_BASEDIR of the user's stays."""
-    env = ({"CCACHE_REMOTE_STORAGE": url.url, "CCACHE_NAMESPACE": namespace} if version >= NAMESPACE_CCACHE
-           else {"CCACHE_SECONDARY_STORAGE": url.url})
+    storage = remote_storage(url, version)
+    env = ({"CCACHE_REMOTE_STORAGE": storage, "CCACHE_NAMESPACE": namespace} if version >= NAMESPACE_CCACHE
+           else {"CCACHE_SECONDARY_STORAGE": storage})
     if base_dir and not inherited.get("CCACHE_BASEDIR"):
         env["CCACHE_BASEDIR"] = base_dir
     return env
@@ -202,25 +213,26 @@ class CacheSession:
 
 def prepare(option: str | None, recipe_value: str | None, namespace: str, build_env: Mapping[str, str],
             warn: Any, base_dir: str | None = None) -> CacheSession | None:
-    """The shared cache for this build, or None when none is configured; ``warn`` says (once) why it is not used."""
+    """The shared cache for this build, or None when none is configured; ``warn`` says (once) why it is not used.
+    A URL this ccache cannot store in is CompileCacheUrlError (exit 2) before anything compiles."""
     chosen = configured(option, build_env, recipe_value)
     if chosen is None:
         return None
-    session = CacheSession(parse_url(chosen[0]), chosen[1])
+    session = CacheSession(_parsed(*chosen), chosen[1])
     session.ccache, session.version = ccache_version(build_env)
     why = unsuitable(session.ccache, session.version)
-    if why is None:
-        silent = answers(session.url)
-        if silent is not None:
-            why = f"does not answer ({silent})"
-            session.problem = why
-            warn(f"compile cache {session.url.shown} does not answer; building with the local ccache only")
-            return _with_stats(session, build_env)
     if why is not None:
         session.problem = why
         warn(f"compile cache {session.url.shown}: {why}; building without the shared cache "
              "(apt-get install ccache, 4.4 or newer)")
         return session
+    _refuse_if_unusable(session.url, session.origin, session.ccache, session.version, build_env)
+    # A server that does not answer as ccache needs would cost every compilation a wait and give nothing: the
+    # build goes on with the local ccache alone (the recipe's build uses it whenever it is installed).
+    session.problem = answers(session.url)
+    if session.problem is not None:
+        warn(f"compile cache {session.url.shown}: {session.problem}; building with the local ccache only")
+        return _with_stats(session, build_env)
     assert session.version is not None
     session.env = cache_env(session.url, session.version, namespace, base_dir, build_env)
     return _with_stats(session, build_env)

@@ -26,6 +26,8 @@ from .session import Options, Run
 if TYPE_CHECKING:
     from typer._click.core import Context, HelpFormatter, Parameter
 
+    from ..stages import StageContext
+
 _GLOBAL_VALUE_OPTIONS = {"--recipe", "-r", "--variant", "--workdir", "-w", "--set", "--recipes-dir", "--lock-file"}
 _GLOBAL_FLAGS = {"--json", "--verbose", "-v", "--quiet", "-q", "--wait"}
 
@@ -284,9 +286,23 @@ def _checked_by(parse: Callable[[str], object]) -> Callable[[Optional[str]], Opt
 
 
 def _compile_cache_url(value: str) -> object:
-    from ..compile_cache import parse_url
+    import os
 
-    return parse_url(value)  # a URL ccache would not take
+    from ..compile_cache import check_url
+
+    # a URL ccache would not take, or would take and fail every compilation on (this ccache: the one on PATH)
+    return check_url(value, "--compile-cache", os.environ)
+
+
+def check_compile_cache(option: Optional[str], stage_ctx: StageContext, python: Path) -> None:
+    """A compile cache URL from $FLAGTREE_CPU_COMPILE_CACHE or the recipe that the build's ccache could not use is
+    exit 2 when `build` or `setup` starts, as the option's is when it is read: not in every compilation."""
+    import os
+
+    from ..compile_cache import check_configured
+
+    build = stage_ctx.recipe.build
+    check_configured(option, os.environ, build.compile_cache if build else None, python)
 
 
 def _wheelhouse_location(value: str) -> object:
@@ -297,8 +313,9 @@ def _wheelhouse_location(value: str) -> object:
 
 CompileCacheOption = Annotated[Optional[str], typer.Option(
     "--compile-cache", metavar="URL", callback=_checked_by(_compile_cache_url),
-    help="Share compiled objects through ccache's remote storage: redis://HOST:PORT or http://HOST/PATH "
-    "(also FLAGTREE_CPU_COMPILE_CACHE). Never a build input.")]
+    help="Share compiled objects through ccache's remote storage: redis://[PASSWORD@]HOST[:PORT][/DB] or "
+    "http://[USER:PASSWORD@]HOST[:PORT]/PATH (also FLAGTREE_CPU_COMPILE_CACHE). A server that does not answer "
+    "within 2 s is one warning and a build with the local ccache only. Never a build input.")]
 
 
 WheelhouseOption = Annotated[Optional[str], typer.Option(

@@ -24,6 +24,7 @@ from .app import (
     TimeoutOption,
     WheelhouseOption,
     app,
+    check_compile_cache,
     examples,
     options,
 )
@@ -125,6 +126,7 @@ def setup(
 
     trust = trust_of(trusted_keys, expect_digest) if bundle is not None else None
     opts, stage_ctx, target = opened(ctx, python=python, jobs=jobs)
+    check_compile_cache(compile_cache, stage_ctx, target)
     if bundle is not None and dry_run:
         from ..errors import UsageError
 
@@ -350,6 +352,7 @@ def build(
     from ..build import BuildOptions, run_build
     wheel_dir = absolute(wheel)
     opts, stage_ctx, target = opened(ctx, python=python, jobs=jobs, wheel_dir=wheel_dir)
+    check_compile_cache(compile_cache, stage_ctx, target)
     if publish is not None:
         from ..prebuilt import publish_folder
 

@@ -160,17 +160,21 @@ def tool_compile_cache(c: DoctorContext) -> Outcome:
         url = cc.parse_url(chosen[0])
     except cc.CompileCacheUrlError as err:
         return warn(f"{chosen[1]}: {err.message}", err.fix or "")
-    path, version = cc.ccache_version({"PATH": os.pathsep.join([str(c.python.parent), c.environ.get("PATH", "")])})
+    env = cc.lookup_env(c.python, c.environ)
+    path, version = cc.ccache_version(env)
     why = cc.unsuitable(path, version)
     if why is not None:
         return warn(f"compile cache {url.shown}: {why}; builds go without it",
                     c.as_root("apt-get install -y ccache") + "  # 4.4 or newer has remote storage")
+    assert path is not None and version is not None
+    refused = cc.ccache_refuses(url, version, cc.storage_helper(url, path, version, env))
+    if refused is not None:
+        return warn(f"compile cache {url.shown} (from {chosen[1]}): {refused} ({path}); build and setup stop with "
+                    "exit 2", cc.FIX)
     silent = cc.answers(url)
     if silent is not None:
-        return warn(f"compile cache {url.shown} (from {chosen[1]}) does not answer ({silent}); builds use the "
-                    "local ccache only", f"check the server is running and reachable from here ({url.host}:"
-                    f"{url.port}), or unset {cc.ENV_VAR}")
-    assert version is not None
+        return warn(f"compile cache {url.shown} (from {chosen[1]}): {silent}; builds use the local ccache only",
+                    f"check the server at {url.address} is running and reachable from here, or unset {cc.ENV_VAR}")
     return ok(f"compile cache {url.shown} answers (from {chosen[1]}); ccache {'.'.join(map(str, version))} ({path}) "
               "stores in it")
 

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..cache_url import CompileCacheUrlError, parse_url
 from ..digest import HEX_LENGTHS
 from . import schema as rs
 from .schema import Context, Path_, suggest
@@ -87,8 +88,16 @@ def _url_check(schemes: tuple[str, ...], what: str) -> rs.Check:
 
 check_git_url = _url_check(_GIT_SCHEMES, "git")
 check_download_url = _url_check(_DOWNLOAD_SCHEMES, "download")
-check_compile_cache_url = _url_check(("redis", "rediss", "http", "https"), "compile cache")  # ccache's remote storage
 _check_wheelhouse_url = _url_check(("file", "http", "https"), "wheelhouse")
+
+
+def check_compile_cache_url(value: str, ctx: Context, path: Path_) -> None:
+    """ccache's remote storage URL, as cache_url reads it: a URL ccache would refuse or misread in every
+    compilation is a recipe error. Whether the installed ccache can use its scheme is `build`'s question."""
+    try:
+        parse_url(value)
+    except CompileCacheUrlError as err:
+        ctx.report(path, err.message, err.fix)
 
 
 def check_wheelhouse_location(value: str, ctx: Context, path: Path_) -> None:

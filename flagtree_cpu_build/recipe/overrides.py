@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..cache_url import redact
 from ..errors import RecipeProblem
 from . import loader
 from .loader import LoadedData, Path_, Position, format_path
@@ -24,7 +25,7 @@ def apply_override(loaded: LoadedData, assignment: str) -> None:
     (``--set platform.arch=[aarch64,x86_64]``); where the recipe wants text, the raw
     VALUE is used as typed, so a commit id made only of digits stays a string.
     """
-    origin = f"--set {assignment}"
+    origin = f"--set {redact(assignment)}"  # a URL's password given on the command line is not repeated
     key, sep, value_text = assignment.partition("=")
     key = key.strip()
     if not sep or not key:

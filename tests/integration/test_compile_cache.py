@@ -28,7 +28,7 @@ from tests.support.tarballs import TOP, llvm_tarball
 from tests.support.venvs import TOOLS, build_venv
 
 UNITS = 8
-DEAD = "does not answer; building with the local ccache only"
+DEAD = "refuses connections (Connection refused); building with the local ccache only"
 
 
 @dataclass
@@ -109,7 +109,7 @@ def test_a_dead_server_before_the_build_is_one_warning_and_a_local_build(
     url = f"redis://127.0.0.1:{free_port()}"
     result = make_ws("a").build(monkeypatch, "--compile-cache", url)
     data = _cache_data(result)
-    assert result.stderr.count("warning") == 1 and f"compile cache {url} {DEAD}" in result.stderr
+    assert result.stderr.count("warning") == 1 and f"compile cache {url}: {DEAD}" in result.stderr
     assert not data["active"] and data["stats"]["cache_miss"] == UNITS
 
 
@@ -178,7 +178,7 @@ def test_doctor_checks_the_configured_cache(redis: RedisServer, make_ws, monkeyp
     assert live["status"] == "ok" and redis.url in live["detail"] and "ccache 4." in live["detail"]
     monkeypatch.setenv("FLAGTREE_CPU_COMPILE_CACHE", f"redis://127.0.0.1:{free_port()}")
     dead = check()
-    assert dead["status"] == "warn" and "does not answer" in dead["detail"]
+    assert dead["status"] == "warn" and "refuses connections" in dead["detail"]
 
 
 def test_a_url_ccache_would_not_take_is_exit_2_before_anything_runs(tmp_path: Path) -> None:
@@ -191,3 +191,45 @@ def test_a_url_ccache_would_not_take_is_exit_2_before_anything_runs(tmp_path: Pa
         assert result.exit_code == 2, result.output
         assert "ccache stores only in" in result.stdout + result.stderr
     assert not (tmp_path / "ws").exists()
+
+
+def _too_old_for_tls() -> bool:
+    from flagtree_cpu_build.compile_cache import ccache_version
+
+    _, version = ccache_version(os.environ)
+    return version is not None and version < (4, 13)
+
+
+@pytest.mark.parametrize(("url", "says"), [
+    ("https://cache.lan/ccache", "https:// needs ccache 4.13 or newer with its storage helper ccache-storage-https"),
+    ("rediss://cache.lan:6380", "rediss:// needs ccache 4.13 or newer"),
+    ("redis://cache lan:6379", "it contains a space"),
+    ("http://cache.lan/ccache%zz", "'%zz' is not a percent escape"),
+    ("redis://:hunter2@cache.lan", "ccache sends no password"),
+    ("http://token@cache.lan/ccache", "needs USER:PASSWORD@"),
+])
+@pytest.mark.parametrize("given", ["option", "environment", "recipe"])
+@pytest.mark.parametrize("command", ["build", "setup"])
+def test_a_url_this_ccache_would_fail_every_compile_on_is_exit_2_when_it_is_read(
+        url: str, says: str, given: str, command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from flagtree_cpu_build.cli import app
+
+    if url.startswith(("https", "rediss")) and not _too_old_for_tls():
+        pytest.skip("the installed ccache is not older than 4.13 (or not there)")
+    argv = ["-w", str(tmp_path / "ws"), command]
+    if given == "option":
+        argv.append(f"--compile-cache={url}")
+    elif given == "environment":
+        monkeypatch.setenv("FLAGTREE_CPU_COMPILE_CACHE", url)
+    else:
+        argv[2:2] = ["--set", f"build.compile_cache={url}"]
+    result = CliRunner().invoke(app, argv)
+    output = result.stdout + result.stderr
+    assert result.exit_code == 2, output
+    assert says in " ".join(output.replace("\u2502", " ").split())  # the option's message is wrapped in a box
+    if given == "environment":
+        assert "(from FLAGTREE_CPU_COMPILE_CACHE)" in output
+    assert "hunter2" not in output
+    assert not (tmp_path / "ws").exists()  # nothing ran

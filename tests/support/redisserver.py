@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -24,15 +26,17 @@ def missing_parts() -> str | None:
 
 
 class RedisServer:
-    """`redis-server` in the foreground on 127.0.0.1:<free port>, nothing saved to disk; stop() ends it."""
+    """`redis-server` in the foreground on 127.0.0.1:<free port>, nothing saved to disk; stop() ends it.
+    ``password``: the server asks for it (`requirepass`); freeze()/thaw() stop and continue the process (a
+    server that keeps its connections open and answers nothing)."""
 
-    def __init__(self, workdir: Path):
+    def __init__(self, workdir: Path, password: str | None = None):
         workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}"
         self._process: subprocess.Popen[bytes] | None = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--daemonize", "no", "--dir", str(workdir)],
+             "--daemonize", "no", "--dir", str(workdir), *(("--requirepass", password) if password else ())],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + 10
         while not self.answers():
@@ -55,9 +59,18 @@ class RedisServer:
         out = subprocess.run(["redis-cli", "-p", str(self.port), "dbsize"], capture_output=True, text=True)
         return int(out.stdout.strip() or -1)
 
+    def freeze(self) -> None:
+        assert self._process is not None
+        os.kill(self._process.pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        assert self._process is not None
+        os.kill(self._process.pid, signal.SIGCONT)
+
     def stop(self) -> None:
         if self._process is None:
             return
+        self.thaw()  # a stopped process would not act on SIGTERM
         self._process.terminate()
         try:
             self._process.wait(timeout=10)
