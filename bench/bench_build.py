@@ -24,11 +24,9 @@ from common import fixture_env, save  # noqa: E402
 
 from tests.support.gitworld import build_world  # noqa: E402
 from tests.support.tarballs import llvm_tarball  # noqa: E402
-from tests.support.venvs import build_venv  # noqa: E402
+from tests.support.venvs import PREREQUISITES, build_venv  # noqa: E402
 
 RUNS = 7
-PREREQUISITES = ('python.build=[setuptools>=40.8.0, wheel, pybind11>=2.13.1, '
-                 '{requirement: "ninja>=1.11.1", system_command: ninja}]')
 
 
 def main() -> int:

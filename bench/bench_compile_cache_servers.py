@@ -32,11 +32,9 @@ from tests.support.gitworld import build_world  # noqa: E402
 from tests.support.hostileserver import HostileServer  # noqa: E402
 from tests.support.redisserver import RedisServer, missing_parts  # noqa: E402
 from tests.support.tarballs import llvm_tarball  # noqa: E402
-from tests.support.venvs import build_venv  # noqa: E402
+from tests.support.venvs import PREREQUISITES, build_venv  # noqa: E402
 
 UNITS = 8
-PREREQUISITES = ('python.build=[setuptools>=40.8.0, wheel, pybind11>=2.13.1, '
-                 '{requirement: "ninja>=1.11.1", system_command: ninja}]')
 SETUP_PY = HERE.parent / "tests" / "fixtures" / "projects" / "flagtree-base" / "python" / "setup.py"
 
 
