@@ -1,6 +1,6 @@
-"""Where recipes live, and loading one: bundled and user recipes, overrides, validation.
+"""Loading a recipe: overrides, validation, the recipe it is stacked on.
 
-``load_recipe("flagtree-cpu-arm64", overrides)`` finds the file (a user folder hides a
+``load_recipe("flagtree-cpu-arm64", overrides)`` finds the file (``locate``: a user folder hides a
 bundled recipe of the same name), parses it with positions (``loader``), applies ``--set``
 overrides (``overrides``), checks the schema version, converts it to ``model.Recipe``
 (``schema``) and raises one ``RecipeError`` listing every problem.
@@ -10,92 +10,31 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from ..errors import RecipeError, RecipeNotFound, RecipeProblem, RecipeWarning
 from . import loader
 from . import schema as rs
 from .loader import LoadedData, format_path
+from .locate import (  # noqa: F401  (re-exported: where recipes live is part of loading them)
+    DEFAULT_RECIPE,
+    RECIPES_ENV,
+    RecipeRef,
+    RecipeScan,
+    SkippedFile,
+    bundled_dir,
+    find_base,
+    find_recipe,
+    list_recipes,
+    scan_recipes,
+    user_recipe_dirs,
+)
 from .model import SCHEMA_VERSION, SUPPORTED_VERSIONS, Recipe
 from .overrides import apply_override
 from .schema import Context, suggest
-
-DEFAULT_RECIPE = "flagtree-cpu-arm64"
-RECIPES_ENV = "FLAGTREE_CPU_RECIPES"  # extra recipe folders, os.pathsep-separated
-
-
-# --- where recipes and patches live --------------------------------------------------------
-
-
-def bundled_dir(kind: Literal["recipes", "patches"]) -> Path:
-    """The folder of bundled recipes or patches.
-
-    In a wheel they are package data (``flagtree_cpu_build/recipes``); in a source
-    checkout or editable install they sit at the top of the repository.
-    """
-    package = Path(__file__).resolve().parent.parent  # flagtree_cpu_build/, above this recipe/ package
-    for candidate in (package / kind, package.parent / kind):
-        if candidate.is_dir():
-            return candidate
-    return package / kind
-
-
-@dataclass(frozen=True)
-class RecipeRef:
-    name: str
-    path: Path
-    origin: Literal["bundled", "user", "file"]
-    shadows: Path | None = None  # a bundled recipe of the same name this one hides
-
-
-def user_recipe_dirs(extra: Sequence[str | Path] = (), environ: Mapping[str, str] | None = None) -> list[Path]:
-    env = os.environ if environ is None else environ
-    dirs = [Path(d).expanduser() for d in extra]
-    dirs += [Path(d).expanduser() for d in env.get(RECIPES_ENV, "").split(os.pathsep) if d]
-    return dirs
-
-
-def list_recipes(user_dirs: Sequence[Path] = ()) -> list[RecipeRef]:
-    """Every recipe by name; a user recipe hides a bundled one of the same name."""
-    found: dict[str, RecipeRef] = {}
-    for folder in user_dirs:
-        for file in sorted(folder.glob("*.y*ml")) if folder.is_dir() else ():
-            found.setdefault(file.stem, RecipeRef(file.stem, file, "user"))
-    for file in sorted(bundled_dir("recipes").glob("*.yaml")):
-        if file.stem in found:
-            found[file.stem] = replace(found[file.stem], shadows=file)
-        else:
-            found[file.stem] = RecipeRef(file.stem, file, "bundled")
-    return sorted(found.values(), key=lambda r: r.name)
-
-
-def find_recipe(name_or_path: str, user_dirs: Sequence[Path] = ()) -> RecipeRef:
-    candidate = Path(name_or_path).expanduser()
-    looks_like_path = "/" in name_or_path or candidate.suffix in (".yaml", ".yml")
-    if looks_like_path or candidate.is_file():
-        if candidate.is_file():
-            return RecipeRef(candidate.stem, candidate, "file")
-        if candidate.is_dir():
-            raise RecipeNotFound(f"cannot read recipe {name_or_path}: it is a folder, not a YAML file",
-                                 fix="give the recipe file inside it, or add the folder with --recipes-dir")
-        if candidate.exists():  # a FIFO or a device would block or never end: never read one
-            raise RecipeNotFound(f"cannot read recipe {name_or_path}: it is not a regular file (a pipe or a device)",
-                                 fix="save the recipe to a file and give its path")
-        raise RecipeNotFound(f"recipe file {name_or_path} does not exist",
-                             fix="check the path, or give a recipe name from `flagtree-cpu recipe list`")
-    known = {r.name: r for r in list_recipes(user_dirs)}
-    if name_or_path in known:
-        return known[name_or_path]
-    raise RecipeNotFound(
-        f"no recipe named {name_or_path!r}{suggest(name_or_path, known)}",
-        fix=f"`flagtree-cpu recipe list` shows the recipes ({', '.join(known) or 'none found'}); "
-        f"add folders with --recipes-dir or {RECIPES_ENV}",
-    )
-
 
 # --- loading -------------------------------------------------------------------------------
 
@@ -115,19 +54,11 @@ def load_recipe_file(path: Path, overrides: Sequence[str] = (), variant: str | N
                                 f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x})",
                                 "save the file as UTF-8, or retype the character on that line")
         raise RecipeError(str(path), [problem], fix="save the recipe as UTF-8 text") from exc
-    except OSError as exc:
-        raise RecipeNotFound(f"cannot read recipe {path}: {exc}",
+    except OSError as exc:  # missing, unreadable, or not a regular file (a FIFO is refused, never waited on)
+        raise RecipeNotFound(f"cannot read recipe {path}: {exc.strerror or exc}",
                              fix="check the file exists and is readable UTF-8 text") from exc
     return parse_recipe(text, str(path), overrides, patch_dirs=patch_dirs(path), variant=variant,
                         user_dirs=user_dirs, stacked_on_by=stacked_on_by)
-
-
-def find_base(extends: str, recipe_file: str, user_dirs: Sequence[Path] = ()) -> RecipeRef:
-    """The recipe ``extends`` names: a recipe name, or a file (relative to the stacked recipe's folder)."""
-    looks_like_path = "/" in extends or extends.endswith((".yaml", ".yml"))
-    if looks_like_path and not Path(extends).expanduser().is_absolute() and recipe_file:
-        return find_recipe(str(Path(recipe_file).parent / extends), user_dirs)
-    return find_recipe(extends, user_dirs)
 
 
 def load_base(recipe: Recipe, user_dirs: Sequence[Path] = (), stacked_on_by: tuple[str, ...] = ()) -> Recipe:
