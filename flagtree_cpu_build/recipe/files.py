@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -37,6 +38,8 @@ from .overrides import apply_override
 from .schema import Context, suggest
 
 # --- loading -------------------------------------------------------------------------------
+
+MAX_STACK = 8  # recipes in one stack (`extends`): FlagGems on FlagTree is two
 
 
 def load_recipe(name_or_path: str, overrides: Sequence[str] = (),
@@ -145,10 +148,9 @@ def _inherit_from_base(data: dict[str, Any], loaded: LoadedData, origin: str, us
     line = loaded.position(("extends",)).line
     try:
         ref = find_base(extends, origin, user_dirs)
-        if str(ref.path) == origin or str(ref.path) in stacked_on_by:
-            chain = " -> ".join([*stacked_on_by, origin, str(ref.path)])
-            return RecipeProblem(origin, line, "extends", f"the recipes extend each other in a circle ({chain})",
-                                 "a base recipe cannot extend the recipe stacked on it")
+        stacking = _stacking_problem(ref.path, (*stacked_on_by, origin))
+        if stacking is not None:
+            return RecipeProblem(origin, line, "extends", *stacking)
         base = load_recipe_file(ref.path, user_dirs=user_dirs, stacked_on_by=(*stacked_on_by, origin))
     except RecipeNotFound as exc:
         return RecipeProblem(origin, line, "extends", f"the base recipe cannot be found: {exc.message}",
@@ -162,6 +164,23 @@ def _inherit_from_base(data: dict[str, Any], loaded: LoadedData, origin: str, us
     for key in ("platform", "system_packages"):  # it builds where, and with what, its base builds
         if key not in data:
             data[key] = rs.to_data(getattr(base, key))
+    return None
+
+
+def _stacking_problem(base: Path, chain: tuple[str, ...]) -> tuple[str, str] | None:
+    """Why ``base`` cannot be loaded under the recipes of ``chain`` (each stacked on the next): it is one of
+    them — compared as real paths, so ``../d/a.yaml``, ``./a.yaml``, an absolute path and a symlink are all the
+    file they lead to — or the stack is deeper than any real one."""
+    shown = " -> ".join([*chain, str(base)])
+    real = os.path.realpath(base)
+    for file in chain:
+        if os.path.realpath(file) == real:
+            same = "" if str(base) == file else f"; {base} is {file}"
+            return (f"the recipes extend each other in a circle ({shown}{same})",
+                    "a recipe cannot extend itself, nor a recipe stacked on it: name the base it builds on")
+    if len(chain) >= MAX_STACK:
+        return (f"recipes are stacked more than {MAX_STACK} deep ({shown}); flagtree-cpu follows `extends` "
+                f"{MAX_STACK} times at most", "stack the recipe on the one it builds on directly")
     return None
 
 
