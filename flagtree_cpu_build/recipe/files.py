@@ -106,7 +106,7 @@ def parse_recipe(text: str, origin: str, overrides: Sequence[str] = (),
     data = _apply_variant(data, loaded, origin, variant)
     base_problem = _inherit_from_base(data, loaded, origin, user_dirs, stacked_on_by)
     if base_problem:
-        raise RecipeError(origin, [base_problem])
+        raise RecipeError(origin, [base_problem], fix=f"correct `extends` in {origin} as said above")
 
     ctx = Context(
         facts={
@@ -150,13 +150,15 @@ def _inherit_from_base(data: dict[str, Any], loaded: LoadedData, origin: str, us
         ref = find_base(extends, origin, user_dirs)
         stacking = _stacking_problem(ref.path, (*stacked_on_by, origin))
         if stacking is not None:
-            return RecipeProblem(origin, line, "extends", *stacking)
+            return _StackProblem(origin, line, "extends", *stacking)
         base = load_recipe_file(ref.path, user_dirs=user_dirs, stacked_on_by=(*stacked_on_by, origin))
     except RecipeNotFound as exc:
         return RecipeProblem(origin, line, "extends", f"the base recipe cannot be found: {exc.message}",
                              exc.fix or "name a recipe from `flagtree-cpu recipe list`, or a recipe file")
     except RecipeError as exc:
         first = exc.problems[0] if exc.problems else None
+        if isinstance(first, _StackProblem):  # its chain starts at the recipe asked for: say it once, here
+            return _StackProblem(origin, line, "extends", first.message, first.fix)
         said = f": line {first.line} {first.key + ': ' if first.key else ''}{first.message}" if first else ""
         more = f" (and {len(exc.problems) - 1} more)" if len(exc.problems) > 1 else ""
         return RecipeProblem(origin, line, "extends", f"the base recipe {ref.path} is not valid{said}{more}",
@@ -165,6 +167,10 @@ def _inherit_from_base(data: dict[str, Any], loaded: LoadedData, origin: str, us
         if key not in data:
             data[key] = rs.to_data(getattr(base, key))
     return None
+
+
+class _StackProblem(RecipeProblem):
+    """A circle or a stack too deep: found in a base, it is the stacked recipe's problem as it stands."""
 
 
 def _stacking_problem(base: Path, chain: tuple[str, ...]) -> tuple[str, str] | None:

@@ -144,8 +144,7 @@ def test_the_circle_is_shown_as_the_chain_of_files(tmp_path: Path) -> None:
     with pytest.raises(RecipeError) as caught:
         load_recipe_file(a)
     [problem] = caught.value.problems
-    assert f"the base recipe {b} is not valid" in problem.message
-    assert f"({a} -> {b} -> {a})" in problem.message
+    assert problem.message == f"the recipes extend each other in a circle ({a} -> {b} -> {a})"  # said once, whole
     again = tmp_path / ".." / tmp_path.name / "a.yaml"  # another name of a.yaml: said so
     b.write_text(b.read_text().replace("extends: ./a.yaml", f"extends: ../{tmp_path.name}/a.yaml"))
     with pytest.raises(RecipeError) as caught:
