@@ -71,7 +71,7 @@ def env_command(
     Kernels JIT-compile when they first run, so the run-time variables matter then too: without FLAGTREE_BACKEND=cpu
     the GNU assembler rejects the generated kernel.s ("junk at end of line").
     """
-    from ..buildenv import render_exports
+    from ..buildenv import not_shell_names, render_exports
     from ..errors import UsageError
 
     if shell not in ("bash", "zsh", "fish"):
@@ -103,6 +103,8 @@ def env_command(
     else:
         notes = [f"from {s.script} ({s.key}): {len(s.changed)} variable{'' if len(s.changed) == 1 else 's'} changed"
                  for s in computed.sourced]
+        for name in not_shell_names(values, unset):  # inherited (an unset glob matched it): never printed
+            opts.ui.warn(f"{name!r} is not a name a shell can set; left out of the output")
         opts.ui.emit_text(render_exports(values, unset, shell, notes))  # type: ignore[arg-type]
 
 
