@@ -45,8 +45,15 @@ def kind_of(mode: int) -> str | None:
 
 def special_kind(path: str | os.PathLike[str]) -> str | None:
     """What ``path`` is when it is not a regular file (through a symlink: what the link leads to, and that it is a
-    link), else None. A path that does not exist (or a dangling link) raises ``OSError`` as ``os.stat`` does."""
-    return _described(path, os.stat(path).st_mode)
+    link), else None. A path that does not exist (or a dangling link, or a name with a NUL byte) raises
+    ``FileNotFoundError``; a name too long, a folder that cannot be searched, ``OSError`` as ``os.stat`` does."""
+    return _described(path, _stat(path).st_mode)
+
+
+def _stat(path: str | os.PathLike[str]) -> os.stat_result:
+    if "\0" in os.fspath(path):  # os.stat would raise ValueError; no file can have such a name
+        raise FileNotFoundError(errno.ENOENT, "no file name holds a NUL byte", str(path))
+    return os.stat(path)
 
 
 def _described(path: str | os.PathLike[str], mode: int) -> str | None:
@@ -60,7 +67,7 @@ def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
     """The first ``limit`` + 1 bytes of the regular file ``path`` at most (more than ``limit`` tells the caller it
     is too big without reading it all). A folder raises ``IsADirectoryError``; a FIFO, socket or device raises
     ``NotRegularFile`` without waiting; anything else as ``open`` does."""
-    _refuse_special(path, os.stat(path).st_mode)
+    _refuse_special(path, _stat(path).st_mode)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     try:
         _refuse_special(path, os.fstat(fd).st_mode)  # replaced since the look: still, no FIFO is read

@@ -28,14 +28,14 @@ if TYPE_CHECKING:
 def recipe_list(ctx: typer.Context) -> None:
     """List bundled recipes and user recipes (--recipes-dir, FLAGTREE_CPU_RECIPES)."""
     from ..recipe.catalog import catalog
-    from ..recipe.locate import user_recipe_dirs
+    from ..recipe.locate import unusable_folder, user_recipe_dirs
 
     opts = options(ctx)
     user_dirs = user_recipe_dirs(opts.recipes_dirs)
     for folder in user_dirs:  # a typo in a folder name would otherwise just show fewer recipes
-        if not folder.is_dir():
-            opts.ui.warn(f"recipes folder {folder} ({'is not a folder' if folder.exists() else 'does not exist'}) "
-                         "is skipped; check --recipes-dir and FLAGTREE_CPU_RECIPES")
+        why = unusable_folder(folder)
+        if why is not None:
+            opts.ui.warn(f"recipes folder {folder} ({why}) is skipped; check --recipes-dir and FLAGTREE_CPU_RECIPES")
     skipped = _warn_skipped(opts.ui, user_dirs)
     entries = [e.to_json() for e in catalog(user_dirs)]
     if opts.ui.json_mode:

@@ -82,7 +82,7 @@ def scan_recipes(user_dirs: Sequence[Path] = ()) -> RecipeScan:
     """The user folders in order, then the bundled recipes: the first file of a name takes it."""
     first: dict[str, RecipeRef | SkippedFile] = {}
     for folder in user_dirs:
-        for file in sorted(folder.glob("*.y*ml")) if folder.is_dir() else ():
+        for file in sorted(folder.glob("*.y*ml")) if unusable_folder(folder) is None else ():
             if file.stem not in first:
                 first[file.stem] = _skipped(file) or RecipeRef(file.stem, file, "user")
     for file in sorted(bundled_dir("recipes").glob("*.yaml")):
@@ -93,6 +93,14 @@ def scan_recipes(user_dirs: Sequence[Path] = ()) -> RecipeScan:
             first[file.stem] = replace(taken, shadows=file)
     refs = sorted((r for r in first.values() if isinstance(r, RecipeRef)), key=lambda r: r.name)
     return RecipeScan(refs, [s for s in first.values() if isinstance(s, SkippedFile)])
+
+
+def unusable_folder(folder: Path) -> str | None:
+    """Why a recipes folder (--recipes-dir, FLAGTREE_CPU_RECIPES) holds no recipes, or None when it is a folder."""
+    try:
+        return None if folder.is_dir() else "is not a folder" if folder.exists() else "does not exist"
+    except OSError as exc:  # a name too long for the file system, a folder that cannot be searched
+        return f"cannot be read ({exc.strerror or exc})"
 
 
 def _skipped(file: Path) -> SkippedFile | None:
@@ -112,7 +120,7 @@ def find_recipe(name_or_path: str, user_dirs: Sequence[Path] = ()) -> RecipeRef:
     """The recipe a name from `recipe list`, or a YAML file's path, means."""
     candidate = Path(name_or_path).expanduser()
     looks_like_path = "/" in name_or_path or candidate.suffix in (".yaml", ".yml")
-    if looks_like_path or candidate.is_file():
+    if looks_like_path or _is_file(candidate):
         return _file_ref(name_or_path, candidate)
     scan = scan_recipes(user_dirs)
     known = {r.name: r for r in scan.refs}
@@ -130,13 +138,21 @@ def find_recipe(name_or_path: str, user_dirs: Sequence[Path] = ()) -> RecipeRef:
     )
 
 
+def _is_file(path: Path) -> bool:
+    """Whether a bare name (``my-recipe``) is a file here; a name no file can have (too long, a NUL) is not."""
+    try:
+        return special_kind(path) is None
+    except OSError:
+        return False
+
+
 def _file_ref(given: str, path: Path) -> RecipeRef:
     """A recipe given as a file, checked to be one without opening it (a FIFO would block the open)."""
-    if path.is_dir():
-        raise RecipeNotFound(f"cannot read recipe {given}: it is a folder, not a YAML file",
-                             fix="give the recipe file inside it, or add the folder with --recipes-dir")
     try:
         kind = special_kind(path)
+        if path.is_dir():
+            raise RecipeNotFound(f"cannot read recipe {given}: it is a folder, not a YAML file",
+                                 fix="give the recipe file inside it, or add the folder with --recipes-dir")
     except FileNotFoundError:
         raise RecipeNotFound(f"recipe file {given} does not exist",
                              fix="check the path, or give a recipe name from `flagtree-cpu recipe list`") from None

@@ -84,3 +84,14 @@ def test_a_command_with_a_workspace_finds_the_base(cli, recipe: str) -> None:
     result = invoke("--recipe", str(top) if recipe == "file" else "my-top", "env", "--json")
     assert result.exit_code == 0, result.stdout
     assert result_of(result.stdout)["set"]["FROM_BASE"] == "yes"
+
+
+@pytest.mark.parametrize("command", [("recipe", "list"), ("recipe", "show", "--raw")])
+def test_a_recipes_folder_no_file_system_can_hold_is_skipped(command: tuple[str, ...],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = "/" + "z" * 5_000  # longer than a file name can be: every look at it fails with ENAMETOOLONG
+    monkeypatch.setenv("FLAGTREE_CPU_RECIPES", folder)
+    result = CliRunner().invoke(app, list(command))
+    assert result.exit_code == 0, result.stderr[-500:]
+    if command == ("recipe", "list"):
+        assert f"recipes folder {folder} (cannot be read (File name too long)) is skipped" in result.stderr

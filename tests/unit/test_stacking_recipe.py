@@ -176,3 +176,25 @@ def test_a_stack_deeper_than_the_limit_is_refused_naming_the_chain(tmp_path: Pat
     text = caught.value.problems[0].message
     assert f"recipes are stacked more than {MAX_STACK} deep" in text
     assert f"{tmp_path}/r{MAX_STACK + 1}.yaml -> " in text
+
+
+@pytest.mark.parametrize("extends", ['"a\\0b"', '"a\\0b.yaml"', "x" * 5_000, "x" * 5_000 + ".yaml",
+                                     "missing-folder/base.yaml", "/" + "d/" * 3_000 + "base.yaml"],
+                         ids=["nul-name", "nul-path", "long-name", "long-file-name", "no-folder", "long-path"])
+def test_a_hostile_extends_is_a_located_problem_not_a_crash(tmp_path: Path, extends: str) -> None:
+    with pytest.raises(RecipeError) as caught:
+        load_recipe_file(write(tmp_path, "top", TOP.format(extends=extends)))
+    [problem] = caught.value.problems
+    assert (problem.line, problem.key) == (3, "extends")
+    assert "the base recipe cannot be found" in problem.message
+
+
+@pytest.mark.parametrize("recipe", ["y" * 5_000, "y" * 5_000 + ".yaml"], ids=["long-name", "long-file-name"])
+def test_a_recipe_name_too_long_for_a_file_is_exit_2(recipe: str) -> None:
+    from typer.testing import CliRunner
+
+    from flagtree_cpu_build.cli import app
+
+    result = CliRunner().invoke(app, ["--recipe", recipe, "recipe", "show", "--raw"])
+    assert result.exit_code == 2, result.stderr[-500:]
+    assert "unexpected" not in result.stderr
