@@ -147,3 +147,23 @@ def test_a_from_file_that_is_a_special_file_is_refused_naming_it(folder: tuple[P
     assert f"runtime.env.from_file.VERSION reads {odd}, which is " in result.stderr
     assert f"{kind}" in result.stderr and "not a regular file" in result.stderr
     assert result.stdout == ""
+
+
+def test_a_fifo_where_the_constraints_file_goes_is_replaced_not_read(tmp_path: Path) -> None:
+    """The pip constraints a recipe's python.constraints make are kept in its state folder; what is there is read
+    first (to leave an unchanged file alone), and a FIFO there would stop every build and pip run."""
+    state = tmp_path / "ws" / ".flagtree-cpu"
+    state.mkdir(parents=True)
+    os.mkfifo(state / "constraints.txt")
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(RECIPE.format(name="r") + "python:\n  constraints: [numpy==1.26.4]\n")
+    probe = ("import sys\nfrom pathlib import Path\nfrom flagtree_cpu_build.pip_constraints import constraints_file\n"
+             "from flagtree_cpu_build.recipe.files import load_recipe_file\n"
+             "from flagtree_cpu_build.workspace import Workspace\n"
+             "print(constraints_file(load_recipe_file(Path(sys.argv[1])), Workspace(Path(sys.argv[2]))))\n")
+    result = subprocess.run([sys.executable, "-c", probe, str(recipe), str(tmp_path / "ws")], capture_output=True,
+                            text=True, timeout=HANG)
+    assert result.returncode == 0, result.stderr[-1500:]
+    written = state / "constraints.txt"
+    assert result.stdout.strip() == str(written)
+    assert written.is_file() and "numpy==1.26.4" in written.read_text()
