@@ -3,6 +3,8 @@ workspace change (`recipe upgrade` rewrites the one file it is given, nothing el
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
@@ -13,7 +15,6 @@ from .session import Verdict
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from pathlib import Path
 
     from ..errors import RecipeWarning
     from ..recipe import Recipe
@@ -246,7 +247,7 @@ def recipe_upgrade(
         return
     target = path.resolve()  # a symlinked recipe: rewrite the file it points to, keep the link
     backup = None if no_backup else target.with_name(f"{target.stem}.v1{target.suffix}")
-    if backup is not None and backup.exists() and backup.read_bytes() != text.encode():
+    if backup is not None and os.path.lexists(backup) and not _holds(backup, text):
         raise UsageError(f"{backup} already exists (an earlier original?); not overwriting it",
                          fix="move it away, or pass --no-backup")
     mode = target.stat().st_mode & 0o7777
@@ -258,3 +259,14 @@ def recipe_upgrade(
     if opts.ui.json_mode:
         opts.ui.emit_json({"file": str(path), "changed": True, "schema_version": 2,
                            "backup": str(backup) if backup is not None else None})
+
+
+def _holds(path: Path, text: str) -> bool:
+    """Whether ``path`` is a regular file holding exactly ``text`` (a FIFO there is not read: it would block)."""
+    from ..regular_file import read_regular
+
+    data = text.encode()
+    try:
+        return read_regular(path, len(data)) == data
+    except OSError:
+        return False

@@ -167,3 +167,15 @@ def test_a_fifo_where_the_constraints_file_goes_is_replaced_not_read(tmp_path: P
     written = state / "constraints.txt"
     assert result.stdout.strip() == str(written)
     assert written.is_file() and "numpy==1.26.4" in written.read_text()
+
+
+def test_recipe_upgrade_does_not_read_a_fifo_where_its_backup_goes(tmp_path: Path) -> None:
+    from tests.support.corpus import VALID
+
+    recipe = tmp_path / "minimal.yaml"
+    recipe.write_text((VALID / "minimal.yaml").read_text())  # schema version 1: upgrade keeps a backup
+    os.mkfifo(tmp_path / "minimal.v1.yaml")
+    result = run("recipe", "upgrade", str(recipe))
+    assert result.returncode == 2, result.stderr[-1500:]
+    assert f"{tmp_path / 'minimal.v1.yaml'} already exists" in result.stderr
+    assert "schema_version: 1" in recipe.read_text()  # nothing was written
