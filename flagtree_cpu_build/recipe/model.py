@@ -240,6 +240,18 @@ class Resources:
 
 # --- the recipe ------------------------------------------------------------------------------------------------
 
+# `recipe validate` loads a recipe once per variant (an overlay can break what the default leaves alone), so
+# thousands of variants in one file would take hours; the bundled torch-fl has 3.
+MAX_VARIANTS = 32
+
+
+def check_variants(value: dict[str, Variant], ctx: Context, path: Path_) -> None:
+    check_names(value, ctx, path)
+    if len(value) > MAX_VARIANTS:
+        ctx.report(path, f"{len(value)} variants; a recipe has at most {MAX_VARIANTS}",
+                   "split it into recipes that `extends` a common base, each with its own few variants")
+
+
 
 @dataclass(frozen=True, kw_only=True)
 class Recipe:
@@ -249,7 +261,8 @@ class Recipe:
     name: str = spec("recipe name (lower-case, '-' separated)", checks=check_name)
     description: str = spec("one line on what this recipe builds", default="")
     variant: str | None = spec("the default variant (--variant picks another)", default=None)
-    variants: dict[str, Variant] = spec("named overlays (--variant NAME)", default_factory=dict, checks=check_names)
+    variants: dict[str, Variant] = spec("named overlays (--variant NAME)", default_factory=dict,
+                                        checks=check_variants)
     extends: str | None = spec("the recipe this one is stacked on (a name or a file): same workspace and "
                                "interpreter, its platform when this recipe gives none, its run-time environment "
                                "first; each keeps its own lock and stamps", default=None)

@@ -230,3 +230,21 @@ def test_missing_recipe_file_is_a_clear_error(tmp_path: Path) -> None:
         find_recipe(str(tmp_path / "nope.yaml"))
     assert "does not exist" in info.value.message
     assert info.value.exit_code == 2
+
+
+# --- limits ------------------------------------------------------------------------------
+
+
+def with_variants(count: int) -> str:
+    entries = "".join(f"  v{i}: {{overlay: {{description: d{i}}}}}\n" for i in range(count))
+    return MINIMAL.replace("schema_version: 1", "schema_version: 2").replace(
+        "platform:\n  arch: [aarch64]", "platform:\n  host: {arch: [aarch64]}") + "variant: v0\nvariants:\n" + entries
+
+
+def test_a_recipe_has_at_most_32_variants() -> None:
+    from flagtree_cpu_build.recipe.model import MAX_VARIANTS
+
+    assert len(parse_recipe(with_variants(MAX_VARIANTS), "r.yaml").variants) == MAX_VARIANTS
+    [problem] = problems_of(with_variants(MAX_VARIANTS + 1))
+    assert problem.key == "variants" and problem.line == 11
+    assert problem.message == f"{MAX_VARIANTS + 1} variants; a recipe has at most {MAX_VARIANTS}"
