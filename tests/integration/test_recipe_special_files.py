@@ -179,3 +179,14 @@ def test_recipe_upgrade_does_not_read_a_fifo_where_its_backup_goes(tmp_path: Pat
     assert result.returncode == 2, result.stderr[-1500:]
     assert f"{tmp_path / 'minimal.v1.yaml'} already exists" in result.stderr
     assert "schema_version: 1" in recipe.read_text()  # nothing was written
+
+
+def test_a_fifo_where_the_lock_file_goes_is_exit_2_naming_it(tmp_path: Path) -> None:
+    """The lock is read by the same bounded reader as recipes."""
+    lock = tmp_path / "ws" / ".flagtree-cpu" / "lock.yaml"
+    lock.parent.mkdir(parents=True)
+    os.mkfifo(lock)
+    result = run("-w", str(tmp_path / "ws"), "lock")
+    assert result.returncode == 2, result.stderr[-1500:]
+    assert f"cannot read lock file {lock}: it is a FIFO (named pipe), not a regular file" in result.stderr
+    assert f"mv {lock} {lock}.damaged" in result.stderr
