@@ -130,3 +130,25 @@ def test_evaluating_the_output_sets_exactly_each_value(tmp_path: Path, shell: st
     expected = values(tmp_path).get(name) or "/opt/front:" + hostile_env(tmp_path)["INHERITED_PATH"]
     assert evaluated(tmp_path, shell, output, f'printenv {name}; printf "<end>"') == expected + "\n<end>"
     assert nothing_ran(tmp_path) == []
+
+
+def test_the_output_runs_nothing_where_a_hash_does_not_start_a_comment(tmp_path: Path) -> None:
+    """An interactive zsh reads `#` as a comment only with INTERACTIVE_COMMENTS set, which is off by default; an
+    interactive bash with interactive_comments off does the same. What a recipe names (a sourced script's path)
+    must not reach the output as a comment that such a shell would run."""
+    vendor = tmp_path / "vendor;touch ran-note;"  # the shell runs in tmp_path
+    vendor.mkdir()
+    (vendor / "set_env.sh").write_text("export VENDOR_ON=1\n")
+    path = recipe(tmp_path)
+    path.write_text(path.read_text() + f"    source: [{json.dumps(str(vendor / 'set_env.sh'))}]\n")
+    result = subprocess.run([*CLI, "--recipe", str(path), "-w", str(tmp_path / "ws"), "env"], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-1500:]
+    script = tmp_path / "output.txt"
+    script.write_text(result.stdout)
+    shell = subprocess.run(["bash", "--norc", "--noprofile", "-i", "-c",
+                            f'shopt -u interactive_comments; eval "$(cat {script})"; printf %s "$VENDOR_ON"'],
+                           capture_output=True, text=True, timeout=60, cwd=tmp_path, stdin=subprocess.DEVNULL)
+    assert shell.stdout.endswith("1"), shell.stderr
+    assert nothing_ran(tmp_path) == [], result.stdout
+    assert f"from {vendor / 'set_env.sh'} (runtime.env.source[0]): 1 variable changed" in result.stderr
