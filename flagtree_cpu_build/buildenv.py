@@ -202,7 +202,8 @@ def not_shell_names(values: Mapping[str, str], unset: Sequence[str] = ()) -> lis
 def render_exports(values: Mapping[str, str], unset: Sequence[str] = (), shell: Shell = "bash",
                    notes: Sequence[str] = ()) -> str:
     """Shell commands that set ``values`` and remove ``unset``, for `eval "$(flagtree-cpu env)"`; ``notes`` become
-    comment lines first (every supported shell reads `#` as a comment). A value is the variable's whole new
+    comment lines first — not for `env`'s output: an interactive zsh without INTERACTIVE_COMMENTS runs a `#` line
+    (the command says its notes on stderr). A value is the variable's whole new
     value (a prepended PATH included), so evaluating the output twice changes nothing more. Every value is
     quoted, so it is set to exactly its text (quotes, `$(...)`, newlines); a name a shell cannot set is left out
     (``not_shell_names``)."""
