@@ -243,6 +243,9 @@ class Resources:
 # `recipe validate` loads a recipe once per variant (an overlay can break what the default leaves alone), so
 # thousands of variants in one file would take hours; the bundled torch-fl has 3.
 MAX_VARIANTS = 32
+# Sources are checked against each other (same folder, one inside another, `inside` chains): 12,000 of them
+# took minutes, and a chain of 1,500 `inside` overflowed the recursion. The bundled recipes have 1 or 2.
+MAX_SOURCES = 64
 
 
 def check_variants(value: dict[str, Variant], ctx: Context, path: Path_) -> None:
@@ -250,6 +253,13 @@ def check_variants(value: dict[str, Variant], ctx: Context, path: Path_) -> None
     if len(value) > MAX_VARIANTS:
         ctx.report(path, f"{len(value)} variants; a recipe has at most {MAX_VARIANTS}",
                    "split it into recipes that `extends` a common base, each with its own few variants")
+
+
+def check_sources(value: dict[str, Source], ctx: Context, path: Path_) -> None:
+    check_names(value, ctx, path)
+    if len(value) > MAX_SOURCES:
+        ctx.report(path, f"{len(value)} sources; a recipe has at most {MAX_SOURCES}",
+                   "split it into recipes stacked with `extends`")
 
 
 
@@ -270,7 +280,7 @@ class Recipe:
                                            "install origin), e.g. the base's triton", default=())
     platform: Platform = spec("where it builds and where the result runs")
     system_packages: SystemPackages = spec("system packages", default_factory=SystemPackages)
-    sources: dict[str, Source] = spec("git sources by name", checks=check_names)
+    sources: dict[str, Source] = spec("git sources by name", checks=check_sources)
     artifacts: dict[str, Artifact] = spec("downloaded toolchains by name", default_factory=dict,
                                           checks=check_names)
     toolchains: dict[str, Toolchain] = spec("pre-provisioned toolkits by name (checked, never downloaded)",
@@ -292,7 +302,8 @@ class Recipe:
                                "a context is opened)", default=None, internal=True)
 
     def check(self, ctx: Context, path: Path_) -> None:
-        check_source_tree(self.sources, ctx, path + ("sources",))
+        if len(self.sources) <= MAX_SOURCES:  # beyond that, said once at `sources`; the pairwise checks would crawl
+            check_source_tree(self.sources, ctx, path + ("sources",))
         if self.schema_version != SCHEMA_VERSION:
             ctx.report(path + ("schema_version",), f"expected {SCHEMA_VERSION} after upgrading")
         if self.variants and self.variant is None:

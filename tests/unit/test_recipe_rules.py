@@ -248,3 +248,34 @@ def test_a_recipe_has_at_most_32_variants() -> None:
     [problem] = problems_of(with_variants(MAX_VARIANTS + 1))
     assert problem.key == "variants" and problem.line == 11
     assert problem.message == f"{MAX_VARIANTS + 1} variants; a recipe has at most {MAX_VARIANTS}"
+
+
+def test_a_recipe_has_at_most_64_sources() -> None:
+    from flagtree_cpu_build.recipe.model import MAX_SOURCES
+
+    def with_sources(count: int) -> str:
+        head = "schema_version: 2\nname: many\nplatform:\n  host: {arch: [aarch64]}\nsources:\n"
+        return head + "".join(f"  s{i}: {{url: https://example.invalid/s.git, ref: main}}\n" for i in range(count))
+
+    assert len(parse_recipe(with_sources(MAX_SOURCES), "r.yaml").sources) == MAX_SOURCES
+    [problem] = problems_of(with_sources(MAX_SOURCES + 1))
+    assert (problem.key, problem.line) == ("sources", 5)
+    assert problem.message == f"{MAX_SOURCES + 1} sources; a recipe has at most {MAX_SOURCES}"
+
+
+def test_sources_inside_each_other_1500_deep_are_a_problem_not_a_recursion_error() -> None:
+    head = "schema_version: 2\nname: chain\nplatform:\n  host: {arch: [aarch64]}\nsources:\n"
+    text = head + "  s0: {url: https://example.invalid/s.git, ref: main}\n" + "".join(
+        f"  s{i}: {{url: https://example.invalid/s.git, ref: main, inside: s{i - 1}, path: x}}\n"
+        for i in range(1, 1_500))
+    problems = problems_of(text)
+    assert any("1500 sources; a recipe has at most" in p.message for p in problems)
+
+
+def test_a_link_inside_another_is_found_among_many_links() -> None:
+    entries = "".join(f"    - {{path: p{i}, target: t{i}}}\n" for i in range(15_000))
+    text = (MINIMAL.replace("schema_version: 1", "schema_version: 2").replace("arch: [aarch64]", "host: {arch: "
+            "[aarch64]}") + "links:\n  root: main\n  entries:\n" + entries + "    - {path: p7/inner, target: t}\n")
+    [problem] = problems_of(text)
+    assert problem.key == "links.entries[15000].path"
+    assert "link path 'p7/inner' lies inside link 'p7' (entry 7)" in problem.message
