@@ -240,28 +240,6 @@ class Resources:
 
 # --- the recipe ------------------------------------------------------------------------------------------------
 
-# `recipe validate` loads a recipe once per variant (an overlay can break what the default leaves alone), so
-# thousands of variants in one file would take hours; the bundled torch-fl has 3.
-MAX_VARIANTS = 32
-# Sources are checked against each other (same folder, one inside another, `inside` chains): 12,000 of them
-# took minutes, and a chain of 1,500 `inside` overflowed the recursion. The bundled recipes have 1 or 2.
-MAX_SOURCES = 64
-
-
-def check_variants(value: dict[str, Variant], ctx: Context, path: Path_) -> None:
-    check_names(value, ctx, path)
-    if len(value) > MAX_VARIANTS:
-        ctx.report(path, f"{len(value)} variants; a recipe has at most {MAX_VARIANTS}",
-                   "split it into recipes that `extends` a common base, each with its own few variants")
-
-
-def check_sources(value: dict[str, Source], ctx: Context, path: Path_) -> None:
-    check_names(value, ctx, path)
-    if len(value) > MAX_SOURCES:
-        ctx.report(path, f"{len(value)} sources; a recipe has at most {MAX_SOURCES}",
-                   "split it into recipes stacked with `extends`")
-
-
 
 @dataclass(frozen=True, kw_only=True)
 class Recipe:
@@ -271,8 +249,7 @@ class Recipe:
     name: str = spec("recipe name (lower-case, '-' separated)", checks=check_name)
     description: str = spec("one line on what this recipe builds", default="")
     variant: str | None = spec("the default variant (--variant picks another)", default=None)
-    variants: dict[str, Variant] = spec("named overlays (--variant NAME)", default_factory=dict,
-                                        checks=check_variants)
+    variants: dict[str, Variant] = spec("named overlays (--variant NAME)", default_factory=dict, checks=check_names)
     extends: str | None = spec("the recipe this one is stacked on (a name or a file): same workspace and "
                                "interpreter, its platform when this recipe gives none, its run-time environment "
                                "first; each keeps its own lock and stamps", default=None)
@@ -280,7 +257,7 @@ class Recipe:
                                            "install origin), e.g. the base's triton", default=())
     platform: Platform = spec("where it builds and where the result runs")
     system_packages: SystemPackages = spec("system packages", default_factory=SystemPackages)
-    sources: dict[str, Source] = spec("git sources by name", checks=check_sources)
+    sources: dict[str, Source] = spec("git sources by name", checks=check_names)
     artifacts: dict[str, Artifact] = spec("downloaded toolchains by name", default_factory=dict,
                                           checks=check_names)
     toolchains: dict[str, Toolchain] = spec("pre-provisioned toolkits by name (checked, never downloaded)",
@@ -302,8 +279,7 @@ class Recipe:
                                "a context is opened)", default=None, internal=True)
 
     def check(self, ctx: Context, path: Path_) -> None:
-        if len(self.sources) <= MAX_SOURCES:  # beyond that, said once at `sources`; the pairwise checks would crawl
-            check_source_tree(self.sources, ctx, path + ("sources",))
+        check_source_tree(self.sources, ctx, path + ("sources",))
         if self.schema_version != SCHEMA_VERSION:
             ctx.report(path + ("schema_version",), f"expected {SCHEMA_VERSION} after upgrading")
         if self.variants and self.variant is None:

@@ -11,6 +11,7 @@ from flagtree_cpu_build.host import HostFacts
 from flagtree_cpu_build.placeholders import placeholder_values
 from flagtree_cpu_build.recipe import resolve
 from flagtree_cpu_build.recipe.files import (
+    LIMITS,
     bundled_dir,
     find_recipe,
     list_recipes,
@@ -235,32 +236,29 @@ def test_missing_recipe_file_is_a_clear_error(tmp_path: Path) -> None:
 # --- limits ------------------------------------------------------------------------------
 
 
-def with_variants(count: int) -> str:
-    entries = "".join(f"  v{i}: {{overlay: {{description: d{i}}}}}\n" for i in range(count))
-    return MINIMAL.replace("schema_version: 1", "schema_version: 2").replace(
-        "platform:\n  arch: [aarch64]", "platform:\n  host: {arch: [aarch64]}") + "variant: v0\nvariants:\n" + entries
+ENTRY = {
+    "variants": "  v{i}: {{overlay: {{description: d{i}}}}}\n",
+    "sources": "  s{i}: {{url: https://example.invalid/s.git, ref: main}}\n",
+    "artifacts": "  a{i}: {{url: https://example.invalid/a{i}.tar.gz, path: a{i}}}\n",
+    "toolchains": "  t{i}: {{path: /opt/t{i}}}\n",
+}
 
 
-def test_a_recipe_has_at_most_32_variants() -> None:
-    from flagtree_cpu_build.recipe.model import MAX_VARIANTS
-
-    assert len(parse_recipe(with_variants(MAX_VARIANTS), "r.yaml").variants) == MAX_VARIANTS
-    [problem] = problems_of(with_variants(MAX_VARIANTS + 1))
-    assert problem.key == "variants" and problem.line == 11
-    assert problem.message == f"{MAX_VARIANTS + 1} variants; a recipe has at most {MAX_VARIANTS}"
+def with_entries(key: str, count: int) -> str:
+    text = ("schema_version: 2\nname: many\nplatform:\n  host: {arch: [aarch64]}\n"
+            + ("variant: v0\n" if key == "variants" else "")
+            + ("" if key == "sources" else "sources:\n  main: {url: https://example.invalid/m.git, ref: main}\n"))
+    return text + f"{key}:\n" + "".join(ENTRY[key].format(i=i) for i in range(count))
 
 
-def test_a_recipe_has_at_most_64_sources() -> None:
-    from flagtree_cpu_build.recipe.model import MAX_SOURCES
-
-    def with_sources(count: int) -> str:
-        head = "schema_version: 2\nname: many\nplatform:\n  host: {arch: [aarch64]}\nsources:\n"
-        return head + "".join(f"  s{i}: {{url: https://example.invalid/s.git, ref: main}}\n" for i in range(count))
-
-    assert len(parse_recipe(with_sources(MAX_SOURCES), "r.yaml").sources) == MAX_SOURCES
-    [problem] = problems_of(with_sources(MAX_SOURCES + 1))
-    assert (problem.key, problem.line) == ("sources", 5)
-    assert problem.message == f"{MAX_SOURCES + 1} sources; a recipe has at most {MAX_SOURCES}"
+@pytest.mark.parametrize("key", sorted(ENTRY))
+def test_a_recipe_holds_a_bounded_number_of_variants_sources_artifacts_and_toolchains(key: str) -> None:
+    limit = LIMITS[key]
+    assert len(getattr(parse_recipe(with_entries(key, limit), "r.yaml"), key)) == limit
+    text = with_entries(key, limit + 1)
+    [problem] = problems_of(text)
+    assert (problem.key, problem.line) == (key, text.splitlines().index(f"{key}:") + 1)
+    assert problem.message == f"{limit + 1} {key}; a recipe has at most {limit}"
 
 
 def test_sources_inside_each_other_1500_deep_are_a_problem_not_a_recursion_error() -> None:
