@@ -46,6 +46,7 @@ MAX_STACK = 8  # recipes in one stack (`extends`): FlagGems on FlagTree is two
 # checked against every source's, artifact's and toolchain's names (8,000 artifacts: 72 s). Checked before any
 # of that work; the bundled recipes hold at most 5 of each.
 LIMITS = {"variants": 32, "sources": 64, "artifacts": 64, "toolchains": 64}
+MAX_SHOWN = 100  # problems listed in one error
 
 
 def load_recipe(name_or_path: str, overrides: Sequence[str] = (),
@@ -141,7 +142,9 @@ def parse_recipe(text: str, origin: str, overrides: Sequence[str] = (),
                 message, fix = moved_key_problem(problem.path, data) or (message, fix)
             problems.append(RecipeProblem(pos.origin, pos.line, format_path(problem.path), message, fix))
         problems.sort(key=lambda p: (p.origin != origin, p.line or 0))
-        raise RecipeError(origin, problems)
+        error = RecipeError(origin, _shown(problems))
+        error.message = f"recipe {origin} has {len(problems)} problem{'' if len(problems) == 1 else 's'}"
+        raise error
     canonical = json.dumps(rs.to_data(recipe), sort_keys=True, separators=(",", ":"))
     return replace(recipe, file=origin, digest=hashlib.sha256(canonical.encode()).hexdigest(),
                    upgraded_from=upgraded_from)
@@ -180,6 +183,16 @@ def _inherit_from_base(data: dict[str, Any], loaded: LoadedData, origin: str, us
 
 class _StackProblem(RecipeProblem):
     """A circle or a stack too deep: found in a base, it is the stacked recipe's problem as it stands."""
+
+
+def _shown(problems: list[RecipeProblem]) -> list[RecipeProblem]:
+    """The first ``MAX_SHOWN`` problems and a line counting the rest: a hostile file can hold tens of thousands,
+    and 20,000 unknown placeholders were 115 MB of messages."""
+    if len(problems) <= MAX_SHOWN:
+        return problems
+    rest = len(problems) - MAX_SHOWN
+    return [*problems[:MAX_SHOWN], RecipeProblem(problems[0].origin, None, "", f"and {rest:,} more problems like "
+                                                 "those above, not shown", "correct those shown and validate again")]
 
 
 def _too_many(data: dict[str, Any], loaded: LoadedData) -> list[RecipeProblem]:

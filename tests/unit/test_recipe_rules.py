@@ -277,3 +277,14 @@ def test_a_link_inside_another_is_found_among_many_links() -> None:
     [problem] = problems_of(text)
     assert problem.key == "links.entries[15000].path"
     assert "link path 'p7/inner' lies inside link 'p7' (entry 7)" in problem.message
+
+
+def test_thousands_of_problems_are_reported_as_the_first_hundred_and_a_count() -> None:
+    entries = "".join(f'      V{i}: "{{nope{i}}}"\n' for i in range(5_000))
+    text = with_entries("sources", 1) + "runtime:\n  env:\n    set:\n" + entries  # each names no placeholder
+    with pytest.raises(RecipeError) as info:
+        parse_recipe(text, "r.yaml")
+    problems = info.value.problems
+    assert len(problems) == 101 and info.value.message == "recipe r.yaml has 5000 problems"
+    assert "unknown placeholder {nope0}" in problems[0].message
+    assert problems[-1].message == "and 4,900 more problems like those above, not shown"
