@@ -7,6 +7,7 @@ facts in, so every rule is unit-tested with plain numbers.
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -17,7 +18,7 @@ from .envops import SEP, Applied, CommandLookup, EnvChange, EnvLayer, Sourced, S
 from .recipe import BuildSpec, EnvOps, Recipe, SelectorFacts
 
 __all__ = ["GIB", "Applied", "BuildEnv", "EnvChange", "EnvLayer", "JobCounts", "compute_build_env", "compute_jobs",
-           "render_exports", "runtime_env", "stamp_env", "toolchain_layers"]
+           "not_shell_names", "render_exports", "runtime_env", "stamp_env", "toolchain_layers"]
 
 GIB = 1024**3
 
@@ -187,16 +188,33 @@ def stamp_env(build_env: BuildEnv, ignores: Sequence[str]) -> dict[str, str | No
     return dict(sorted(relevant.items()))
 
 
+# What sh, bash, zsh and fish all accept as a variable name (ASCII only: dash refuses `é`). An inherited variable's
+# name can be any bytes but '=' (`env 'a;b=1' cmd` makes one); printed into `eval "$(flagtree-cpu env)"` it
+# would be run as a command, so such a name is never printed.
+_SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def not_shell_names(values: Mapping[str, str], unset: Sequence[str] = ()) -> list[str]:
+    """The names ``render_exports`` leaves out, for a warning."""
+    return [name for name in (*unset, *values) if not _SHELL_NAME.fullmatch(name)]
+
+
 def render_exports(values: Mapping[str, str], unset: Sequence[str] = (), shell: Shell = "bash",
                    notes: Sequence[str] = ()) -> str:
     """Shell commands that set ``values`` and remove ``unset``, for `eval "$(flagtree-cpu env)"`; ``notes`` become
-    comment lines first (every supported shell reads `#` as a comment). A value is the variable's whole new
-    value (a prepended PATH included), so evaluating the output twice changes nothing more."""
+    comment lines first — not for `env`'s output: an interactive zsh without INTERACTIVE_COMMENTS runs a `#` line
+    (the command says its notes on stderr). A value is the variable's whole new
+    value (a prepended PATH included), so evaluating the output twice changes nothing more. Every value is
+    quoted, so it is set to exactly its text (quotes, `$(...)`, newlines); a name a shell cannot set is left out
+    (``not_shell_names``)."""
     lines = [f"# {line}" for note in notes for line in note.splitlines()]
     for name in unset:
-        lines.append(f"set -e {name};" if shell == "fish" else f"unset {name}")
+        if _SHELL_NAME.fullmatch(name):
+            lines.append(f"set -e {name};" if shell == "fish" else f"unset {name}")
     for name, value in values.items():
-        if shell == "fish":
+        if not _SHELL_NAME.fullmatch(name):
+            continue
+        if shell == "fish":  # in fish's single quotes only \\ and \' are escapes; a newline is itself
             quoted = "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
             lines.append(f"set -gx {name} {quoted};")
         else:

@@ -28,6 +28,7 @@ from typing import Literal
 from .envscript import SOURCE_TIMEOUT_S, SourceScriptError, source_script
 from .errors import BuildError
 from .recipe import EnvOps, SourceScript
+from .regular_file import NotRegularFile, read_regular
 
 __all__ = ["SEP", "SOURCE_TIMEOUT_S", "Applied", "EnvChange", "EnvFileError", "EnvLayer", "SourceScriptError",
            "Sourced", "apply_layers", "apply_ops", "on_path", "source_script"]
@@ -226,11 +227,11 @@ class _Applier:
         fix = fix or (f"check out what provides {path.name} (flagtree-cpu sync, when it is a source's file), or "
                       f"correct the path in the recipe's {key}")
         try:
-            with open(path, "rb") as handle:
-                data = handle.read(MAX_FILE_VALUE + 1)
+            data = read_regular(path, MAX_FILE_VALUE)  # a FIFO is refused, not waited on; /dev/zero is not read
         except OSError as exc:
             why = "which does not exist" if isinstance(exc, FileNotFoundError) else (
                 "which is a folder, not a file" if isinstance(exc, IsADirectoryError) else
+                f"which is {exc.kind}, not a regular file" if isinstance(exc, NotRegularFile) else
                 f"which cannot be read ({exc.strerror or exc})")
             raise EnvFileError(f"{key} reads {path}, {why}", fix=fix) from None
         problem = (f"which is over {MAX_FILE_VALUE // 1024} KiB: too long for an environment variable"

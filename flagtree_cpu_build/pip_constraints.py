@@ -14,6 +14,7 @@ from packaging.requirements import Requirement as PipRequirement
 
 from .atomic import write_atomic
 from .recipe import Constraint, Recipe
+from .regular_file import read_regular
 from .versions import parsed
 from .workspace import Workspace
 
@@ -45,8 +46,8 @@ def constraints_file(recipe: Recipe, ws: Workspace) -> Path | None:
         lines += ([f"# {constraint.why}"] if constraint.why else []) + [_constraint_line(constraint.requirement)]
     text = "\n".join(lines) + "\n"
     path = constraints_path(ws)
-    try:
-        current = path.read_text(encoding="utf-8")
+    try:  # anything but the same regular file is rewritten; a FIFO put there is replaced, never waited on
+        current = read_regular(path, len(text.encode()) + 1).decode("utf-8")
     except (OSError, UnicodeDecodeError):
         current = None
     if current != text:

@@ -159,7 +159,7 @@ def _version_callback(value: bool) -> None:
 
 def _complete_recipes(incomplete: str) -> list[str]:
     """Shell completion of --recipe: the names `recipe list` shows."""
-    from ..recipe.files import list_recipes, user_recipe_dirs
+    from ..recipe.locate import list_recipes, user_recipe_dirs
 
     return [r.name for r in list_recipes(user_recipe_dirs()) if r.name.startswith(incomplete)]
 

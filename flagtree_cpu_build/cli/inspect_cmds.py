@@ -66,12 +66,12 @@ def env_command(
     The recipe's env operations (unset, source, set, if_command, prepend, append) and those of its toolchains are
     applied to this shell's environment; the output sets what they changed (whole values: a prepended PATH is
     printed in full) and unsets what they removed. A sourced vendor script is run once here, and what it changed
-    is printed like the rest.
+    is printed like the rest (a line on stderr names the script). Only the exports go to stdout.
 
     Kernels JIT-compile when they first run, so the run-time variables matter then too: without FLAGTREE_BACKEND=cpu
     the GNU assembler rejects the generated kernel.s ("junk at end of line").
     """
-    from ..buildenv import render_exports
+    from ..buildenv import not_shell_names, render_exports
     from ..errors import UsageError
 
     if shell not in ("bash", "zsh", "fish"):
@@ -101,9 +101,15 @@ def env_command(
                            "changes": [c.to_json() for c in computed.changes],
                            "sourced": [s.to_json() for s in computed.sourced]})
     else:
-        notes = [f"from {s.script} ({s.key}): {len(s.changed)} variable{'' if len(s.changed) == 1 else 's'} changed"
-                 for s in computed.sourced]
-        opts.ui.emit_text(render_exports(values, unset, shell, notes))  # type: ignore[arg-type]
+        # Which script changed what goes to stderr, not into the output as `#` comments: an interactive zsh reads
+        # `#` as a comment only with INTERACTIVE_COMMENTS set (off by default), and the line holds the script's
+        # path, which the recipe chose — the shell would run it, or stop the whole eval at its '('.
+        for s in computed.sourced:
+            opts.ui.info(f"from {s.script} ({s.key}): {len(s.changed)} variable{'' if len(s.changed) == 1 else 's'} "
+                         "changed")
+        for name in not_shell_names(values, unset):  # inherited (an unset glob matched it): never printed
+            opts.ui.warn(f"{name!r} is not a name a shell can set; left out of the output")
+        opts.ui.emit_text(render_exports(values, unset, shell))  # type: ignore[arg-type]
 
 
 @app.command(cls=FlagtreeCommand, epilog=examples(

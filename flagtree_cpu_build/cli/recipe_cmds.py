@@ -3,6 +3,8 @@ workspace change (`recipe upgrade` rewrites the one file it is given, nothing el
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
@@ -16,6 +18,7 @@ if TYPE_CHECKING:
 
     from ..errors import RecipeWarning
     from ..recipe import Recipe
+    from ..recipe.locate import SkippedFile
     from ..ui import UI
 
 
@@ -26,21 +29,33 @@ if TYPE_CHECKING:
 def recipe_list(ctx: typer.Context) -> None:
     """List bundled recipes and user recipes (--recipes-dir, FLAGTREE_CPU_RECIPES)."""
     from ..recipe.catalog import catalog
-    from ..recipe.files import user_recipe_dirs
+    from ..recipe.locate import unusable_folder, user_recipe_dirs
 
     opts = options(ctx)
     user_dirs = user_recipe_dirs(opts.recipes_dirs)
     for folder in user_dirs:  # a typo in a folder name would otherwise just show fewer recipes
-        if not folder.is_dir():
-            opts.ui.warn(f"recipes folder {folder} ({'is not a folder' if folder.exists() else 'does not exist'}) "
-                         "is skipped; check --recipes-dir and FLAGTREE_CPU_RECIPES")
+        why = unusable_folder(folder)
+        if why is not None:
+            opts.ui.warn(f"recipes folder {folder} ({why}) is skipped; check --recipes-dir and FLAGTREE_CPU_RECIPES")
+    skipped = _warn_skipped(opts.ui, user_dirs)
     entries = [e.to_json() for e in catalog(user_dirs)]
     if opts.ui.json_mode:
-        opts.ui.emit_json({"recipes": entries})
+        opts.ui.emit_json({"recipes": entries, "skipped": [s.to_json() for s in skipped]})
         return
     opts.ui.table(["name", "origin", "status", "description"],
                   [[e["name"], str(e["origin"]) + (" (hides bundled)" if e["shadows"] else ""), e["status"],
                     e["description"] or e["file"]] for e in entries])
+
+
+def _warn_skipped(ui: UI, user_dirs: Sequence[Path]) -> list[SkippedFile]:
+    """Files in the recipe folders that are not regular files (a FIFO, a socket, a link to a device): never read,
+    so a listing does not hang on them; each is named on stderr."""
+    from ..recipe.locate import scan_recipes
+
+    skipped = scan_recipes(user_dirs).skipped
+    for file in skipped:
+        ui.warn(f"skipped {file.path}: {file.why}")
+    return skipped
 
 
 @recipe_app.command("show", cls=FlagtreeCommand, epilog=examples(
@@ -126,11 +141,14 @@ def recipe_validate(
     its default and as each of its other variants (--variant: only that one).
     """
     from ..recipe.catalog import check_recipes, invalid
-    from ..recipe.files import user_recipe_dirs
+    from ..recipe.locate import user_recipe_dirs
 
     opts = options(ctx)
-    checks = check_recipes(targets or [opts.recipe], opts.overrides, user_recipe_dirs(opts.recipes_dirs),
-                           every=all_recipes, variant=opts.variant)
+    user_dirs = user_recipe_dirs(opts.recipes_dirs)
+    if all_recipes:
+        _warn_skipped(opts.ui, user_dirs)
+    checks = check_recipes(targets or [opts.recipe], opts.overrides, user_dirs, every=all_recipes,
+                           variant=opts.variant)
     for check in checks:
         if check.recipe is not None:
             from ..recipe.upgrade import note_upgraded
@@ -194,7 +212,8 @@ def recipe_upgrade(
     from ..atomic import write_atomic
     from ..errors import FlagtreeCpuError, UsageError
     from ..recipe import loader
-    from ..recipe.files import find_recipe, load_recipe_file, parse_recipe, patch_dirs, user_recipe_dirs
+    from ..recipe.files import load_recipe_file, parse_recipe, patch_dirs
+    from ..recipe.locate import find_recipe, user_recipe_dirs
     from ..recipe.schema import to_data
     from ..recipe.upgrade_text import UpgradeError, upgrade_text
 
@@ -202,8 +221,9 @@ def recipe_upgrade(
     if opts.overrides:
         raise UsageError("--set does not apply to `recipe upgrade`: it rewrites the file as written",
                          fix="edit the file, or upgrade it first and then use --set")
-    path = find_recipe(file, user_recipe_dirs(opts.recipes_dirs)).path
-    old = load_recipe_file(path)  # an invalid recipe stops here (exit 2), before anything is written
+    user_dirs = user_recipe_dirs(opts.recipes_dirs)
+    path = find_recipe(file, user_dirs).path
+    old = load_recipe_file(path, user_dirs=user_dirs)  # an invalid recipe stops here (exit 2), before any write
     if old.upgraded_from is None:
         opts.ui.success(f"{path} is already schema version {old.schema_version}; nothing to do")
         if opts.ui.json_mode:
@@ -214,7 +234,7 @@ def recipe_upgrade(
     fix = "please report it with the file attached; the file was not changed"
     try:
         upgraded = upgrade_text(text)
-        new = parse_recipe(upgraded, str(path), patch_dirs=patch_dirs(path))
+        new = parse_recipe(upgraded, str(path), patch_dirs=patch_dirs(path), user_dirs=user_dirs)
     except (UpgradeError, FlagtreeCpuError) as exc:
         raise FlagtreeCpuError(internal, fix=fix, details=(str(getattr(exc, "message", exc)),)) from exc
     if to_data(new) != to_data(old):
@@ -227,7 +247,7 @@ def recipe_upgrade(
         return
     target = path.resolve()  # a symlinked recipe: rewrite the file it points to, keep the link
     backup = None if no_backup else target.with_name(f"{target.stem}.v1{target.suffix}")
-    if backup is not None and backup.exists() and backup.read_bytes() != text.encode():
+    if backup is not None and os.path.lexists(backup) and not _holds(backup, text):
         raise UsageError(f"{backup} already exists (an earlier original?); not overwriting it",
                          fix="move it away, or pass --no-backup")
     mode = target.stat().st_mode & 0o7777
@@ -239,3 +259,14 @@ def recipe_upgrade(
     if opts.ui.json_mode:
         opts.ui.emit_json({"file": str(path), "changed": True, "schema_version": 2,
                            "backup": str(backup) if backup is not None else None})
+
+
+def _holds(path: Path, text: str) -> bool:
+    """Whether ``path`` is a regular file holding exactly ``text`` (a FIFO there is not read: it would block)."""
+    from ..regular_file import read_regular
+
+    data = text.encode()
+    try:
+        return read_regular(path, len(data)) == data
+    except OSError:
+        return False

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import FlagtreeCpuError, RecipeError, UsageError
-from .files import RecipeRef, find_recipe, list_recipes, load_recipe_file, recipe_variants, recipe_warnings
+from .files import load_recipe_file, recipe_variants, recipe_warnings
+from .locate import RecipeRef, find_recipe, list_recipes
 
 if TYPE_CHECKING:
     from ..errors import RecipeWarning
@@ -35,12 +36,14 @@ class CatalogEntry:
 
 
 def catalog(user_dirs: Sequence[Path]) -> list[CatalogEntry]:
-    return [_entry(ref) for ref in list_recipes(user_dirs)]
+    """Every recipe `recipe list` shows, each loaded as `--recipe NAME` would load it (the same folders find the
+    bases it extends)."""
+    return [_entry(ref, user_dirs) for ref in list_recipes(user_dirs)]
 
 
-def _entry(ref: RecipeRef) -> CatalogEntry:
+def _entry(ref: RecipeRef, user_dirs: Sequence[Path]) -> CatalogEntry:
     try:
-        return CatalogEntry(ref, "valid", load_recipe_file(ref.path).description)
+        return CatalogEntry(ref, "valid", load_recipe_file(ref.path, user_dirs=user_dirs).description)
     except RecipeError as exc:
         return CatalogEntry(ref, f"invalid ({len(exc.problems)} problems)", "",
                             tuple(p.to_json() for p in exc.problems))
@@ -75,17 +78,17 @@ def check_recipes(targets: Sequence[str], overrides: Sequence[str], user_dirs: S
         [find_recipe(t, user_dirs).path for t in targets]
     checks = []
     for path in paths:
-        first = _check(path, overrides, variant)
+        first = _check(path, overrides, variant, user_dirs)
         checks.append(first)
         if variant is None and first.recipe is not None:
-            checks += [_check(path, overrides, name) for name in recipe_variants(first.recipe)
+            checks += [_check(path, overrides, name, user_dirs) for name in recipe_variants(first.recipe)
                        if name != first.recipe.variant]
     return checks
 
 
-def _check(path: Path, overrides: Sequence[str], variant: str | None) -> RecipeCheck:
+def _check(path: Path, overrides: Sequence[str], variant: str | None, user_dirs: Sequence[Path]) -> RecipeCheck:
     try:
-        loaded = load_recipe_file(path, overrides, variant)
+        loaded = load_recipe_file(path, overrides, variant, user_dirs=user_dirs)
     except RecipeError as exc:
         if variant is not None and not exc.message.startswith("variant "):
             exc.message = f"variant {variant} of {exc.message}"  # which of the file's variants is broken

@@ -1,6 +1,6 @@
-"""Where recipes live, and loading one: bundled and user recipes, overrides, validation.
+"""Loading a recipe: overrides, validation, the recipe it is stacked on.
 
-``load_recipe("flagtree-cpu-arm64", overrides)`` finds the file (a user folder hides a
+``load_recipe("flagtree-cpu-arm64", overrides)`` finds the file (``locate``: a user folder hides a
 bundled recipe of the same name), parses it with positions (``loader``), applies ``--set``
 overrides (``overrides``), checks the schema version, converts it to ``model.Recipe``
 (``schema``) and raises one ``RecipeError`` listing every problem.
@@ -11,93 +11,42 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from ..errors import RecipeError, RecipeNotFound, RecipeProblem, RecipeWarning
 from . import loader
 from . import schema as rs
 from .loader import LoadedData, format_path
+from .locate import (  # noqa: F401  (re-exported: where recipes live is part of loading them)
+    DEFAULT_RECIPE,
+    RECIPES_ENV,
+    RecipeRef,
+    RecipeScan,
+    SkippedFile,
+    bundled_dir,
+    find_base,
+    find_recipe,
+    list_recipes,
+    scan_recipes,
+    user_recipe_dirs,
+)
 from .model import SCHEMA_VERSION, SUPPORTED_VERSIONS, Recipe
 from .overrides import apply_override
 from .schema import Context, suggest
 
-DEFAULT_RECIPE = "flagtree-cpu-arm64"
-RECIPES_ENV = "FLAGTREE_CPU_RECIPES"  # extra recipe folders, os.pathsep-separated
-
-
-# --- where recipes and patches live --------------------------------------------------------
-
-
-def bundled_dir(kind: Literal["recipes", "patches"]) -> Path:
-    """The folder of bundled recipes or patches.
-
-    In a wheel they are package data (``flagtree_cpu_build/recipes``); in a source
-    checkout or editable install they sit at the top of the repository.
-    """
-    package = Path(__file__).resolve().parent.parent  # flagtree_cpu_build/, above this recipe/ package
-    for candidate in (package / kind, package.parent / kind):
-        if candidate.is_dir():
-            return candidate
-    return package / kind
-
-
-@dataclass(frozen=True)
-class RecipeRef:
-    name: str
-    path: Path
-    origin: Literal["bundled", "user", "file"]
-    shadows: Path | None = None  # a bundled recipe of the same name this one hides
-
-
-def user_recipe_dirs(extra: Sequence[str | Path] = (), environ: Mapping[str, str] | None = None) -> list[Path]:
-    env = os.environ if environ is None else environ
-    dirs = [Path(d).expanduser() for d in extra]
-    dirs += [Path(d).expanduser() for d in env.get(RECIPES_ENV, "").split(os.pathsep) if d]
-    return dirs
-
-
-def list_recipes(user_dirs: Sequence[Path] = ()) -> list[RecipeRef]:
-    """Every recipe by name; a user recipe hides a bundled one of the same name."""
-    found: dict[str, RecipeRef] = {}
-    for folder in user_dirs:
-        for file in sorted(folder.glob("*.y*ml")) if folder.is_dir() else ():
-            found.setdefault(file.stem, RecipeRef(file.stem, file, "user"))
-    for file in sorted(bundled_dir("recipes").glob("*.yaml")):
-        if file.stem in found:
-            found[file.stem] = replace(found[file.stem], shadows=file)
-        else:
-            found[file.stem] = RecipeRef(file.stem, file, "bundled")
-    return sorted(found.values(), key=lambda r: r.name)
-
-
-def find_recipe(name_or_path: str, user_dirs: Sequence[Path] = ()) -> RecipeRef:
-    candidate = Path(name_or_path).expanduser()
-    looks_like_path = "/" in name_or_path or candidate.suffix in (".yaml", ".yml")
-    if looks_like_path or candidate.is_file():
-        if candidate.is_file():
-            return RecipeRef(candidate.stem, candidate, "file")
-        if candidate.is_dir():
-            raise RecipeNotFound(f"cannot read recipe {name_or_path}: it is a folder, not a YAML file",
-                                 fix="give the recipe file inside it, or add the folder with --recipes-dir")
-        if candidate.exists():  # a FIFO or a device would block or never end: never read one
-            raise RecipeNotFound(f"cannot read recipe {name_or_path}: it is not a regular file (a pipe or a device)",
-                                 fix="save the recipe to a file and give its path")
-        raise RecipeNotFound(f"recipe file {name_or_path} does not exist",
-                             fix="check the path, or give a recipe name from `flagtree-cpu recipe list`")
-    known = {r.name: r for r in list_recipes(user_dirs)}
-    if name_or_path in known:
-        return known[name_or_path]
-    raise RecipeNotFound(
-        f"no recipe named {name_or_path!r}{suggest(name_or_path, known)}",
-        fix=f"`flagtree-cpu recipe list` shows the recipes ({', '.join(known) or 'none found'}); "
-        f"add folders with --recipes-dir or {RECIPES_ENV}",
-    )
-
-
 # --- loading -------------------------------------------------------------------------------
+
+MAX_STACK = 8  # recipes in one stack (`extends`): FlagGems on FlagTree is two
+# How many entries a recipe may hold where loading compares entries with each other or does work per entry:
+# `recipe validate` loads a recipe once per variant (3,000 one-line variants took 11 minutes); sources are
+# checked pairwise and along `inside` chains (1,500 nested ones overflowed the recursion); every placeholder is
+# checked against every source's, artifact's and toolchain's names (8,000 artifacts: 72 s). Checked before any
+# of that work; the bundled recipes hold at most 5 of each.
+LIMITS = {"variants": 32, "sources": 64, "artifacts": 64, "toolchains": 64}
+MAX_SHOWN = 100  # problems listed in one error
 
 
 def load_recipe(name_or_path: str, overrides: Sequence[str] = (),
@@ -115,19 +64,11 @@ def load_recipe_file(path: Path, overrides: Sequence[str] = (), variant: str | N
                                 f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x})",
                                 "save the file as UTF-8, or retype the character on that line")
         raise RecipeError(str(path), [problem], fix="save the recipe as UTF-8 text") from exc
-    except OSError as exc:
-        raise RecipeNotFound(f"cannot read recipe {path}: {exc}",
+    except OSError as exc:  # missing, unreadable, or not a regular file (a FIFO is refused, never waited on)
+        raise RecipeNotFound(f"cannot read recipe {path}: {exc.strerror or exc}",
                              fix="check the file exists and is readable UTF-8 text") from exc
     return parse_recipe(text, str(path), overrides, patch_dirs=patch_dirs(path), variant=variant,
                         user_dirs=user_dirs, stacked_on_by=stacked_on_by)
-
-
-def find_base(extends: str, recipe_file: str, user_dirs: Sequence[Path] = ()) -> RecipeRef:
-    """The recipe ``extends`` names: a recipe name, or a file (relative to the stacked recipe's folder)."""
-    looks_like_path = "/" in extends or extends.endswith((".yaml", ".yml"))
-    if looks_like_path and not Path(extends).expanduser().is_absolute() and recipe_file:
-        return find_recipe(str(Path(recipe_file).parent / extends), user_dirs)
-    return find_recipe(extends, user_dirs)
 
 
 def load_base(recipe: Recipe, user_dirs: Sequence[Path] = (), stacked_on_by: tuple[str, ...] = ()) -> Recipe:
@@ -170,9 +111,12 @@ def parse_recipe(text: str, origin: str, overrides: Sequence[str] = (),
         loaded.positions = upgrade_positions(loaded.positions, data)  # problems still name the v1 line
         data, upgraded_from = upgrade_data(data), 1
     data = _apply_variant(data, loaded, origin, variant)
+    too_many = _too_many(data, loaded)
+    if too_many:
+        raise RecipeError(origin, too_many, fix="keep a recipe to the few entries a build needs")
     base_problem = _inherit_from_base(data, loaded, origin, user_dirs, stacked_on_by)
     if base_problem:
-        raise RecipeError(origin, [base_problem])
+        raise RecipeError(origin, [base_problem], fix=f"correct `extends` in {origin} as said above")
 
     ctx = Context(
         facts={
@@ -198,7 +142,9 @@ def parse_recipe(text: str, origin: str, overrides: Sequence[str] = (),
                 message, fix = moved_key_problem(problem.path, data) or (message, fix)
             problems.append(RecipeProblem(pos.origin, pos.line, format_path(problem.path), message, fix))
         problems.sort(key=lambda p: (p.origin != origin, p.line or 0))
-        raise RecipeError(origin, problems)
+        error = RecipeError(origin, _shown(problems))
+        error.message = f"recipe {origin} has {len(problems)} problem{'' if len(problems) == 1 else 's'}"
+        raise error
     canonical = json.dumps(rs.to_data(recipe), sort_keys=True, separators=(",", ":"))
     return replace(recipe, file=origin, digest=hashlib.sha256(canonical.encode()).hexdigest(),
                    upgraded_from=upgraded_from)
@@ -214,16 +160,17 @@ def _inherit_from_base(data: dict[str, Any], loaded: LoadedData, origin: str, us
     line = loaded.position(("extends",)).line
     try:
         ref = find_base(extends, origin, user_dirs)
-        if str(ref.path) == origin or str(ref.path) in stacked_on_by:
-            chain = " -> ".join([*stacked_on_by, origin, str(ref.path)])
-            return RecipeProblem(origin, line, "extends", f"the recipes extend each other in a circle ({chain})",
-                                 "a base recipe cannot extend the recipe stacked on it")
+        stacking = _stacking_problem(ref.path, (*stacked_on_by, origin))
+        if stacking is not None:
+            return _StackProblem(origin, line, "extends", *stacking)
         base = load_recipe_file(ref.path, user_dirs=user_dirs, stacked_on_by=(*stacked_on_by, origin))
     except RecipeNotFound as exc:
         return RecipeProblem(origin, line, "extends", f"the base recipe cannot be found: {exc.message}",
                              exc.fix or "name a recipe from `flagtree-cpu recipe list`, or a recipe file")
     except RecipeError as exc:
         first = exc.problems[0] if exc.problems else None
+        if isinstance(first, _StackProblem):  # its chain starts at the recipe asked for: say it once, here
+            return _StackProblem(origin, line, "extends", first.message, first.fix)
         said = f": line {first.line} {first.key + ': ' if first.key else ''}{first.message}" if first else ""
         more = f" (and {len(exc.problems) - 1} more)" if len(exc.problems) > 1 else ""
         return RecipeProblem(origin, line, "extends", f"the base recipe {ref.path} is not valid{said}{more}",
@@ -231,6 +178,48 @@ def _inherit_from_base(data: dict[str, Any], loaded: LoadedData, origin: str, us
     for key in ("platform", "system_packages"):  # it builds where, and with what, its base builds
         if key not in data:
             data[key] = rs.to_data(getattr(base, key))
+    return None
+
+
+class _StackProblem(RecipeProblem):
+    """A circle or a stack too deep: found in a base, it is the stacked recipe's problem as it stands."""
+
+
+def _shown(problems: list[RecipeProblem]) -> list[RecipeProblem]:
+    """The first ``MAX_SHOWN`` problems and a line counting the rest: a hostile file can hold tens of thousands,
+    and 20,000 unknown placeholders were 115 MB of messages."""
+    if len(problems) <= MAX_SHOWN:
+        return problems
+    rest = len(problems) - MAX_SHOWN
+    return [*problems[:MAX_SHOWN], RecipeProblem(problems[0].origin, None, "", f"and {rest:,} more problems like "
+                                                 "those above, not shown", "correct those shown and validate again")]
+
+
+def _too_many(data: dict[str, Any], loaded: LoadedData) -> list[RecipeProblem]:
+    problems = []
+    for key, limit in LIMITS.items():
+        entries = data.get(key)
+        if isinstance(entries, dict) and len(entries) > limit:
+            pos = loaded.position((key,))
+            problems.append(RecipeProblem(pos.origin, pos.line, key, f"{len(entries)} {key}; a recipe has at most "
+                                          f"{limit}", "split it into recipes stacked with `extends`"))
+    return problems
+
+
+def _stacking_problem(base: Path, chain: tuple[str, ...]) -> tuple[str, str] | None:
+    """Why ``base`` cannot be loaded under the recipes of ``chain`` (each stacked on the next): it is one of
+    them — compared as real paths, so ``../d/a.yaml``, ``./a.yaml``, an absolute path and a symlink are all the
+    file they lead to — or the stack is deeper than any real one."""
+    shown = " -> ".join([*chain, str(base)])
+    real = os.path.realpath(base)
+    for file in chain:
+        if os.path.realpath(file) == real:
+            same = "" if str(base) == file else f"; {base} is {file}"
+            return (f"the recipes extend each other in a circle ({shown}{same})",
+                    "a recipe cannot extend itself, nor a recipe stacked on it: name the base it builds on")
+    if len(chain) >= MAX_STACK:
+        return (f"recipes are stacked more than {MAX_STACK} deep ({shown}); flagtree-cpu follows `extends` "
+                f"{MAX_STACK} times at most", "stack the recipe on the one it builds on directly")
     return None
 
 

@@ -342,11 +342,14 @@ class Links:
             seen.setdefault(key, i)
         for i, link in enumerate(self.entries):
             key = posixpath.normpath(link.path)
-            for other, j in seen.items():
-                if key.startswith(other + "/"):
+            parent = posixpath.dirname(key)
+            while parent and parent != "/":  # the folders around it, each looked up: linear in the entries
+                j = seen.get(parent)
+                if j is not None:
                     ctx.report(path + ("entries", i, "path"), f"link path {link.path!r} lies "
-                               f"inside link {other!r} (entry {j}); it would be created through "
+                               f"inside link {parent!r} (entry {j}); it would be created through "
                                "the other link", "link the folder or its files, not both")
+                parent = posixpath.dirname(parent)
 
 
 # --- rules across sources ----------------------------------------------------------------

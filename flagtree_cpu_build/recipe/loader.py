@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from ..errors import RecipeProblem
+from ..regular_file import read_regular
 
 Path_ = tuple[str | int, ...]  # a key path into the loaded data: ("sources", "flagtree", "url")
 
@@ -77,10 +78,11 @@ def read_text(path: Path) -> str:
     """A file's text, but never more than ``MAX_TEXT_CHARS`` + 1 characters of it, so a huge or
     endless file is refused by ``load`` without first being read into memory.
 
-    Raises ``OSError``, or ``UnicodeDecodeError`` (``utf8_error_line`` locates it).
+    Only a regular file is read: a FIFO, a socket or a device (/dev/zero behind a symlink) raises
+    ``regular_file.NotRegularFile`` at once, a folder ``IsADirectoryError``. Raises ``OSError``, or
+    ``UnicodeDecodeError`` (``utf8_error_line`` locates it).
     """
-    with open(path, "rb") as file:
-        data = file.read(MAX_TEXT_CHARS * 4 + 4)  # 4 bytes per character at most in UTF-8
+    data = read_regular(path, MAX_TEXT_CHARS * 4 + 3)  # 4 bytes per character at most in UTF-8
     if len(data) > MAX_TEXT_CHARS * 4:  # too big whatever it holds; load() reports the size
         return data.decode("utf-8", "replace")[: MAX_TEXT_CHARS + 1]
     return data.decode("utf-8")

@@ -35,6 +35,14 @@ def apply_override(loaded: LoadedData, assignment: str) -> None:
         )
         return
     segments = key.split(".")
+    if len(segments) > loader.MAX_DEPTH:  # no recipe is this deep; walking (and copying) it would recurse
+        shown = origin if len(origin) <= 200 else f"{origin[:100]}... ({len(assignment):,} characters)"
+        loaded.problems.append(
+            RecipeProblem(shown, None, "", f"the key has {len(segments)} parts; a recipe is nested "
+                          f"{loader.MAX_DEPTH} levels at most", "name a key the recipe has, e.g. "
+                          "--set sources.flagtree-cpu.commit=<40-hex-commit>")
+        )
+        return
     if not all(_SEGMENT.fullmatch(s) for s in segments):
         loaded.problems.append(
             RecipeProblem(origin, None, key, "the key must be dot-separated names",

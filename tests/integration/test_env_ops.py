@@ -167,8 +167,8 @@ def test_env_prints_the_runtime_exports_a_shell_can_eval(demo: tuple[Path, Path]
     ws = tmp_path / "ws"
     result = cli(recipe, ws, "env")
     assert result.exit_code == 0, result.stderr
+    assert f"from {vendor}/set_env.sh (toolchains.vendor.env.source[0]): 3 variables changed" in result.stderr
     assert result.stdout.splitlines() == [
-        f"# from {vendor}/set_env.sh (toolchains.vendor.env.source[0]): 3 variables changed",
         "unset DROP_ME",
         "export MODE=cpu",
         f"export PYTHONPATH={ws}/app/python",

@@ -84,3 +84,16 @@ def test_hostile_lock_file_through_the_cli(tmp_path: Path) -> None:
     result = run_capped("--workdir", str(tmp_path / "ws"), "lock")
     assert_clean_usage_error(result, f"{lock}:2")
     assert f"mv {lock} {lock}.damaged" in result.stderr
+
+
+def test_a_recipe_with_thousands_of_variants_is_refused_not_validated_once_per_variant(tmp_path: Path) -> None:
+    # `recipe validate` checks a recipe as each of its variants, one full load each: 3,000 variants in 120 KB
+    # took 11 minutes, and a 1 MiB file holds 25,000.
+    lines = ["schema_version: 2", "name: many", "variant: v0", "platform:", "  host: {arch: [x86_64]}", "sources:",
+             "  m: {url: https://example.invalid/m.git, ref: main}", "variants:"]
+    lines += [f"  v{i}: {{overlay: {{description: d{i}}}}}" for i in range(3_000)]
+    recipe = tmp_path / "many.yaml"
+    recipe.write_text("\n".join(lines) + "\n")
+    result, _ = run_capped("recipe", "validate", str(recipe))
+    assert_clean_usage_error(result, f"{recipe}:8: variants:")
+    assert "3000 variants; a recipe has at most 32" in result.stderr

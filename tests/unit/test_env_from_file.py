@@ -166,3 +166,10 @@ def test_a_wrong_entry_is_a_recipe_problem(entries: dict[str, str], message: str
     [problem] = caught.value.problems
     assert message in problem.message
     assert problem.key.startswith("runtime.env.from_file")
+
+
+def test_a_file_name_with_a_nul_byte_is_a_missing_file(workdir: Path) -> None:
+    with pytest.raises(EnvFileError) as caught:
+        apply_ops(EnvOps(from_file={"V": "odd\0name"}), BASE, workdir=workdir, key="runtime.env", source=no_source)
+    assert caught.value.message.startswith("runtime.env.from_file.V reads ") and "which does not exist" in \
+        caught.value.message

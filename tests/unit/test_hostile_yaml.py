@@ -240,6 +240,31 @@ def test_a_set_value_that_is_hostile_yaml_is_taken_as_text(value: str) -> None:
     assert recipe.description == value
 
 
+V1_RECIPE = (VALID / "flagtree-cpu-arm64.v1.yaml").read_text()
+
+
+@pytest.mark.parametrize("text", [MINIMAL, V1_RECIPE, RECIPE.read_text()], ids=["minimal-v1", "bundled-v1", "bundled"])
+@pytest.mark.parametrize("key", ["zz" + ".a" * 3_000, "sources.x" + ".a" * 60_000, "variants.v.overlay" + ".a" * 3_000])
+def test_a_set_key_path_deeper_than_any_recipe_is_a_problem_not_a_crash(text: str, key: str) -> None:
+    # the old recipes are upgraded in memory, which copies the data recursively: 2,000 parts overflowed it
+    with pytest.raises(RecipeError) as info:
+        parse_recipe(text, "r.yaml", [f"{key}=1"])
+    [problem] = info.value.problems
+    assert problem.origin.startswith(f"--set {key[:50]}") and len(problem.origin) < 200 and problem.line is None
+    assert f"the key has {key.count('.') + 1} parts; a recipe is nested {recipe_yaml.MAX_DEPTH} levels at most" \
+        in problem.message
+    assert problem.fix
+
+
+def test_a_set_key_path_at_the_limit_with_a_deep_value_is_still_read() -> None:
+    depth = recipe_yaml.MAX_DEPTH
+    key = "sources.main.x" + ".a" * (depth - 3)  # as deep as a key may be, holding a value nested to the limit
+    value = "[" * (depth - 1) + "1" + "]" * (depth - 1)
+    with pytest.raises(RecipeError) as info:
+        parse_recipe(MINIMAL, "r.yaml", [f"{key}={value}"])
+    assert "unknown key 'x'" in info.value.problems[0].message
+
+
 # --- what is accepted reads as PyYAML reads it -------------------------------------------------------------
 
 MERGES = """\

@@ -11,6 +11,7 @@ from flagtree_cpu_build.host import HostFacts
 from flagtree_cpu_build.placeholders import placeholder_values
 from flagtree_cpu_build.recipe import resolve
 from flagtree_cpu_build.recipe.files import (
+    LIMITS,
     bundled_dir,
     find_recipe,
     list_recipes,
@@ -230,3 +231,60 @@ def test_missing_recipe_file_is_a_clear_error(tmp_path: Path) -> None:
         find_recipe(str(tmp_path / "nope.yaml"))
     assert "does not exist" in info.value.message
     assert info.value.exit_code == 2
+
+
+# --- limits ------------------------------------------------------------------------------
+
+
+ENTRY = {
+    "variants": "  v{i}: {{overlay: {{description: d{i}}}}}\n",
+    "sources": "  s{i}: {{url: https://example.invalid/s.git, ref: main}}\n",
+    "artifacts": "  a{i}: {{url: https://example.invalid/a{i}.tar.gz, path: a{i}}}\n",
+    "toolchains": "  t{i}: {{path: /opt/t{i}}}\n",
+}
+
+
+def with_entries(key: str, count: int) -> str:
+    text = ("schema_version: 2\nname: many\nplatform:\n  host: {arch: [aarch64]}\n"
+            + ("variant: v0\n" if key == "variants" else "")
+            + ("" if key == "sources" else "sources:\n  main: {url: https://example.invalid/m.git, ref: main}\n"))
+    return text + f"{key}:\n" + "".join(ENTRY[key].format(i=i) for i in range(count))
+
+
+@pytest.mark.parametrize("key", sorted(ENTRY))
+def test_a_recipe_holds_a_bounded_number_of_variants_sources_artifacts_and_toolchains(key: str) -> None:
+    limit = LIMITS[key]
+    assert len(getattr(parse_recipe(with_entries(key, limit), "r.yaml"), key)) == limit
+    text = with_entries(key, limit + 1)
+    [problem] = problems_of(text)
+    assert (problem.key, problem.line) == (key, text.splitlines().index(f"{key}:") + 1)
+    assert problem.message == f"{limit + 1} {key}; a recipe has at most {limit}"
+
+
+def test_sources_inside_each_other_1500_deep_are_a_problem_not_a_recursion_error() -> None:
+    head = "schema_version: 2\nname: chain\nplatform:\n  host: {arch: [aarch64]}\nsources:\n"
+    text = head + "  s0: {url: https://example.invalid/s.git, ref: main}\n" + "".join(
+        f"  s{i}: {{url: https://example.invalid/s.git, ref: main, inside: s{i - 1}, path: x}}\n"
+        for i in range(1, 1_500))
+    problems = problems_of(text)
+    assert any("1500 sources; a recipe has at most" in p.message for p in problems)
+
+
+def test_a_link_inside_another_is_found_among_many_links() -> None:
+    entries = "".join(f"    - {{path: p{i}, target: t{i}}}\n" for i in range(15_000))
+    text = (MINIMAL.replace("schema_version: 1", "schema_version: 2").replace("arch: [aarch64]", "host: {arch: "
+            "[aarch64]}") + "links:\n  root: main\n  entries:\n" + entries + "    - {path: p7/inner, target: t}\n")
+    [problem] = problems_of(text)
+    assert problem.key == "links.entries[15000].path"
+    assert "link path 'p7/inner' lies inside link 'p7' (entry 7)" in problem.message
+
+
+def test_thousands_of_problems_are_reported_as_the_first_hundred_and_a_count() -> None:
+    entries = "".join(f'      V{i}: "{{nope{i}}}"\n' for i in range(5_000))
+    text = with_entries("sources", 1) + "runtime:\n  env:\n    set:\n" + entries  # each names no placeholder
+    with pytest.raises(RecipeError) as info:
+        parse_recipe(text, "r.yaml")
+    problems = info.value.problems
+    assert len(problems) == 101 and info.value.message == "recipe r.yaml has 5000 problems"
+    assert "unknown placeholder {nope0}" in problems[0].message
+    assert problems[-1].message == "and 4,900 more problems like those above, not shown"
