@@ -44,7 +44,7 @@ from .errors import ArtifactError
 from .growing import GrowingFile
 from .limits import stall_timeout_s
 from .progress import ProgressTask, human_bytes
-from .regular_files import NotRegularFile, open_regular
+from .regular_file import NotRegularFile, open_regular
 from .ui import UI
 
 CHUNK = 1 << 20  # the same as growing.CHUNK

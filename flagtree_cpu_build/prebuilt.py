@@ -152,7 +152,7 @@ def read_wheels(location: wh.Location, ui: UI, scratch: Path) -> tuple[list[dict
     "nothing is published there yet" for a server without a manifest). Never raises for those: a wheelhouse
     is an optimisation. An HTTP manifest is downloaded into ``scratch`` and removed."""
     from .download import Downloader, discard_part
-    from .regular_files import read_capped
+    from .regular_file import read_capped
 
     if location.folder is not None:
         if not location.folder.is_dir():

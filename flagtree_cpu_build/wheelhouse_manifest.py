@@ -21,7 +21,7 @@ from typing import Any
 from packaging.utils import parse_wheel_filename
 
 from .errors import ArtifactError
-from .regular_files import NotRegularFile, TooLarge, read_capped
+from .regular_file import NotRegularFile, TooLarge, read_capped
 
 MANIFEST = "flagtree-cpu-wheelhouse.json"
 SCHEMA = "flagtree-cpu/wheelhouse/v1"

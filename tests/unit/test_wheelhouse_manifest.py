@@ -204,7 +204,8 @@ def test_a_manifest_that_is_a_fifo_is_refused_without_opening_it(tmp_path: Path,
         (folder / wh.MANIFEST).symlink_to(fifo)
     timer = _unblock_after(fifo, 5)
     try:
-        with pytest.raises(wh.DamagedManifest, match="is not a regular file .a FIFO.") as caught:
+        fifo_said = "is not a regular file .(a symlink to .*, which is )?a FIFO"
+        with pytest.raises(wh.DamagedManifest, match=fifo_said) as caught:
             wh.read_local_manifest(folder)
     finally:
         timer.cancel()
