@@ -13,10 +13,12 @@ import hashlib
 import os
 import pty
 import select
+import shutil
 import signal
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -230,7 +232,8 @@ def test_a_passphrase_is_asked_on_the_terminal_and_the_bundle_is_signed(made: Ma
 
 def test_a_key_held_by_ssh_agent_signs_without_a_terminal(made: Made, tmp_path: Path) -> None:
     locked = make_key(tmp_path / "keys", "locked", passphrase="correct horse")
-    socket = tmp_path / "agent.sock"
+    # a socket's path must fit in 108 bytes: tmp_path does not always (a longer TMPDIR or user name)
+    socket = Path(tempfile.mkdtemp(prefix="agent-", dir="/tmp")) / "sock"
     agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(socket)], stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
     try:
@@ -252,5 +255,6 @@ def test_a_key_held_by_ssh_agent_signs_without_a_terminal(made: Made, tmp_path: 
     finally:
         agent.terminate()
         agent.wait(timeout=HANG)
+        shutil.rmtree(socket.parent, ignore_errors=True)
     assert process.returncode == 0, stderr
     assert result_of(stdout)["signed_by"]["key"] == fingerprint(locked)

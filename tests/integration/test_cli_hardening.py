@@ -276,11 +276,11 @@ def test_make_setup_installs_the_lean_tool_and_passes_args(tmp_path: Path) -> No
         return dry.stdout.splitlines()
 
     lines = make_dry("setup", "ARGS=--skip-build")
-    assert any(line.endswith("pip install --quiet -e .") for line in lines), lines
+    assert any(line.endswith("pip install --quiet -c constraints.txt -e .") for line in lines), lines
     assert not any("[dev]" in line or "[test]" in line for line in lines), lines
     assert lines[-1].endswith("flagtree-cpu setup --skip-build")
     tests = make_dry("test")
-    assert any("'.[dev]'" in line for line in tests) and tests[-1].endswith("pytest -q")
+    assert any("-c constraints.txt -e '.[dev]'" in line for line in tests) and tests[-1].endswith("pytest -q")
 
 
 def test_setup_moves_a_damaged_report_aside_and_writes_a_new_one(world: GitWorld, tmp_path: Path) -> None:
