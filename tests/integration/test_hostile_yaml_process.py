@@ -94,6 +94,6 @@ def test_a_recipe_with_thousands_of_variants_is_refused_not_validated_once_per_v
     lines += [f"  v{i}: {{overlay: {{description: d{i}}}}}" for i in range(3_000)]
     recipe = tmp_path / "many.yaml"
     recipe.write_text("\n".join(lines) + "\n")
-    result, _ = run_capped("recipe", "validate", str(recipe))
+    result = run_capped("recipe", "validate", str(recipe))
     assert_clean_usage_error(result, f"{recipe}:8: variants:")
     assert "3000 variants; a recipe has at most 32" in result.stderr

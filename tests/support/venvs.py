@@ -119,6 +119,14 @@ TEST_WHEELS = Path(os.environ.get("FLAGTREE_CPU_TEST_WHEELS") or Path(sys.prefix
 _TOOLS_SITE: list[Path] = []  # installed once per test process
 
 
+def target_version(name: str) -> str:
+    """The version of ``name`` a target venv from ``build_venv`` gets: the pinned build tools' for pip,
+    setuptools, wheel, pybind11 and ninja; the test venv's for the rest."""
+    if name in TOOLS:
+        return _distribution(name, build_tools_site()).version
+    return md.version(name)
+
+
 def build_tools_site() -> Path:
     """A site folder holding the pinned build tools, installed from ``TEST_WHEELS`` once per process."""
     if _TOOLS_SITE:

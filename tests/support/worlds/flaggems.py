@@ -17,7 +17,6 @@ says, without ``--set``): FlagTree's commit, the LLVM URL, prerequisites the tes
 
 from __future__ import annotations
 
-import importlib.metadata as md
 import shutil
 from pathlib import Path
 
@@ -33,6 +32,7 @@ from tests.support.gitworld import (
     publish_bare,
     write_redirect_config,
 )
+from tests.support.venvs import target_version
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 BASE_RECIPE = REPO_ROOT / "recipes" / "flagtree-cpu-arm64.yaml"
@@ -88,7 +88,8 @@ def write_base_recipe(folder: Path, world: GitWorld, llvm_url: str) -> Path:
 
 
 def installed(name: str) -> str:
-    return md.version(name)
+    """The version the fixture's target venv has (build tools: the suite's pinned set, not the test venv's)."""
+    return target_version(name)
 
 
 def stack_overrides(world: GitWorld, commit_label: str = "rc2") -> tuple[str, ...]:
