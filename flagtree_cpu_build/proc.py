@@ -10,15 +10,21 @@ the same happens when ``timeout_s`` passes (a hung validation kernel), and the r
 command the user must see and may have to answer (``sudo apt-get install``); ``start_piped``
 for a caller that reads a command's output as it comes (``gitcmd``'s watched git).
 No other module of the tool imports ``subprocess`` (tests/unit/test_layering.py holds it to that).
+
+Whatever ends the tool — SIGKILL to its process group included — ends what it started: every command
+carries the run's mark in its environment, and a watcher started once per tool process (``reaper``)
+stops every marked process when the tool's process is gone (see ``reaper`` for why not PDEATHSIG).
 """
 
 from __future__ import annotations
 
 import os
 import queue
+import secrets
 import shlex
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -71,7 +77,7 @@ def run_logged(
             out.write(f"# {line}\n")
         out.write("\n")
         out.flush()
-        process = subprocess.Popen(list(argv), cwd=cwd, env=dict(env), stdout=subprocess.PIPE,
+        process = subprocess.Popen(list(argv), cwd=cwd, env=marked_env(env), stdout=subprocess.PIPE,
                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         lines: queue.Queue[bytes | None] = queue.Queue()
         reader = threading.Thread(target=_pump, args=(process, lines), daemon=True)
@@ -181,7 +187,7 @@ def _group_stats(pgid: int) -> list[list[bytes]] | None:
 def capture(argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: Path | None = None,
             timeout_s: float = 60.0) -> subprocess.CompletedProcess:
     """Run a short query; never raises for a non-zero exit (the caller decides what it means)."""
-    return subprocess.run(list(argv), env=dict(env) if env is not None else None, cwd=cwd, capture_output=True,
+    return subprocess.run(list(argv), env=marked_env(env), cwd=cwd, capture_output=True,
                           text=True, timeout=timeout_s, check=False, stdin=subprocess.DEVNULL)
 
 
@@ -189,13 +195,67 @@ def start_piped(argv: Sequence[str], *, cwd: Path | None, env: Mapping[str, str]
     """Start a command in a session of its own (so ``stop_process_group`` stops it and everything it
     starts), stdin closed, stdout and stderr as pipes of bytes for the caller to read; the caller waits
     for it. A missing program or ``cwd`` raises FileNotFoundError (its ``filename`` says which)."""
-    return subprocess.Popen(list(argv), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+    return subprocess.Popen(list(argv), cwd=cwd, env=marked_env(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)
 
 
 def run_attached(argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> int:
     """Run a command on the user's terminal (stdin too: sudo may ask for a password); its exit status."""
-    return subprocess.run(list(argv), env=dict(env) if env is not None else None, check=False).returncode
+    return subprocess.run(list(argv), env=marked_env(env), check=False).returncode
+
+
+# --- no command outlives the tool -------------------------------------------------------------------------
+
+REAPER_GRACE_S = 5.0  # as for Ctrl-C: SIGTERM first (git removes index.lock), SIGKILL for what lingers
+
+
+class _Reaper:
+    """The run's mark, and the watcher (``reaper``) that stops every marked process once this process is gone.
+    Started at the first command; started again if it died, or in a forked copy of the tool."""
+
+    def __init__(self) -> None:
+        self.token = f"{os.getpid()}-{secrets.token_hex(8)}"
+        self._lock = threading.Lock()
+        self._owner_pid: int | None = None
+        self._watcher: subprocess.Popen | None = None
+        self._tool_end: int | None = None  # the pipe's write end: open exactly as long as this process
+
+    def mark(self) -> dict[str, str]:
+        with self._lock:
+            if self._owner_pid != os.getpid() or self._watcher is None or self._watcher.poll() is not None:
+                self._start()
+        return {MARK: self.token}
+
+    def _start(self) -> None:
+        script = Path(__file__).with_name("reaper.py")
+        if not sys.executable or not script.is_file():
+            return  # no interpreter to run it with (an embedded Python): the tool still stops its commands itself
+        if self._tool_end is not None:  # a dead watcher's pipe, or the one a forked copy inherited
+            os.close(self._tool_end)
+        read_end, self._tool_end = os.pipe()  # neither end is inherited by the commands (O_CLOEXEC)
+        try:
+            # cwd "/": the watcher must never keep a folder (or a mount) of the user's busy
+            self._watcher = subprocess.Popen(
+                [sys.executable, "-I", "-S", str(script), str(read_end), self.token, str(REAPER_GRACE_S)],
+                cwd="/", pass_fds=(read_end,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, start_new_session=True)  # a signal to the tool's group must miss it
+        finally:
+            os.close(read_end)
+        self._owner_pid = os.getpid()
+
+
+MARK = "FLAGTREE_CPU_RUN"  # reaper.MARK; not imported, so that reaper.py stays a standalone program
+_REAPER = _Reaper()
+
+
+def marked_env(env: Mapping[str, str] | None) -> dict[str, str]:
+    """``env`` (the tool's own environment when None) with the run's mark, the watcher running."""
+    return {**(os.environ if env is None else env), **_REAPER.mark()}
+
+
+def run_mark() -> tuple[str, str]:
+    """The environment variable and value every command of this run carries (what ``folder_users`` looks for)."""
+    return MARK, _REAPER.token
 
 
 def log_path(logs_dir: Path, kind: str) -> Path:
