@@ -23,12 +23,12 @@ recipe patches are applied and taken back by ``source_patches``.
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from . import halfmade
 from .atomic import replace_symlink
 from .checkouts import finish_move, interrupted_move, interrupted_submodule_moves, move_to
 from .errors import SourceError
@@ -291,8 +291,8 @@ class _SourceSync:
     def _clone(self, dest: Path) -> None:
         url, commit = self.source.url, self.pin.commit
         partial = dest.with_name(f".{dest.name}.flagtree-cpu-partial")
-        if partial.exists():
-            shutil.rmtree(partial)  # our own interrupted clone (the name is ours)
+        if os.path.lexists(partial):  # our own interrupted clone (the name is ours): once nothing writes into it
+            halfmade.clear(partial, f"an interrupted clone of {self.name}", on_wait=self.ui.info)
         if self.cache:
             self.cache.ensure(url, commit, offline=self.options.offline)
         elif self.options.offline:
@@ -302,7 +302,7 @@ class _SourceSync:
         try:
             self._clone_into(partial, dest)
         except BaseException:
-            shutil.rmtree(partial, ignore_errors=True)  # ours, and useless half-made
+            halfmade.discard(partial)  # ours, and useless half-made; our git has been stopped
             raise
 
     def _clone_into(self, partial: Path, dest: Path) -> None:
