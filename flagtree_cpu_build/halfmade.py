@@ -42,6 +42,12 @@ def users(folder: Path) -> list[FolderUser]:
     return _users(lambda path: path == inside or path.startswith(prefix), with_cwd=True)
 
 
+def holders(files: list[Path]) -> list[FolderUser]:
+    """Processes (not this one) holding one of ``files`` open (a git holds its ``index.lock`` while it works)."""
+    wanted = {os.path.realpath(f) for f in files}
+    return _users(wanted.__contains__, with_cwd=False) if wanted else []
+
+
 def _users(match: Callable[[str], bool], *, with_cwd: bool) -> list[FolderUser]:
     if not os.path.isdir("/proc/self/fd"):
         return []
@@ -159,6 +165,13 @@ def clear(path: Path, what: str, *, on_wait: Callable[[str], None], wait_s: floa
 
     _wait(path, what, lambda: users(path), removed, on_wait, wait_s)
     sweep_trash(path.parent)
+
+
+def wait_for_holders(files: list[Path], path: Path, what: str, *, on_wait: Callable[[str], None],
+                     wait_s: float = WAIT_S) -> None:
+    """Return once no process holds one of ``files`` open (the index.lock of a git working in the checkout
+    ``path``); after ``wait_s``, raise WorkspaceBusy naming them."""
+    _wait(path, what, lambda: holders(files), lambda: True, on_wait, wait_s)
 
 
 def _wait(path: Path, what: str, find: Callable[[], list[FolderUser]], done: Callable[[], bool],

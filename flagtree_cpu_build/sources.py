@@ -30,7 +30,7 @@ from pathlib import Path
 
 from . import halfmade
 from .atomic import replace_symlink
-from .checkouts import finish_move, interrupted_move, interrupted_submodule_moves, move_to
+from .checkouts import finish_move, interrupted_move, interrupted_submodule_moves, move_to, settle
 from .errors import SourceError
 from .gitcache import GitCache
 from .gitcmd import effective_url, git_result, has_commit, head, modified_files, remote_url, run_git
@@ -332,6 +332,7 @@ class _SourceSync:
     def _move(self, checkout: Path, interrupted: list[str] | None) -> None:
         """Move to the pin; ``interrupted``: the commits of a checkout of ours that did not finish,
         whose half-written files are ours to overwrite (but no one else's: ``finish_move``)."""
+        settle(checkout, say=self.ui.info)  # a git still working there, or the lock of one that was killed
         self.patches.revert_all(checkout)  # our own changes do not count as the user's
         finishing = interrupted is not None and not self.options.allow_dirty
         if not finishing:

@@ -124,7 +124,7 @@ def assert_synced(ws: Workspace, sets: tuple[str, ...] = (), flagtree: str | Non
                                       "sleef"])
 def test_sigkill_to_the_group_during_a_checkout_leaves_no_process_and_the_next_sync_succeeds(
         ws: Workspace, runs, tmp_path: Path, checkout: str) -> None:
-    trap = arm_interrupting_filter(gitconfig(), tmp_path / "trap", checkout, 1, "SIGKILL", to_group=True,
+    trap = arm_interrupting_filter(gitconfig(), tmp_path / "trap", checkout, 1, "SIGKILL", target="group",
                                    hold_s=HOLD_S)
     run = runs(ws, "sync")
     run.wait_killed()
@@ -136,7 +136,7 @@ def test_sigkill_to_the_group_during_a_checkout_leaves_no_process_and_the_next_s
 def test_sigkill_to_the_group_while_moving_to_a_new_pin(ws: Workspace, runs, tmp_path: Path) -> None:
     assert ws.run("sync").exit_code == 0
     tip = ws.world["flagtree"].commits["tip"]
-    trap = arm_interrupting_filter(gitconfig(), tmp_path / "trap", "FlagTree", 0, "SIGKILL", to_group=True,
+    trap = arm_interrupting_filter(gitconfig(), tmp_path / "trap", "FlagTree", 0, "SIGKILL", target="group",
                                    hold_s=HOLD_S)
     sets = (f"sources.flagtree.commit={tip}",)
     run = runs(ws, "sync", sets=sets)

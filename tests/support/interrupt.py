@@ -22,7 +22,7 @@ from pathlib import Path
 _FILTER = r'''
 import os, signal, sys, time
 repo_name, after, counter, signame, fired = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
-to_group, hold_s = sys.argv[6] == "group", float(sys.argv[7])
+target, hold_s = sys.argv[6], float(sys.argv[7])
 data = sys.stdin.buffer.read()
 if os.path.basename(os.getcwd()) == repo_name and not os.path.exists(fired):
     with open(counter, "a") as f:
@@ -39,8 +39,15 @@ if os.path.basename(os.getcwd()) == repo_name and not os.path.exists(fired):
                 pid = int(f.read().rsplit(")", 1)[1].split()[1])
         with open(fired, "w") as f:
             f.write(f"{os.getpid()} {os.getpgid(0)}\n")
-        if to_group:  # the tool's whole process group, as `kill -9 -- -PGID` or a CI runner does
+        if target == "group":  # the tool's whole process group, as `kill -9 -- -PGID` or a CI runner does
             os.killpg(os.getpgid(pid), getattr(signal, signame))
+        elif target == "git":  # the git checking out (above the shell running this filter), as the OOM killer does
+            git = os.getppid()
+            with open(f"/proc/{git}/comm") as f:
+                if not f.read().startswith("git"):
+                    with open(f"/proc/{git}/stat") as stat:
+                        git = int(stat.read().rsplit(")", 1)[1].split()[1])
+            os.kill(git, getattr(signal, signame))
         else:
             os.kill(pid, getattr(signal, signame))
         time.sleep(hold_s)  # the checkout stays half done until the tool stops git
@@ -72,17 +79,18 @@ class InterruptingFilter:
 
 
 def arm_interrupting_filter(gitconfig: Path, folder: Path, repo_name: str, after_files: int,
-                            signal_name: str, *, to_group: bool = False, hold_s: float = 20) -> InterruptingFilter:
-    """Make the next checkout in a folder named ``repo_name`` send ``signal_name`` to flagtree-cpu
-    (``to_group``: to its whole process group) after ``after_files`` files, through the git configuration
-    file ``gitconfig``; the filter then holds the checkout for ``hold_s`` seconds unless it is stopped."""
+                            signal_name: str, *, target: str = "tool", hold_s: float = 20) -> InterruptingFilter:
+    """Make the next checkout in a folder named ``repo_name`` send ``signal_name`` to flagtree-cpu after
+    ``after_files`` files (``target`` "group": to its whole process group; "git": to the git checking out
+    instead), through the git configuration file ``gitconfig``; the filter then holds the checkout for
+    ``hold_s`` seconds unless it is stopped."""
     folder.mkdir(parents=True, exist_ok=True)
     script = folder / "interrupting_filter.py"
     script.write_text(_FILTER)
     attributes = folder / "attributes"
     attributes.write_text("* filter=interrupt\n")
     command = " ".join(map(str, [sys.executable, script, repo_name, after_files, folder / "counter",
-                                 signal_name, folder / "fired", "group" if to_group else "tool", hold_s]))
+                                 signal_name, folder / "fired", target, hold_s]))
     with open(gitconfig, "a") as config:
         config.write(f'[filter "interrupt"]\n\tsmudge = {command}\n[core]\n\tattributesFile = {attributes}\n')
     return InterruptingFilter(folder)
