@@ -18,7 +18,6 @@ atomically; the staging folder (git bundles, wheels) is removed whatever happens
 from __future__ import annotations
 
 import re
-import shutil
 import sys
 import tempfile
 import time
@@ -28,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import halfmade
 from ..errors import UsageError
 from .archive import seal, verify_bundle, write_bundle
 from .manifest import MANIFEST_NAME, MEMBER_KINDS, Manifest, Member, member_name
@@ -130,13 +130,15 @@ def create_bundle(request: ContextRequest, ui: UI, options: CreateOptions,
             old = _read_since(options.since, ctx, target, ui)
             staging = ctx.workspace.state_dir / "bundle-create"
             staging.mkdir(parents=True, exist_ok=True)
+            for left in staging.glob("staging-*"):  # a killed run's (the workspace is ours): git bundles, wheels
+                halfmade.discard(left)
             scratch = Path(tempfile.mkdtemp(prefix="staging-", dir=staging))
             try:
                 manifest, files, warnings = _collect(ctx, target, options, scratch, old)
                 with ui.progress("writing the bundle", unit="bytes") as task:
                     manifest = write_bundle(output, manifest, files, progress=task.update)
             finally:
-                shutil.rmtree(scratch, ignore_errors=True)
+                halfmade.discard(scratch)
     return BundleCreated(output, output.stat().st_size, manifest, time.monotonic() - start, tuple(warnings),
                          options.since)
 

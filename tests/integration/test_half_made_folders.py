@@ -4,16 +4,22 @@ or names it and exits 8; it never races it into exit 1 "Directory not empty". Re
 
 from __future__ import annotations
 
+import json
+import platform
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from flagtree_cpu_build.cli import app
 from tests.support.cli import Workspace, new_workspace
 from tests.support.gitworld import GitWorld
+from tests.support.httpserver import LoopbackHTTPServer
 from tests.support.interrupt import wait_until
+from tests.support.tarballs import zip_with
 
 # Writes small files into FOLDER's subfolders as fast as a checkout does, for SECONDS; "inside": from a current
 # folder inside FOLDER (as git works in its repository); "outside": by absolute paths, holding nothing open
@@ -109,3 +115,22 @@ def test_a_half_made_git_cache_mirror_still_being_written_is_waited_for(ws: Work
     assert result.exit_code == 0, result.stderr
     assert f"waiting for pid {writer.pid} (" in result.stderr
     assert (mirror / "HEAD").is_file() and not mirror.with_name(mirror.name + ".partial").exists()
+
+
+def test_bundle_create_removes_the_staging_folder_a_killed_run_left(tmp_path: Path,
+                                                                    http_server: LoopbackHTTPServer) -> None:
+    archive = zip_with({"tool-1.0/bin/tool": b"#!/bin/sh\n"})
+    url = http_server.serve("/releases/tool-1.0.zip", archive.data)
+    recipe = tmp_path / "tool.yaml"
+    recipe.write_text(json.dumps({"schema_version": 2, "name": "staging-fixture", "sources": {},
+                                  "platform": {"host": {"arch": [platform.machine()]}},
+                                  "artifacts": {"tool": {"path": str(tmp_path / "tools/tool"), "url": url,
+                                                         "sha256": archive.sha256, "kind": "zip"}}}))
+    staging = tmp_path / "ws/.flagtree-cpu/bundle-create"
+    killed = staging / "staging-k1ll3d"  # what a SIGKILLed `bundle create` leaves: git bundles, wheels
+    (killed / "git").mkdir(parents=True)
+    (killed / "git/FlagTree.bundle").write_bytes(bytes(100_000))
+    result = CliRunner().invoke(app, ["-w", str(tmp_path / "ws"), "--recipe", str(recipe), "bundle", "create",
+                                      "-o", str(tmp_path / "out.bundle")])
+    assert result.exit_code == 0, result.stderr
+    assert (tmp_path / "out.bundle").is_file() and list(staging.iterdir()) == []
