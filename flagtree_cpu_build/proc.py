@@ -217,28 +217,40 @@ class _Reaper:
         self.token = f"{os.getpid()}-{secrets.token_hex(8)}"
         self._lock = threading.Lock()
         self._owner_pid: int | None = None
-        self._watcher: subprocess.Popen | None = None
+        self._watcher: int | None = None  # its pid
         self._tool_end: int | None = None  # the pipe's write end: open exactly as long as this process
 
     def mark(self) -> dict[str, str]:
         with self._lock:
-            if self._owner_pid != os.getpid() or self._watcher is None or self._watcher.poll() is not None:
+            if self._owner_pid != os.getpid() or not self._watching():
                 self._start()
         return {MARK: self.token}
 
+    def _watching(self) -> bool:
+        if self._watcher is None:
+            return False
+        try:
+            return os.waitpid(self._watcher, os.WNOHANG) == (0, 0)
+        except ChildProcessError:
+            return False
+
     def _start(self) -> None:
         script = Path(__file__).with_name("reaper.py")
-        if not sys.executable or not script.is_file():
-            return  # no interpreter to run it with (an embedded Python): the tool still stops its commands itself
+        if not sys.executable or not script.is_file() or not hasattr(os, "posix_spawn"):
+            return  # nothing to run it with (an embedded Python): the tool still stops its commands itself
         if self._tool_end is not None:  # a dead watcher's pipe, or the one a forked copy inherited
             os.close(self._tool_end)
-        read_end, self._tool_end = os.pipe()  # neither end is inherited by the commands (O_CLOEXEC)
+        read_end, self._tool_end = os.pipe()  # the commands inherit neither end (O_CLOEXEC)
         try:
-            # cwd "/": the watcher must never keep a folder (or a mount) of the user's busy
-            self._watcher = subprocess.Popen(
-                [sys.executable, "-I", "-S", str(script), str(read_end), self.token, str(REAPER_GRACE_S)],
-                cwd="/", pass_fds=(read_end,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, start_new_session=True)  # a signal to the tool's group must miss it
+            os.set_inheritable(read_end, True)  # the watcher's only inherited descriptor besides /dev/null
+            devnull = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)]
+            # posix_spawn, not Popen: the watcher is meant to outlive this process, which Popen warns about;
+            # setsid: a signal to the tool's process group must miss it
+            self._watcher = os.posix_spawn(
+                sys.executable, [sys.executable, "-I", "-S", str(script), str(read_end), self.token,
+                                 str(REAPER_GRACE_S)], os.environ, file_actions=devnull, setsid=True)
+        except (OSError, TypeError, NotImplementedError):
+            self._watcher = None  # no setsid on this platform, or no interpreter: the tool stops what it can itself
         finally:
             os.close(read_end)
         self._owner_pid = os.getpid()
@@ -251,11 +263,6 @@ _REAPER = _Reaper()
 def marked_env(env: Mapping[str, str] | None) -> dict[str, str]:
     """``env`` (the tool's own environment when None) with the run's mark, the watcher running."""
     return {**(os.environ if env is None else env), **_REAPER.mark()}
-
-
-def run_mark() -> tuple[str, str]:
-    """The environment variable and value every command of this run carries (what ``folder_users`` looks for)."""
-    return MARK, _REAPER.token
 
 
 def log_path(logs_dir: Path, kind: str) -> Path:
