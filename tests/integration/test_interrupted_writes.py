@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -114,7 +115,8 @@ def test_a_git_killed_outright_mid_checkout_leaves_a_lock_the_next_sync_clears(
     assert "an interrupted checkout finished" in result.stderr or "interrupted checkout of" in result.stderr
 
 
-HOLD_THE_LOCK = "import sys, time; f = open(sys.argv[1], 'x'); print('held', flush=True); time.sleep(float(sys.argv[2]))"
+HOLD_THE_LOCK = ("import sys, time; f = open(sys.argv[1], 'x'); print('held', flush=True); "
+                 "time.sleep(float(sys.argv[2]))")
 
 
 @pytest.fixture
@@ -155,8 +157,6 @@ def test_a_git_that_finishes_its_work_in_a_checkout_is_waited_for(ws: Workspace,
     def release_after_exit() -> None:  # git removes its lock as it leaves
         holder.wait()
         lock.unlink()
-
-    import threading
 
     threading.Thread(target=release_after_exit, daemon=True).start()
     tip = ws.world["flagtree"].commits["tip"]
