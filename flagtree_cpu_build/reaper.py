@@ -39,6 +39,8 @@ def marked(token: str) -> list[int]:
     wanted = f"\0{MARK}={token}\0".encode()
     me = os.getpid()
     found = []
+    if not os.path.isdir("/proc/self"):
+        return found  # no /proc (not Linux): the tool's own Ctrl-C handling is all there is
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == me:
             continue
