@@ -95,7 +95,7 @@ def wait_for_end_of_file(fd: int) -> None:
 def main(argv: list[str]) -> int:
     fd, token, grace_s = int(argv[1]), argv[2], float(argv[3])
     os.chdir("/")  # never keep a folder (or a mount) of the user's busy
-    os.closerange(3, fd)  # nor a pipe the tool's caller waits on: only the tool's end of ours is kept
+    os.closerange(3, fd)  # nor a pipe the tool's caller waits on: the read end of ours is all it keeps
     os.closerange(fd + 1, os.sysconf("SC_OPEN_MAX"))
     for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(signum, signal.SIG_IGN)  # only the tool's end decides when to act
