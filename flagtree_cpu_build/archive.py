@@ -40,6 +40,11 @@ _MAGIC = {b"\x1f\x8b": "gzip", b"\xfd7zXZ\x00": "xz", b"BZh": "bzip2", b"(\xb5/\
 class TarballProblem(ArtifactError):
     """The bytes are not a usable tarball (damaged, truncated, hostile): they must not be kept."""
 
+    def name_source(self, where: str) -> None:
+        """Say whose bytes these are (the URL, the cached or imported file), once: the reader knew only a label."""
+        if where not in self.message:
+            self.message = f"{self.message}; the archive: {where}"
+
 
 class UnsupportedArchive(ArtifactError):
     """The bytes may be fine, but this Python cannot read their format (zstd before 3.14)."""
@@ -255,19 +260,52 @@ def _damaged(label: str, why: str) -> TarballProblem:
                           fix="nothing of it was kept; run the same command again to download it again")
 
 
-def members(stream: TarStream) -> Iterator[tuple[tarfile.TarFile, tarfile.TarInfo]]:
+class Archive:
+    """The tar archive as ``members`` hands it out: ``extractfile`` as tarfile's, except that a member whose bytes
+    end before its header's size (a tar cut short, then compressed whole) is a TarballProblem, not tarfile's
+    ReadError — its bytes are read by the caller, outside ``members``, where no handler of ours would see it."""
+
+    def __init__(self, tar: tarfile.TarFile, label: str):
+        self.tar, self.label = tar, label
+
+    def extractfile(self, member: tarfile.TarInfo) -> _MemberBytes | None:
+        data = self.tar.extractfile(member)
+        return None if data is None else _MemberBytes(data, self.label, member)
+
+
+class _MemberBytes:
+    def __init__(self, data: Any, label: str, member: tarfile.TarInfo):
+        self.data, self.label, self.member = data, label, member
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            return self.data.read(size)
+        except tarfile.TarError:
+            raise truncated_inside(self.label, self.member) from None
+
+
+def truncated_inside(label: str, member: tarfile.TarInfo) -> TarballProblem:
+    return _damaged(label, f"it is truncated inside member {member.name!r}, whose header declares "
+                    f"{human_bytes(member.size)} that the archive does not hold")
+
+
+def members(stream: TarStream) -> Iterator[tuple[Archive, tarfile.TarInfo]]:
     """Each member with its archive (for ``extractfile``), counted against the entry limit; the
     stream is read to its end afterwards. Members are not kept: memory stays flat."""
     count = 0
+    member = None
     try:
         with tarfile.open(fileobj=stream, mode="r|", bufsize=TAR_BUFSIZE) as tar:
+            archive = Archive(tar, stream.label)
             while (member := tar.next()) is not None:
                 count += 1
                 if count > stream.limits.max_entries:
                     raise stream.limits.too_many(count, stream.label)
                 # tarfile remembers every member (for random access we never use): forget them
                 tar.members.clear()
-                yield tar, member
+                yield archive, member
         stream.drain()
     except tarfile.TarError as exc:
+        if member is not None and "unexpected end of data" in str(exc):  # skipping the data of the last one
+            raise truncated_inside(stream.label, member) from None
         raise _damaged(stream.label, str(exc)) from None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import glob
+import lzma
 import os
 import shutil
 import stat
@@ -133,11 +134,13 @@ def _extract_zip_member(extractor: _Extractor, archive: zipfile.ZipFile, info: z
             _write(archive, info, path, mode, mtime, budget)
     except _Unsafe as exc:
         raise _refusal(label, info.filename, str(exc), source, _ZIP) from None
-    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as exc:
+    except (zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError, NotImplementedError) as exc:
         raise _damaged(label, f"member {info.filename!r} cannot be read ({exc})") from None
     except OSError as exc:
         if is_disk_full(exc) or exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise  # the machine's problem, not the archive's
+        if exc.errno is None:  # raised by a decompressor (bz2: "Invalid data stream"), not by the file system
+            raise _damaged(label, f"member {info.filename!r} cannot be read ({exc})") from None
         raise _refusal(label, info.filename, f"cannot be unpacked ({exc.strerror})", source, _ZIP) from None
 
 

@@ -18,15 +18,16 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
+from . import halfmade
 from .atomic import write_atomic
 from .digest import hash_bytes
 from .errors import SourceError
-from .gitcmd import git_result, head, modified_files, object_format, run_git
+from .gitcmd import blob_starts_with, git_result, head, modified_files, object_format, run_git
 
 MARKER_NAME = "flagtree-cpu-checkout.json"
 SELF = "."  # the marker key of a move of the repository itself; other keys are submodule paths
@@ -116,6 +117,27 @@ def interrupted_submodule_moves(repo: Path) -> dict[str, list[str]]:
     return {key: m["commits"] for key, m in _read_marker(repo).items() if key != SELF}
 
 
+# --- git's own lock ----------------------------------------------------------------------------------
+
+
+def settle(repo: Path, *, say: Callable[[str], None]) -> None:
+    """Before moving ``repo`` or its submodules: a git still working there (it holds an ``index.lock`` open) is
+    waited for, then named (``halfmade``); an ``index.lock`` that nothing holds, of a move of this tool's that
+    was interrupted, was left by a git killed outright (SIGKILL, the OOM killer) and is removed. Any other
+    stale lock is left to git, which names it and says what to do."""
+    gitdir = git_dir(repo)
+    locks = [lock for lock in (gitdir / "index.lock", *gitdir.glob("modules/**/index.lock")) if lock.is_file()]
+    if not locks:
+        return
+    halfmade.wait_for_holders(locks, repo, "a checkout flagtree-cpu is about to move", on_wait=say)
+    moves = _read_marker(repo)
+    ours = [git_dir(repo if key == SELF else repo / key) / "index.lock" for key in moves]
+    for lock in ours:
+        if lock.is_file() and not lock.is_symlink():
+            lock.unlink()
+            say(f"removed {lock}: left by a git that was killed while flagtree-cpu was checking out {repo}")
+
+
 # --- moving ------------------------------------------------------------------------------------------
 
 
@@ -152,7 +174,8 @@ def finish_move(repo: Path, target: str, commits: Sequence[str]) -> None:
 
 def user_changes(repo: Path, commits: Sequence[str], target: str) -> list[str]:
     """Paths a forced checkout of ``target`` would overwrite whose content — in the working tree or
-    staged in the index — is in none of ``commits``."""
+    staged in the index — is in none of ``commits``. A file that is empty, or holds the first bytes of its
+    content at one of them, is not the user's: git was stopped between creating it and writing its last byte."""
     trees = {c: _tree(repo, c) for c in dict.fromkeys([*commits, target])}
     index = _index(repo)
     candidates = set(modified_files(repo, submodules=False))
@@ -166,7 +189,16 @@ def user_changes(repo: Path, commits: Sequence[str], target: str) -> list[str]:
     paths = sorted(candidates - submodules)  # a forced checkout does not touch submodule contents
     actual = _content_ids(repo, paths)
     return [p for p in paths if (p in index and index[p] not in known.get(p, set()))
-            or (actual[p] is not None and actual[p] not in known.get(p, set()))]
+            or (actual[p] not in (None, *known.get(p, set())) and not _cut_short(repo, p, known.get(p, set())))]
+
+
+def _cut_short(repo: Path, path: str, known: set[str]) -> bool:
+    """The file at ``path`` is the start of one of the blobs ``known`` there (an empty file is the start of any)."""
+    full = repo / path
+    blobs = [sha for sha in known if ":" not in sha]  # "kind:sha" entries are links to commits, never files
+    if not blobs or full.is_symlink() or not full.is_file():
+        return False
+    return full.stat().st_size == 0 or any(blob_starts_with(repo, sha, full) for sha in blobs)
 
 
 def _index(repo: Path) -> dict[str, str]:

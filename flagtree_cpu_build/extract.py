@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .archive import TarballProblem, TarStream, UnpackLimits, members
+from .archive import Archive, TarballProblem, TarStream, UnpackLimits, members
 from .atomic import write_atomic
 from .diskspace import disk_full, is_disk_full, tree_hint
 from .errors import ArtifactError
@@ -154,7 +154,7 @@ class _Extractor:
             self.safe_dirs[parent] = folder
         return folder
 
-    def extract(self, tar: tarfile.TarFile, member: tarfile.TarInfo) -> None:
+    def extract(self, tar: Archive, member: tarfile.TarInfo) -> None:
         rel = self.relative(member.name)
         if rel is None:
             return
@@ -211,7 +211,7 @@ class _Extractor:
             self.safe_dirs = {"": self.root}
 
     @staticmethod
-    def _write(tar: tarfile.TarFile, member: tarfile.TarInfo, path: str) -> None:
+    def _write(tar: Archive, member: tarfile.TarInfo, path: str) -> None:
         source_file = tar.extractfile(member)
         assert source_file is not None
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
@@ -282,7 +282,7 @@ def unpacking_errors(tree: Path, label: str, size: Any) -> Iterator[None]:
                             fix="check that the folder is writable, then run the same command again") from exc
 
 
-def _extract_member(extractor: _Extractor, tar: tarfile.TarFile, member: tarfile.TarInfo, label: str,
+def _extract_member(extractor: _Extractor, tar: Archive, member: tarfile.TarInfo, label: str,
                     source: Path | None) -> None:
     try:
         extractor.extract(tar, member)

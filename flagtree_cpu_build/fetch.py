@@ -243,13 +243,16 @@ def _forget(problem: TarballProblem, got: Tarball, cache: ArtifactCache, artifac
     """Bytes that do not unpack are dropped wherever they were kept; the message says how to get good ones."""
     if got.kind == "cache":
         cache.forget(got.sha, artifact.url)
+        problem.name_source(f"{artifact.url}, as kept in the download cache at {got.path}")
         problem.fix = (f"it was removed from the download cache: run the same command again to download "
                        f"{artifact.url} again; if that fails the same way, the server serves a broken file: try a "
                        f"mirror (--mirror), or download it yourself and import it (--from {name}=FILE)")
     elif got.kind == "download":
         cache.drop_part(got.url)
+        problem.name_source(f"downloaded from {got.url}")
         problem.fix = retry_fix(name, artifact)
     else:
+        problem.name_source(f"{got.origin}, a copy of {artifact.url}")
         problem.fix = f"{got.origin} is not a usable copy of {artifact.url}: download it again, then import it"
     return problem
 

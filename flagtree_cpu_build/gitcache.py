@@ -10,11 +10,12 @@ way. Mirrors are updated only when a pinned commit is missing, under a file lock
 
 from __future__ import annotations
 
+import os
 import re
-import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
+from . import halfmade
 from .digest import hash_text
 from .gitcmd import has_commit, run_git
 from .locking import exclusive
@@ -52,8 +53,8 @@ class GitCache:
 
     def _create(self, url: str, mirror: Path) -> None:
         partial = mirror.with_name(mirror.name + ".partial")
-        if partial.exists():
-            shutil.rmtree(partial)  # our own interrupted attempt (the name is ours)
+        if os.path.lexists(partial):  # our own interrupted attempt (the name is ours): once nothing writes into it
+            halfmade.clear(partial, f"an interrupted mirror of {url}", on_wait=self.ui.info)
         partial.mkdir(parents=True)
         try:
             run_git(["init", "--quiet", "--bare"], cwd=partial)
@@ -64,7 +65,7 @@ class GitCache:
                 run_git(["fetch", "--progress", "origin"], cwd=partial, url=url, progress=task)
         except BaseException:
             # a first fetch that did not finish keeps nothing git could resume from
-            shutil.rmtree(partial, ignore_errors=True)
+            halfmade.discard(partial)
             raise
         partial.rename(mirror)
 

@@ -162,6 +162,23 @@ def object_format(repo: Path) -> str:
     return out if out in ("sha1", "sha256") else "sha1"
 
 
+def blob_starts_with(repo: Path, blob: str, file: Path) -> bool:
+    """Whether the blob ``blob`` (git's stored bytes) begins with the whole content of ``file``; reads no more of
+    the blob than the file holds."""
+    with open(file, "rb") as mine:
+        process = start_piped(["git", "cat-file", "blob", blob], cwd=repo, env={**os.environ, **GIT_ENV})
+        assert process.stdout is not None and process.stderr is not None
+        try:
+            while chunk := mine.read(1 << 20):
+                if process.stdout.read(len(chunk)) != chunk:
+                    return False
+            return True
+        finally:
+            process.stdout.close()  # the rest of the blob is not wanted: git stops at its next write
+            process.stderr.close()
+            stop_process_group(process, _STOP_GRACE_S)
+
+
 def remote_url(repo: Path, remote: str = "origin") -> str | None:
     """The URL of ``remote`` as configured in ``repo``; None when there is no such remote."""
     status, out, _ = git_result(["config", "--get", f"remote.{remote}.url"], cwd=repo)

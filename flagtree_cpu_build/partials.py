@@ -27,13 +27,14 @@ import fcntl
 import json
 import os
 import re
-import shutil
 import socket
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from .halfmade import discard, remove_tree, sweep_trash
 
 TAG = "flagtree-cpu-partial"
 OWNER = "owner.json"
@@ -152,7 +153,7 @@ class PartialFolder:
         with self._lock:
             if self._fd is None:
                 return
-            shutil.rmtree(self.path, ignore_errors=True)
+            discard(self.path)
             os.close(self._fd)  # releases the lock; the folder is gone (or a later run removes the rest)
             self._fd = None
         with _LIVE_LOCK:
@@ -190,6 +191,7 @@ def sweep(parent: Path, say: Callable[[str], None], warn: Callable[[str], None],
     """Remove our stale partial folders in ``parent``; name the ones older versions left beside the trees
     ``published`` (the names of the trees published in ``parent``)."""
     removed = []
+    sweep_trash(parent)
     try:
         entries = sorted(os.scandir(parent), key=lambda e: e.name)
     except (FileNotFoundError, NotADirectoryError):
@@ -206,7 +208,7 @@ def sweep(parent: Path, say: Callable[[str], None], warn: Callable[[str], None],
         elif (legacy := _LEGACY.match(entry.name)) and legacy["name"] in published \
                 and not (path / OWNER).exists():
             if _legacy_old_tree(path, legacy):
-                shutil.rmtree(path, ignore_errors=True)
+                discard(path)
                 removed.append(path)
                 say(f"removed {path}: a replaced tree an interrupted flagtree-cpu publish left behind")
             elif legacy["pid"] is None or not _running(int(legacy["pid"]), None):
@@ -252,7 +254,10 @@ def _remove_if_gone(path: Path, *, remove: bool = True) -> int | None:
         if not owner_gone(record):
             return None
         if remove:
-            shutil.rmtree(path, ignore_errors=True)
+            try:
+                remove_tree(path)
+            except OSError:
+                return None  # left for the next sweep
         return int(record["pid"])
     finally:
         os.close(fd)

@@ -10,15 +10,21 @@ the same happens when ``timeout_s`` passes (a hung validation kernel), and the r
 command the user must see and may have to answer (``sudo apt-get install``); ``start_piped``
 for a caller that reads a command's output as it comes (``gitcmd``'s watched git).
 No other module of the tool imports ``subprocess`` (tests/unit/test_layering.py holds it to that).
+
+Whatever ends the tool — SIGKILL to its process group included — ends what it started: every command
+carries the run's mark in its environment, and a watcher started once per tool process (``reaper``)
+stops every marked process when the tool's process is gone (see ``reaper`` for why not PDEATHSIG).
 """
 
 from __future__ import annotations
 
 import os
 import queue
+import secrets
 import shlex
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -73,7 +79,7 @@ def run_logged(
             out.write(f"# {line}\n")
         out.write("\n")
         out.flush()
-        process = subprocess.Popen(list(argv), cwd=cwd, env=dict(env), stdout=subprocess.PIPE,
+        process = subprocess.Popen(list(argv), cwd=cwd, env=marked_env(env), stdout=subprocess.PIPE,
                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         lines: queue.Queue[bytes | None] = queue.Queue()
         reader = threading.Thread(target=_pump, args=(process, lines), daemon=True)
@@ -185,9 +191,9 @@ def capture(argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: P
     """Run a short query; never raises for a non-zero exit (the caller decides what it means). Its output is
     text; ``input`` (bytes: what ``ssh-keygen -Y verify`` checks) is its stdin, else stdin is closed."""
     if input is None:
-        return subprocess.run(list(argv), env=dict(env) if env is not None else None, cwd=cwd, capture_output=True,
+        return subprocess.run(list(argv), env=marked_env(env), cwd=cwd, capture_output=True,
                               text=True, timeout=timeout_s, check=False, stdin=subprocess.DEVNULL)
-    done = subprocess.run(list(argv), env=dict(env) if env is not None else None, cwd=cwd, capture_output=True,
+    done = subprocess.run(list(argv), env=marked_env(env), cwd=cwd, capture_output=True,
                           timeout=timeout_s, check=False, input=input)
     return subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode("utf-8", "replace"),
                                        done.stderr.decode("utf-8", "replace"))
@@ -197,13 +203,74 @@ def start_piped(argv: Sequence[str], *, cwd: Path | None, env: Mapping[str, str]
     """Start a command in a session of its own (so ``stop_process_group`` stops it and everything it
     starts), stdin closed, stdout and stderr as pipes of bytes for the caller to read; the caller waits
     for it. A missing program or ``cwd`` raises FileNotFoundError (its ``filename`` says which)."""
-    return subprocess.Popen(list(argv), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+    return subprocess.Popen(list(argv), cwd=cwd, env=marked_env(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)
 
 
 def run_attached(argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> int:
     """Run a command on the user's terminal (stdin too: sudo may ask for a password); its exit status."""
-    return subprocess.run(list(argv), env=dict(env) if env is not None else None, check=False).returncode
+    return subprocess.run(list(argv), env=marked_env(env), check=False).returncode
+
+
+# --- no command outlives the tool -------------------------------------------------------------------------
+
+REAPER_GRACE_S = 5.0  # as for Ctrl-C: SIGTERM first (git removes index.lock), SIGKILL for what lingers
+
+
+class _Reaper:
+    """The run's mark, and the watcher (``reaper``) that stops every marked process once this process is gone.
+    Started at the first command; started again if it died, or in a forked copy of the tool."""
+
+    def __init__(self) -> None:
+        self.token = f"{os.getpid()}-{secrets.token_hex(8)}"
+        self._lock = threading.Lock()
+        self._owner_pid: int | None = None
+        self._watcher: int | None = None  # its pid
+        self._tool_end: int | None = None  # the pipe's write end: open exactly as long as this process
+
+    def mark(self) -> dict[str, str]:
+        with self._lock:
+            if self._owner_pid != os.getpid() or not self._watching():
+                self._start()
+        return {MARK: self.token}
+
+    def _watching(self) -> bool:
+        if self._watcher is None:
+            return False
+        try:
+            return os.waitpid(self._watcher, os.WNOHANG) == (0, 0)
+        except ChildProcessError:
+            return False
+
+    def _start(self) -> None:
+        script = Path(__file__).with_name("reaper.py")
+        if not sys.executable or not script.is_file() or not hasattr(os, "posix_spawn"):
+            return  # nothing to run it with (an embedded Python): the tool still stops its commands itself
+        if self._tool_end is not None:  # a dead watcher's pipe, or the one a forked copy inherited
+            os.close(self._tool_end)
+        read_end, self._tool_end = os.pipe()  # the commands inherit neither end (O_CLOEXEC)
+        try:
+            os.set_inheritable(read_end, True)  # the watcher's only inherited descriptor besides /dev/null
+            devnull = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)]
+            # posix_spawn, not Popen: the watcher is meant to outlive this process, which Popen warns about;
+            # setsid: a signal to the tool's process group must miss it
+            self._watcher = os.posix_spawn(
+                sys.executable, [sys.executable, "-I", "-S", str(script), str(read_end), self.token,
+                                 str(REAPER_GRACE_S)], os.environ, file_actions=devnull, setsid=True)
+        except (OSError, TypeError, NotImplementedError):
+            self._watcher = None  # no setsid on this platform, or no interpreter: the tool stops what it can itself
+        finally:
+            os.close(read_end)
+        self._owner_pid = os.getpid()
+
+
+MARK = "FLAGTREE_CPU_RUN"  # reaper.MARK; not imported, so that reaper.py stays a standalone program
+_REAPER = _Reaper()
+
+
+def marked_env(env: Mapping[str, str] | None) -> dict[str, str]:
+    """``env`` (the tool's own environment when None) with the run's mark, the watcher running."""
+    return {**(os.environ if env is None else env), **_REAPER.mark()}
 
 
 def log_path(logs_dir: Path, kind: str) -> Path:

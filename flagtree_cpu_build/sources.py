@@ -23,14 +23,14 @@ recipe patches are applied and taken back by ``source_patches``.
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from . import halfmade
 from .atomic import replace_symlink
-from .checkouts import finish_move, interrupted_move, interrupted_submodule_moves, move_to
+from .checkouts import finish_move, interrupted_move, interrupted_submodule_moves, move_to, settle
 from .errors import SourceError
 from .gitcache import GitCache
 from .gitcmd import effective_url, git_result, has_commit, head, modified_files, remote_url, run_git
@@ -291,8 +291,8 @@ class _SourceSync:
     def _clone(self, dest: Path) -> None:
         url, commit = self.source.url, self.pin.commit
         partial = dest.with_name(f".{dest.name}.flagtree-cpu-partial")
-        if partial.exists():
-            shutil.rmtree(partial)  # our own interrupted clone (the name is ours)
+        if os.path.lexists(partial):  # our own interrupted clone (the name is ours): once nothing writes into it
+            halfmade.clear(partial, f"an interrupted clone of {self.name}", on_wait=self.ui.info)
         if self.cache:
             self.cache.ensure(url, commit, offline=self.options.offline)
         elif self.options.offline:
@@ -302,7 +302,7 @@ class _SourceSync:
         try:
             self._clone_into(partial, dest)
         except BaseException:
-            shutil.rmtree(partial, ignore_errors=True)  # ours, and useless half-made
+            halfmade.discard(partial)  # ours, and useless half-made; our git has been stopped
             raise
 
     def _clone_into(self, partial: Path, dest: Path) -> None:
@@ -332,6 +332,7 @@ class _SourceSync:
     def _move(self, checkout: Path, interrupted: list[str] | None) -> None:
         """Move to the pin; ``interrupted``: the commits of a checkout of ours that did not finish,
         whose half-written files are ours to overwrite (but no one else's: ``finish_move``)."""
+        settle(checkout, say=self.ui.info)  # a git still working there, or the lock of one that was killed
         self.patches.revert_all(checkout)  # our own changes do not count as the user's
         finishing = interrupted is not None and not self.options.allow_dirty
         if not finishing:

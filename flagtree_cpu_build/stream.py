@@ -102,6 +102,7 @@ def download_and_unpack(name: str, artifact: Artifact, expected: Mapping[str, st
         result = downloader.fetch(candidate_urls(artifact.url, mirrors), cache.part_path, label=name,
                                   expected=expected)
         return Tarball(result.sha256, result.part, result.url, "download", url=result.url, digests=result.digests)
+    candidates = candidate_urls(artifact.url, mirrors)
     folder = PartialFolder.create(dest)
     growing = GrowingFile(stops=(folder.stop, ctx.ui.cancel))
     unpacker = _Unpacker(name, artifact, folder, growing, ctx)
@@ -109,7 +110,7 @@ def download_and_unpack(name: str, artifact: Artifact, expected: Mapping[str, st
     try:
         with ctx.ui.concurrent():
             unpacker.start()
-            result = downloader.fetch(candidate_urls(artifact.url, mirrors), cache.part_path, label=name,
+            result = downloader.fetch(candidates, cache.part_path, label=name,
                                       expected=expected)
             growing.complete()
             unpacker.done.wait()
@@ -119,7 +120,8 @@ def download_and_unpack(name: str, artifact: Artifact, expected: Mapping[str, st
         growing.close()
         folder.remove()
         if isinstance(exc, ConsumerFailed) and unpacker.error is not None:
-            raise _unpack_failed(unpacker.error, name, artifact, cache, growing.path) from None
+            url = next((u for u in candidates if cache.part_path(u) == growing.path), artifact.url)
+            raise _unpack_failed(unpacker.error, name, artifact, cache, growing.path, url) from None
         raise
     growing.close()
     error = unpacker.error
@@ -129,15 +131,16 @@ def download_and_unpack(name: str, artifact: Artifact, expected: Mapping[str, st
     folder.remove()
     if isinstance(error, StreamStale):
         return Tarball(result.sha256, result.part, result.url, "download", url=result.url, digests=result.digests)
-    raise _unpack_failed(error, name, artifact, cache, result.part)
+    raise _unpack_failed(error, name, artifact, cache, result.part, result.url)
 
 
 def _unpack_failed(error: BaseException, name: str, artifact: Artifact, cache: ArtifactCache,
-                   part: Path | None) -> BaseException:
+                   part: Path | None, url: str) -> BaseException:
     """What the unpacker's failure means for the download: bad bytes are dropped, the rest kept."""
     if isinstance(error, TarballProblem):
         if part is not None:
             discard_part(part)
+        error.name_source(f"downloaded from {url}")
         error.fix = retry_fix(name, artifact)
     elif isinstance(error, (LimitExceeded, DiskFull)) and part is not None and part.is_file():
         error.details = (*error.details, f"the download so far ({human_bytes(part.stat().st_size)}, {part}) is "

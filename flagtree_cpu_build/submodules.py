@@ -13,7 +13,7 @@ import posixpath
 from collections.abc import Callable
 from pathlib import Path
 
-from .checkouts import finish_move, forget, interrupted_submodule_moves, marked
+from .checkouts import finish_move, forget, interrupted_submodule_moves, marked, settle
 from .errors import SourceError
 from .gitcache import GitCache
 from .gitcmd import gitlink, has_commit, head, remote_url, run_git, submodule_status
@@ -48,6 +48,7 @@ class SubmoduleSync:
         return entries, moved
 
     def _update(self, repo: Path) -> None:
+        settle(repo, say=self.ui.info)  # a git still working there, or the lock of one that was killed
         modules = gitmodules(repo)
         origin = remote_url(repo) or ""
         urls = [absolute_submodule_url(url, origin) for _path, url in modules]

@@ -11,8 +11,10 @@ then recorded in the lock, as fetch records it, so the board's `fetch --offline`
 
 from __future__ import annotations
 
+import lzma
 import os
 import zipfile
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -89,35 +91,47 @@ def _one(name: str, artifact: Artifact, expected: dict[str, str], cache: Artifac
         meta = _meta(name, artifact, digests)
         warnings: tuple[str, ...] = ()
         if not expected:  # nothing vouches for these bytes: they must at least be a whole archive
-            _check_readable(name, artifact, result.part, ctx)
+            _check_readable(name, artifact, result.part, result.url, ctx)
             warnings = (f"artifact {name}: no digest in the recipe or the lock; trusting it on first use and "
                         f"recording sha256 {result.sha256} in the lock file",)
         blob = cache.add(result.part, result.sha256, artifact.url, served_from=result.url)
         return BundledArtifact(blob, result.sha256, meta, result.url, warnings)
 
 
-def _check_readable(name: str, artifact: Artifact, path: Path, ctx: StageContext) -> None:
+def _check_readable(name: str, artifact: Artifact, path: Path, url: str, ctx: StageContext) -> None:
     """Read the archive through without unpacking it; a damaged one is dropped (TarballProblem, exit 4)."""
-    size = path.stat().st_size
     try:
-        with ctx.ui.progress(f"checking {name}", total=size, unit="bytes") as task:
-            if artifact.kind == "tarball":
-                limits = limits_for(name, artifact.unpacked_size, artifact.unpacked_entries)
-                with open(path, "rb") as raw:
-                    for _tar, _member in members(TarStream(raw, name, limits, lambda: size, task.update)):
-                        pass
-            elif artifact.kind == "zip":
-                with zipfile.ZipFile(path) as archive:
-                    bad = archive.testzip()
-                if bad is not None:
-                    raise TarballProblem(f"{name} is not a readable zip: {bad} is damaged")
-    except zipfile.BadZipFile as exc:
+        _read_through(name, artifact, path, ctx)
+    except _ZIP_DAMAGE as exc:
+        if isinstance(exc, OSError) and exc.errno is not None:
+            raise  # the file system's failure, not the archive's
         discard_part(path)
-        raise TarballProblem(f"{name} is not a readable zip: {exc}", fix=retry_fix(name, artifact)) from None
+        raise TarballProblem(f"{name} is not a readable zip: {exc}; the archive: downloaded from {url}",
+                             fix=retry_fix(name, artifact)) from None
     except TarballProblem as problem:
         discard_part(path)
+        problem.name_source(f"downloaded from {url}")
         problem.fix = retry_fix(name, artifact)
         raise
+
+
+# what reading a damaged zip raises: its own errors, the decompressors' (bz2: an OSError without errno), EOFError
+_ZIP_DAMAGE = (zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError, NotImplementedError, OSError)
+
+
+def _read_through(name: str, artifact: Artifact, path: Path, ctx: StageContext) -> None:
+    size = path.stat().st_size
+    with ctx.ui.progress(f"checking {name}", total=size, unit="bytes") as task:
+        if artifact.kind == "tarball":
+            limits = limits_for(name, artifact.unpacked_size, artifact.unpacked_entries)
+            with open(path, "rb") as raw:
+                for _tar, _member in members(TarStream(raw, name, limits, lambda: size, task.update)):
+                    pass
+        elif artifact.kind == "zip":
+            with zipfile.ZipFile(path) as archive:
+                bad = archive.testzip()
+            if bad is not None:
+                raise TarballProblem(f"{name} is not a readable zip: {bad} is damaged")
 
 
 def _meta(name: str, artifact: Artifact, digests: dict[str, str]) -> dict[str, Any]:

@@ -21,7 +21,6 @@ whatever happens.
 from __future__ import annotations
 
 import re
-import shutil
 import sys
 import tempfile
 import time
@@ -31,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import halfmade
 from ..errors import UsageError
 from .archive import seal, verify_bundle, write
 from .manifest import MANIFEST_NAME, MEMBER_KINDS, Manifest, Member, member_name
@@ -140,6 +140,8 @@ def create_bundle(request: ContextRequest, ui: UI, options: CreateOptions,
             old = _read_since(options.since, ctx, target, ui)
             staging = ctx.workspace.state_dir / "bundle-create"
             staging.mkdir(parents=True, exist_ok=True)
+            for left in staging.glob("staging-*"):  # a killed run's (the workspace is ours): git bundles, wheels
+                halfmade.discard(left)
             scratch = Path(tempfile.mkdtemp(prefix="staging-", dir=staging))
             try:
                 manifest, files, warnings = _collect(ctx, target, options, scratch, old)
@@ -147,7 +149,7 @@ def create_bundle(request: ContextRequest, ui: UI, options: CreateOptions,
                 with ui.progress("writing the bundle", unit="bytes") as task:
                     written = write(output, manifest, files, progress=task.update, signer=signer)
             finally:
-                shutil.rmtree(scratch, ignore_errors=True)
+                halfmade.discard(scratch)
     return BundleCreated(output, output.stat().st_size, written.manifest, time.monotonic() - start, tuple(warnings),
                          options.since, written.sha256, written.signature)
 

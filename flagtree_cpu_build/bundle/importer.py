@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from .. import halfmade
 from ..artifact_cache import ArtifactCache, url_key
 from ..atomic import temporary_name, write_atomic
 from ..digest import hash_file
@@ -209,8 +210,8 @@ class _Seeder:
 
     def _clone_mirror(self, bundle: Path, mirror: Path, url: str, member: Member) -> None:
         partial = mirror.with_name(mirror.name + ".partial")  # the git cache's own name for a half-made mirror
-        if partial.exists():
-            shutil.rmtree(partial)
+        if os.path.lexists(partial):  # an interrupted seeding (or mirroring): once nothing writes into it
+            halfmade.clear(partial, f"an interrupted mirror of {url}", on_wait=self.ui.info)
         partial.parent.mkdir(parents=True, exist_ok=True)
         try:
             run_git(["clone", "--mirror", "--quiet", str(bundle), str(partial)], config=_LOCAL_GIT)
@@ -225,7 +226,7 @@ class _Seeder:
                                     "manifest lists", details=tuple(missing),
                                     fix="make the bundle again (flagtree-cpu bundle create)")
         except BaseException:
-            shutil.rmtree(partial, ignore_errors=True)
+            halfmade.discard(partial)
             raise
         partial.rename(mirror)
 

@@ -22,6 +22,7 @@ from pathlib import Path
 _FILTER = r'''
 import os, signal, sys, time
 repo_name, after, counter, signame, fired = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+target, hold_s = sys.argv[6], float(sys.argv[7])
 data = sys.stdin.buffer.read()
 if os.path.basename(os.getcwd()) == repo_name and not os.path.exists(fired):
     with open(counter, "a") as f:
@@ -38,8 +39,18 @@ if os.path.basename(os.getcwd()) == repo_name and not os.path.exists(fired):
                 pid = int(f.read().rsplit(")", 1)[1].split()[1])
         with open(fired, "w") as f:
             f.write(f"{os.getpid()} {os.getpgid(0)}\n")
-        os.kill(pid, getattr(signal, signame))
-        time.sleep(20)  # the checkout stays half done until the tool stops git
+        if target == "group":  # the tool's whole process group, as `kill -9 -- -PGID` or a CI runner does
+            os.killpg(os.getpgid(pid), getattr(signal, signame))
+        elif target == "git":  # the git checking out (above the shell running this filter), as the OOM killer does
+            git = os.getppid()
+            with open(f"/proc/{git}/comm") as f:
+                if not f.read().startswith("git"):
+                    with open(f"/proc/{git}/stat") as stat:
+                        git = int(stat.read().rsplit(")", 1)[1].split()[1])
+            os.kill(git, getattr(signal, signame))
+        else:
+            os.kill(pid, getattr(signal, signame))
+        time.sleep(hold_s)  # the checkout stays half done until the tool stops git
 sys.stdout.buffer.write(data)
 '''
 
@@ -57,24 +68,90 @@ class InterruptingFilter:
         pid, pgid = (self.folder / "fired").read_text().split()
         return int(pid), int(pgid)
 
+    @property
+    def cut_path(self) -> str:
+        """The file a cutting filter let git write only part of (its path in the repository)."""
+        return (self.folder / "fired").read_text().split(maxsplit=2)[2].strip()
+
     def files_passed(self) -> int:
         counter = self.folder / "counter"
         return len(counter.read_text().splitlines()) - 1 if counter.exists() else 0
 
 
 def arm_interrupting_filter(gitconfig: Path, folder: Path, repo_name: str, after_files: int,
-                            signal_name: str) -> InterruptingFilter:
-    """Make the next checkout in a folder named ``repo_name`` send ``signal_name`` to flagtree-cpu
-    after ``after_files`` files, through the git configuration file ``gitconfig``."""
+                            signal_name: str, *, target: str = "tool", hold_s: float = 20) -> InterruptingFilter:
+    """Make the next checkout in a folder named ``repo_name`` send ``signal_name`` to flagtree-cpu after
+    ``after_files`` files (``target`` "group": to its whole process group; "git": to the git checking out
+    instead), through the git configuration file ``gitconfig``; the filter then holds the checkout for
+    ``hold_s`` seconds unless it is stopped."""
     folder.mkdir(parents=True, exist_ok=True)
     script = folder / "interrupting_filter.py"
     script.write_text(_FILTER)
     attributes = folder / "attributes"
     attributes.write_text("* filter=interrupt\n")
     command = " ".join(map(str, [sys.executable, script, repo_name, after_files, folder / "counter",
-                                 signal_name, folder / "fired"]))
+                                 signal_name, folder / "fired", target, hold_s]))
     with open(gitconfig, "a") as config:
         config.write(f'[filter "interrupt"]\n\tsmudge = {command}\n[core]\n\tattributesFile = {attributes}\n')
+    return InterruptingFilter(folder)
+
+
+_CUTTING_FILTER = r"""
+import os, resource, signal, sys, time
+repo_name, after, counter, signame, fired, cut, path = (sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4],
+                                                        sys.argv[5], int(sys.argv[6]), sys.argv[7])
+data = sys.stdin.buffer.read()
+if os.path.basename(os.getcwd()) == repo_name and not os.path.exists(fired):
+    with open(counter, "a") as f:
+        f.write(path + "\n")
+    with open(counter) as f:
+        count = len(f.readlines())
+    if count > after:
+        tool = os.getppid()
+        while tool > 1:
+            with open(f"/proc/{tool}/cmdline", "rb") as f:
+                if b"flagtree_cpu_build" in f.read():
+                    break
+            with open(f"/proc/{tool}/stat") as f:
+                tool = int(f.read().rsplit(")", 1)[1].split()[1])
+        git = os.getppid()  # the git writing this file (above the shell running this filter): `cut` bytes, no more
+        with open(f"/proc/{git}/comm") as f:
+            if not f.read().startswith("git"):
+                with open(f"/proc/{git}/stat") as stat:
+                    git = int(stat.read().rsplit(")", 1)[1].split()[1])
+        resource.prlimit(git, resource.RLIMIT_CORE, (0, 0))
+        resource.prlimit(git, resource.RLIMIT_FSIZE, (cut, cut))
+        with open(fired, "w") as f:
+            f.write(f"{os.getpid()} {os.getpgid(0)} {path}\n")
+        if os.fork() == 0:  # once git has created the file, the Ctrl-C reaches the tool
+            os.close(0)
+            os.close(1)  # git reads this filter's output until every copy of the pipe is closed
+            target = os.path.join(os.getcwd(), path)
+            end = time.monotonic() + 20
+            while not os.path.lexists(target) and time.monotonic() < end:
+                time.sleep(0.001)
+            os.kill(tool, getattr(signal, signame))
+            os._exit(0)
+sys.stdout.buffer.write(data)
+"""
+
+
+def arm_cutting_filter(gitconfig: Path, folder: Path, repo_name: str, after_files: int, cut_bytes: int,
+                       signal_name: str) -> InterruptingFilter:
+    """Make the next checkout in a folder named ``repo_name`` stop *inside* file N+1 (N = ``after_files``): git
+    creates it and writes ``cut_bytes`` of it, then dies (its file-size limit, set from the filter), and
+    ``signal_name`` reaches flagtree-cpu as the file appears — what a Ctrl-C landing between git's open() and
+    its last write() leaves. A fixture file is written in microseconds, too fast for a real signal to land
+    inside deterministically."""
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "cutting_filter.py"
+    script.write_text(_CUTTING_FILTER)
+    attributes = folder / "attributes"
+    attributes.write_text("* filter=cut\n")
+    command = " ".join(map(str, [sys.executable, script, repo_name, after_files, folder / "counter", signal_name,
+                                 folder / "fired", cut_bytes]))
+    with open(gitconfig, "a") as config:
+        config.write(f'[filter "cut"]\n\tsmudge = {command} %f\n[core]\n\tattributesFile = {attributes}\n')
     return InterruptingFilter(folder)
 
 
@@ -142,6 +219,25 @@ def descendants(pid: int) -> list[tuple[int, int, str]]:
             if fields is not None:
                 found.append((child, int(fields[2]), comm))
                 todo.append(child)
+    return found
+
+
+def marked_processes(name: str, value: str) -> list[tuple[int, str]]:
+    """(pid, command line) of every live process whose environment holds ``name=value``: a marker put in
+    the tool's environment reaches everything it starts, unless a program scrubs its environment."""
+    wanted = f"{name}={value}".encode()
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or not alive(int(pid)):
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as environ:
+                if wanted not in environ.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                found.append((int(pid), cmdline.read().replace(b"\0", b" ").decode(errors="replace").strip()))
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
     return found
 
 

@@ -203,3 +203,14 @@ def zip_with(files: dict[str, bytes], *, links: dict[str, str] | None = None,
 def zstd_lookalike() -> Tarball:
     """Bytes that start as a zstd frame does: enough for a reader that sniffs the format."""
     return Tarball(b"(\xb5/\xfd" + bytes(range(256)) * 8)
+
+
+def cut_member_tarball(declared: int = 7 << 30, present: int = 1 << 20) -> Tarball:
+    """A whole gzip stream holding a tar whose member declares ``declared`` bytes but has ``present``, then nothing:
+    the compression layer is intact, only the tar inside is cut short (a truncated tar, compressed afterwards)."""
+    info = tarfile.TarInfo(f"{TOP}/lib/libLLVM.a")
+    info.size, info.mode, info.mtime = declared, 0o644, 1_700_000_000
+    folder = tarfile.TarInfo(f"{TOP}/")
+    folder.type, folder.mode, folder.mtime = tarfile.DIRTYPE, 0o755, 1_700_000_000
+    plain = folder.tobuf(format=tarfile.GNU_FORMAT) + info.tobuf(format=tarfile.GNU_FORMAT) + bytes(present)
+    return Tarball(gzip.compress(plain, mtime=0))

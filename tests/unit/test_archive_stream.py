@@ -92,6 +92,24 @@ def test_a_gzip_cut_after_a_whole_member_is_still_truncated() -> None:
         read_all(data[: len(data) - 6])  # only the gzip trailer is missing: tarfile alone would not notice
 
 
+def cut_member(declared: int = 7 << 30, present: int = 1 << 20) -> bytes:
+    """A whole gzip stream around a tar whose only member declares ``declared`` bytes and holds ``present``."""
+    info = tarfile.TarInfo("top/big")
+    info.size = declared
+    return gzip.compress(info.tobuf(format=tarfile.GNU_FORMAT) + bytes(present))
+
+
+def test_a_member_cut_short_inside_a_whole_gzip_stream_is_truncated_not_a_read_error() -> None:
+    with pytest.raises(TarballProblem, match=r"truncated inside member 'top/big', whose header declares 7.5 GB"):
+        read_all(cut_member())  # the member's bytes are read by the caller, outside members()
+
+
+def test_skipping_over_a_member_cut_short_is_truncated_too() -> None:
+    with pytest.raises(TarballProblem, match=r"truncated inside member 'top/big'"):
+        for _archive, _member in members(stream(cut_member())):
+            pass  # a listing (adopting a tree, checking a bundle's archive) reads no member's bytes
+
+
 def test_a_corrupt_gzip_is_named_as_such() -> None:
     data = bytearray(gzip.compress(plain_tar(FILES)))
     data[200:260] = bytes(60)
