@@ -17,6 +17,7 @@ import pytest
 from tests.support.gitworld import GitWorld, build_world, private_copy
 from tests.support.hermetic import make_hermetic
 from tests.support.httpserver import LoopbackHTTPServer
+from tests.support.ports import refusing_port
 
 # The environment before any test changed it: for the few tests that must reach the
 # package index (installing the wheel into a fresh venv).
@@ -65,3 +66,11 @@ def http_server() -> Iterator[LoopbackHTTPServer]:
     server = LoopbackHTTPServer()
     yield server
     server.close()
+
+
+@pytest.fixture
+def refused_port() -> Iterator[int]:
+    """A loopback port where every connection is refused, held (bound, never listening) until the test ends, so no
+    other process can start answering on it meanwhile."""
+    with refusing_port() as port:
+        yield port

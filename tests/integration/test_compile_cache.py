@@ -23,7 +23,7 @@ from tests.support.cli import Workspace, ready_to_build
 from tests.support.envelope import result_of
 from tests.support.gitworld import GitWorld
 from tests.support.httpserver import LoopbackHTTPServer
-from tests.support.redisserver import RedisServer, free_port, missing_parts
+from tests.support.redisserver import RedisServer, missing_parts
 from tests.support.tarballs import TOP, llvm_tarball
 from tests.support.venvs import TOOLS, build_venv
 
@@ -105,8 +105,8 @@ def test_second_workspace_compiles_nothing_the_first_one_put_in_redis(
 
 
 def test_a_dead_server_before_the_build_is_one_warning_and_a_local_build(
-        make_ws, monkeypatch: pytest.MonkeyPatch) -> None:
-    url = f"redis://127.0.0.1:{free_port()}"
+        make_ws, monkeypatch: pytest.MonkeyPatch, refused_port: int) -> None:
+    url = f"redis://127.0.0.1:{refused_port}"
     result = make_ws("a").build(monkeypatch, "--compile-cache", url)
     data = _cache_data(result)
     assert result.stderr.count("warning") == 1 and f"compile cache {url}: {DEAD}" in result.stderr
@@ -154,17 +154,19 @@ def test_without_ccache_on_path_one_warning_and_the_build_goes_on(
     assert not data["active"] and ws.compiled()["compiler"] == ["g++"]
 
 
-def test_the_cache_url_is_not_a_build_input(redis: RedisServer, make_ws, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_cache_url_is_not_a_build_input(redis: RedisServer, make_ws, monkeypatch: pytest.MonkeyPatch,
+                                             refused_port: int) -> None:
     ws = make_ws("a")
     assert ws.build(monkeypatch, "--compile-cache", redis.url).exit_code == 0
-    monkeypatch.setenv("FLAGTREE_CPU_COMPILE_CACHE", f"redis://127.0.0.1:{free_port()}")
+    monkeypatch.setenv("FLAGTREE_CPU_COMPILE_CACHE", f"redis://127.0.0.1:{refused_port}")
     again = ws.build(monkeypatch)
     assert again.exit_code == 0, again.stderr
     [action] = result_of(again.stdout)["actions"]
     assert action["detail"] == "up to date" and "warning" not in again.stderr
 
 
-def test_doctor_checks_the_configured_cache(redis: RedisServer, make_ws, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_doctor_checks_the_configured_cache(redis: RedisServer, make_ws, monkeypatch: pytest.MonkeyPatch,
+                                            refused_port: int) -> None:
     ws = make_ws("a")
 
     def check() -> dict:
@@ -176,7 +178,7 @@ def test_doctor_checks_the_configured_cache(redis: RedisServer, make_ws, monkeyp
     monkeypatch.setenv("FLAGTREE_CPU_COMPILE_CACHE", redis.url)
     live = check()
     assert live["status"] == "ok" and redis.url in live["detail"] and "ccache 4." in live["detail"]
-    monkeypatch.setenv("FLAGTREE_CPU_COMPILE_CACHE", f"redis://127.0.0.1:{free_port()}")
+    monkeypatch.setenv("FLAGTREE_CPU_COMPILE_CACHE", f"redis://127.0.0.1:{refused_port}")
     dead = check()
     assert dead["status"] == "warn" and "refuses connections" in dead["detail"]
 

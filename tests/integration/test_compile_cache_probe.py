@@ -24,7 +24,7 @@ from flagtree_cpu_build.compile_cache import answers, parse_url
 from tests.support.envelope import result_of
 from tests.support.hostileserver import HostileServer
 from tests.support.httpstorage import HTTPStorage
-from tests.support.redisserver import RedisServer, free_port, missing_parts
+from tests.support.redisserver import RedisServer, missing_parts
 
 PASSWORD = "s3cret-Pw"
 
@@ -62,8 +62,8 @@ def test_a_server_that_closes_at_once_does_not_answer(scheme: str) -> None:
             "closed the connection without answering")
 
 
-def test_nothing_listening_is_a_refused_connection() -> None:
-    why = _why(f"redis://127.0.0.1:{free_port()}")
+def test_nothing_listening_is_a_refused_connection(refused_port: int) -> None:
+    why = _why(f"redis://127.0.0.1:{refused_port}")
     assert why is not None and why.startswith("refuses connections")
 
 

@@ -13,41 +13,26 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
-import time
 from pathlib import Path
 
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.support.ports import start_on_free_port
 
 
 class GitDaemon:
     def __init__(self, base_path: Path, env: dict[str, str] | None = None):
         self.base_path = base_path
-        self.port = _free_port()
-        self._process = subprocess.Popen(
-            ["git", "daemon", "--reuseaddr", "--export-all", "--listen=127.0.0.1",
-             f"--port={self.port}", f"--base-path={base_path}", "--informative-errors", str(base_path)],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
-        )
-        self._wait_ready()
 
-    def _wait_ready(self, timeout: float = 10.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise RuntimeError(f"git daemon exited: {self._process.stderr.read().decode()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return
-            except OSError:
-                time.sleep(0.05)
-        self.close()
-        raise RuntimeError("git daemon did not start listening")
+        def start(port: int) -> subprocess.Popen[bytes]:
+            # --verbose: the daemon says "Ready to rumble" once it listens (and logs each connection, which
+            # ServerOutput reads away)
+            return subprocess.Popen(
+                ["git", "daemon", "--verbose", "--reuseaddr", "--export-all", "--listen=127.0.0.1", f"--port={port}",
+                 f"--base-path={base_path}", "--informative-errors", str(base_path)],
+                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                start_new_session=True)
+
+        self._process, self.port, self._output = start_on_free_port(start, b"Ready to rumble", what="git daemon")
 
     def url(self, repo: str) -> str:
         return f"git://127.0.0.1:{self.port}/{repo}"
@@ -74,5 +59,3 @@ class GitDaemon:
             self._signal_group(signal.SIGKILL)
             self._process.wait(timeout=5)
         self._signal_group(signal.SIGKILL)  # upload-packs still serving a connection
-        if self._process.stderr:
-            self._process.stderr.close()

@@ -7,14 +7,9 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
 from pathlib import Path
 
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.support.ports import start_on_free_port
 
 
 def missing_parts() -> str | None:
@@ -32,18 +27,17 @@ class RedisServer:
 
     def __init__(self, workdir: Path, password: str | None = None):
         workdir.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
+
+        def start(port: int) -> subprocess.Popen[bytes]:
+            return subprocess.Popen(
+                ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                 "--daemonize", "no", "--dir", str(workdir), *(("--requirepass", password) if password else ())],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+
+        process, self.port, self._output = start_on_free_port(start, b"Ready to accept connections",
+                                                              what="redis-server")
+        self._process: subprocess.Popen[bytes] | None = process
         self.url = f"redis://127.0.0.1:{self.port}"
-        self._process: subprocess.Popen[bytes] | None = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--daemonize", "no", "--dir", str(workdir), *(("--requirepass", password) if password else ())],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + 10
-        while not self.answers():
-            if self._process.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"redis-server did not start on port {self.port}")
-            time.sleep(0.05)
 
     def answers(self) -> bool:
         try:
