@@ -29,6 +29,9 @@ from .atomic import write_atomic
 from .digest import hash_bytes
 from .errors import SourceError
 from .gitcmd import git_result, git_succeeds, run_git
+from .regular_file import TooLarge, read_regular
+
+MAX_PATCH_BYTES = 64 << 20  # the patches recipes carry are kilobytes
 
 
 @dataclass(frozen=True)
@@ -127,9 +130,17 @@ class PatchState:
 
 def _read(path: Path) -> bytes | None:
     try:
-        return path.read_bytes()
+        return _patch_bytes(path)
     except OSError:
         return None
+
+
+def _patch_bytes(path: Path) -> bytes:
+    """A patch's text: a regular file (a FIFO there must not hang sync), and no bigger than a patch can be."""
+    data = read_regular(path, MAX_PATCH_BYTES)
+    if len(data) > MAX_PATCH_BYTES:
+        raise TooLarge(path, MAX_PATCH_BYTES)
+    return data
 
 
 def _sha256(content: bytes) -> str:
@@ -143,9 +154,14 @@ def apply_patches(source: str, patches: Sequence[PatchFile], state: PatchState) 
     copies = state.copies()
     repo = state.checkout
     for patch in patches:
-        content = patch.path.read_bytes()
+        try:
+            content = _patch_bytes(patch.path)
+        except OSError as exc:
+            raise SourceError(f"patch {patch.path} for source {source} cannot be read: {exc}",
+                              fix=f"put the patch file back at {patch.path} (a regular file), or remove it from the "
+                              "recipe's patches") from None
         copy = copies.get(patch.copy_name)
-        if copy is not None and copy.read_bytes() != content:
+        if copy is not None and _read(copy) != content:
             # the recipe's patch changed since we applied it: take the old text back first
             if git_succeeds(state.git_apply("--check", "-R", str(copy)), cwd=repo):
                 run_git(state.git_apply("-R", str(copy)), cwd=repo)

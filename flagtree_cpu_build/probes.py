@@ -17,7 +17,11 @@ from typing import Any
 from .errors import SourceError
 from .recipe import Recipe
 from .recipe.inputs import SourcePin
+from .regular_file import read_regular
 from .workspace import Workspace
+
+# a probed file is a version file, a JSON of pins, a source file: megabytes at most
+MAX_PROBED_BYTES = 16 << 20
 
 
 def probe_failures(recipe: Recipe, ws: Workspace) -> list[str]:
@@ -28,8 +32,12 @@ def probe_failures(recipe: Recipe, ws: Workspace) -> list[str]:
             path = checkout / probe.file
             if not path.is_file():
                 failures.append(f"{name}: {probe.file} is missing — {probe.why}")
-            elif probe.contains is not None and probe.contains not in _read(path):
-                failures.append(f"{name}: {probe.file} does not contain {probe.contains!r} — {probe.why}")
+            elif probe.contains is not None:
+                text, unreadable = _read(path)
+                if unreadable is not None:
+                    failures.append(f"{name}: {probe.file} {unreadable} — {probe.why}")
+                elif probe.contains not in text:
+                    failures.append(f"{name}: {probe.file} does not contain {probe.contains!r} — {probe.why}")
     return failures
 
 
@@ -47,7 +55,9 @@ def artifact_pin_failures(recipe: Recipe, ws: Workspace, *, missing_ok: bool = F
                 failures.append(f"artifacts.{name}: {pin.source} has no {pin.file} to check the artifact against "
                                 f"— check out {pin.source} (flagtree-cpu sync), or fix artifacts.{name}.matches.file")
             continue
-        wanted, problem = _pinned_text(pin, _read(path), f"artifacts.{name}.matches")
+        text, problem = _read(path)
+        if problem is None:
+            wanted, problem = _pinned_text(pin, text, f"artifacts.{name}.matches")
         if problem is not None:
             failures.append(f"artifacts.{name}: {pin.source}'s {pin.file} {problem}")
         elif wanted not in artifact.url:
@@ -125,5 +135,13 @@ def check_sources(recipe: Recipe, ws: Workspace) -> int:
         1 for a in recipe.artifacts.values() if a.matches)
 
 
-def _read(path: Path) -> str:
-    return path.read_text(encoding="utf-8", errors="replace")
+def _read(path: Path) -> tuple[str, str | None]:
+    """A source's file, or why it cannot be read. The checkout is the source's, not ours: its file may be a link
+    to a device or a FIFO, or far bigger than any file a probe reads, so it is read as a regular file, capped."""
+    try:
+        data = read_regular(path, MAX_PROBED_BYTES)
+    except OSError as exc:
+        return "", f"cannot be read ({exc.strerror or exc})"
+    if len(data) > MAX_PROBED_BYTES:
+        return "", f"is larger than {MAX_PROBED_BYTES >> 20} MiB, which no file a recipe probes is"
+    return data.decode("utf-8", errors="replace"), None

@@ -2,10 +2,11 @@
 
 Each is a record of facts the tool can always establish again: a missing build stamp means
 "build", a missing validation report means "validate". So a damaged one (truncated by a full
-disk, not JSON, a folder where the file belongs) is treated as absent — never an unexpected
-error. Commands that change the workspace move it aside as ``<name>.damaged`` first (the user's
-bytes are kept for a bug report), and say so; read-only commands only report it. Writes are
-atomic: a reader sees the old file or the new one.
+disk, not JSON, a folder, a FIFO or a link to a device where the file belongs) is treated as
+absent — never an unexpected error, a hang or a read without end. Commands that change the
+workspace move it aside as ``<name>.damaged`` first (the user's bytes are kept for a bug
+report), and say so; read-only commands only report it. Writes are atomic: a reader sees the
+old file or the new one.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from typing import Any
 
 from .atomic import write_atomic
 from .errors import UsageError
+from .regular_file import NotRegularFile, read_regular
 
 Notice = Callable[[str], None]
+MAX_STATE_BYTES = 64 << 20  # a stamp or a report is kilobytes
 
 
 def read_state(path: Path, *, needs: Sequence[str] = (), repair: bool = False,
@@ -29,7 +32,10 @@ def read_state(path: Path, *, needs: Sequence[str] = (), repair: bool = False,
     A damaged file is reported through ``notice``; with ``repair`` it is also moved aside so the
     state is rebuilt cleanly by the command that reads it."""
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        data = read_regular(path, MAX_STATE_BYTES)  # a FIFO or a link to /dev/zero there must not hang or eat memory
+        if len(data) > MAX_STATE_BYTES:
+            raise ValueError(f"it is larger than {MAX_STATE_BYTES >> 20} MiB, which no state file of ours is")
+        document = json.loads(data.decode("utf-8"))
         if isinstance(document, dict) and all(key in document for key in needs):
             return document
         problem = "does not hold what flagtree-cpu wrote there"
@@ -37,7 +43,9 @@ def read_state(path: Path, *, needs: Sequence[str] = (), repair: bool = False,
         return None
     except IsADirectoryError:
         problem = "is a folder, not a file"
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except NotRegularFile as exc:
+        problem = f"is {exc.kind}, not a regular file"
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         problem = f"cannot be read ({type(exc).__name__}: {exc})"
     moved = _move_aside(path) if repair else None
     if notice is not None:
