@@ -12,14 +12,13 @@ naming the entry and the field (readers warn and build here; publishing stops an
 
 from __future__ import annotations
 
-import json
-import math
 import re
 from pathlib import Path
 from typing import Any
 
 from packaging.utils import parse_wheel_filename
 
+from . import strict_json
 from .errors import ArtifactError
 from .regular_file import NotRegularFile, TooLarge, read_capped
 
@@ -36,10 +35,6 @@ _SHOWN_BUILT_ON = ("host", "arch", "glibc", "python", "at")
 
 class DamagedManifest(ArtifactError):
     """The manifest is not one flagtree-cpu wrote (or it was cut short, or it is not a regular file)."""
-
-
-class _NotStrictJSON(Exception):
-    pass
 
 
 def move_aside(where: str) -> str:
@@ -90,32 +85,12 @@ def parse_manifest(data: str | bytes, where: str) -> list[dict[str, Any]]:
 
 def _strict_json(text: str, where: str) -> Any:
     try:
-        return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant, parse_float=_finite)
-    except _NotStrictJSON as err:
+        return strict_json.loads(text)
+    except strict_json.NotStrictJSON as err:
         raise DamagedManifest(f"the wheelhouse manifest {where} is not strict JSON ({err})", fix=move_aside(where)) \
             from None
     except (ValueError, RecursionError) as err:  # RecursionError: nesting deeper than any manifest
         raise DamagedManifest(f"the wheelhouse manifest {where} is not JSON ({err})", fix=move_aside(where)) from None
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in found:
-            raise _NotStrictJSON(f"duplicate key {key!r}: readers could take either value")
-        found[key] = value
-    return found
-
-
-def _no_constant(name: str) -> float:
-    raise _NotStrictJSON(f"{name} is not a number JSON allows")
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise _NotStrictJSON(f"{text[:40]} is too large for a number")
-    return value
 
 
 # --- one entry ------------------------------------------------------------------------------------------------

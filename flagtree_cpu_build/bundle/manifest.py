@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Literal, get_args
 
-from .. import __version__
+from .. import __version__, strict_json
 from ..digest import hash_text
 from ..host import read_host
 from .errors import BundleDamaged
@@ -114,8 +114,7 @@ class Manifest:
     def from_bytes(cls, raw: bytes, origin: str) -> Manifest:
         """Parse the manifest member's bytes (strict JSON: no NaN, no key twice) and check it (``from_json``)."""
         try:
-            data = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicate_keys,
-                              parse_constant=_no_constant)
+            data = strict_json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # RecursionError: [[[[... nested deep
             raise BundleDamaged(f"{origin} is not valid JSON ({exc}); it is not a flagtree-cpu bundle, or it was "
                                 "damaged") from None
@@ -174,19 +173,6 @@ def canonical_json(data: Any) -> str:
 
 
 # --- reading ---------------------------------------------------------------------------------------------
-
-
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in found:
-            raise ValueError(f"the key {key!r} appears twice in one object")
-        found[key] = value
-    return found
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
 
 
 class _Reader:

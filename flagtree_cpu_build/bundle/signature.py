@@ -20,7 +20,6 @@ import contextlib
 import os
 import re
 import shutil
-import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from pathlib import Path
 from ..digest import hash_bytes
 from ..errors import ArtifactError, UsageError
 from ..proc import Completed, TimedOut, capture
+from ..regular_file import NotRegularFile, read_regular
 from .errors import BundleDamaged
 
 NAMESPACE = "flagtree-cpu-bundle"  # a signature made for git commits or files cannot pass for a bundle's
@@ -144,14 +144,13 @@ def signing_key(path: Path) -> SigningKey:
     make = (f"make one: ssh-keygen -t ed25519 -f {shown} (then give {shown}.pub to the boards: see the README, "
             "Who made a bundle)")
     try:
-        with open(path, "rb", opener=lambda p, flags: os.open(p, flags | os.O_NONBLOCK)) as f:
-            if not _is_regular(f.fileno()):
-                raise UsageError(f"the signing key {shown} is not a regular file", fix=make)
-            text = f.read(MAX_KEY_BYTES + 1)
+        text = read_regular(path, MAX_KEY_BYTES)
     except FileNotFoundError:
         raise UsageError(f"the signing key {shown} does not exist", fix=make) from None
     except IsADirectoryError:
         raise UsageError(f"the signing key {shown} is a folder, not a key file", fix=make) from None
+    except NotRegularFile as exc:
+        raise UsageError(f"the signing key {shown} is not a regular file ({exc.kind})", fix=make) from None
     except PermissionError:
         raise UsageError(f"the signing key {shown} cannot be read (permission denied)",
                          fix="run as the key's owner, or give a key you can read: --sign KEY") from None
@@ -264,10 +263,6 @@ def _said(text: str) -> str:
     return "; ".join(lines)[:500] or "no reason given"
 
 
-def _is_regular(fd: int) -> bool:
-    return stat.S_ISREG(os.fstat(fd).st_mode)
-
-
 def _openssh_public_key(text: bytes) -> PublicKey | None:
     """The public key stored unencrypted in an OpenSSH-format private key (readable without the passphrase)."""
     match = re.search(rb"-----BEGIN OPENSSH PRIVATE KEY-----\n([A-Za-z0-9+/=\n]+)-----END", text)
@@ -290,9 +285,7 @@ def _openssh_public_key(text: bytes) -> PublicKey | None:
 def _beside(path: Path) -> PublicKey | None:
     """The public key in ``KEY.pub`` (what ssh-keygen wrote beside a private key in a format that hides it)."""
     with contextlib.suppress(OSError, UnicodeDecodeError):
-        with open(f"{path}.pub", "rb", opener=lambda p, flags: os.open(p, flags | os.O_NONBLOCK)) as f:
-            if _is_regular(f.fileno()):
-                return _public_line(f.read(MAX_KEY_BYTES).decode())
+        return _public_line(read_regular(f"{path}.pub", MAX_KEY_BYTES)[:MAX_KEY_BYTES].decode())
     return None
 
 

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from ..regular_file import NotRegularFile, read_regular
 from ..workspace import user_config_dir
 from .errors import BundleUntrusted
 from .reading import Head
@@ -99,14 +99,14 @@ def read_allowed_signers(path: Path, source: str) -> TrustedKeys:
     fix = (f"make it an OpenSSH allowed-signers file (ssh-keygen(1), ALLOWED SIGNERS), one line per key: "
            f"PRINCIPAL KEYTYPE KEY, e.g. echo \"builder@site $(cat KEY.pub)\" > {path} ({README})")
     try:
-        with open(path, "rb", opener=lambda p, flags: os.open(p, flags | os.O_NONBLOCK)) as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                raise UsageError(f"the trusted keys {path} (from {source}) are not a regular file", fix=fix)
-            raw = f.read(MAX_ALLOWED_BYTES + 1)
+        raw = read_regular(path, MAX_ALLOWED_BYTES)
     except FileNotFoundError:
         raise UsageError(f"the trusted keys file {path} (from {source}) does not exist", fix=fix) from None
     except IsADirectoryError:
         raise UsageError(f"the trusted keys {path} (from {source}) are a folder, not a file", fix=fix) from None
+    except NotRegularFile as exc:
+        raise UsageError(f"the trusted keys {path} (from {source}) are not a regular file ({exc.kind})",
+                         fix=fix) from None
     except PermissionError:
         raise UsageError(f"the trusted keys file {path} (from {source}) cannot be read (permission denied)",
                          fix=f"make it readable: chmod a+r {path}") from None
