@@ -84,8 +84,16 @@ def parse_location(text: str, origin: str = "--wheelhouse") -> Location:
         raise UsageError(f"{origin} is empty", fix="give a folder, file:///path or http(s)://host/path")
     scheme, sep, _ = value.partition("://")
     if sep and scheme in ("http", "https"):
-        if not urlsplit(value).hostname:
+        parts = urlsplit(value)
+        if not parts.hostname:
             raise UsageError(f"{origin} {value!r} has no host", fix="e.g. http://wheels.lan/flagtree/")
+        if parts.query or parts.fragment or value.endswith(("?", "#")):
+            # the manifest and each wheel are found by appending their names to the folder's URL: a query (a
+            # pre-signed URL's signature, say) belongs to one object and cannot be carried to the others
+            raise UsageError(f"{origin} {value!r} has a query or fragment; a wheelhouse URL names a folder, and the "
+                             "manifest and wheels are found below it",
+                             fix=f"give the folder's URL alone: {parts.scheme}://{parts.netloc}{parts.path or '/'} "
+                             "(a store that needs signed URLs: serve or sync it as a folder)")
         return Location(value, value.rstrip("/") + "/", None)
     if sep and scheme == "file":
         folder = Path(unquote(urlsplit(value).path))

@@ -34,7 +34,9 @@ def test_an_http_wheelhouse_has_no_folder_and_one_trailing_slash() -> None:
 
 
 @pytest.mark.parametrize("text, said", [("", "is empty"), ("s3://bucket/wheels", "not s3://"),
-                                        ("http:///nohost", "has no host")])
+                                        ("http:///nohost", "has no host"),
+                                        ("https://bucket.s3.lan/wheels/?X-Amz-Signature=ab", "has a query"),
+                                        ("http://wheels.lan/flagtree#latest", "has a query or fragment")])
 def test_what_is_not_a_wheelhouse_is_a_usage_error(text: str, said: str) -> None:
     with pytest.raises(UsageError, match=said):
         wh.parse_location(text)
