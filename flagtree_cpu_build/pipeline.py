@@ -33,12 +33,14 @@ PLAN_SCHEMA = "flagtree-cpu/setup-plan/v1"
 __all__ = ["PLAN_SCHEMA", "SetupOptions", "run_setup"]
 
 
-def run_setup(ctx: StageContext, options: SetupOptions) -> SetupReport:
+def run_setup(ctx: StageContext, options: SetupOptions, bundle: dict[str, Any] | None = None) -> SetupReport:
+    """Every stage in order; ``bundle``: what `setup --bundle` imported first (kept in the saved report too)."""
     start = time.monotonic()
     fresh = is_fresh(ctx.workspace)
     report = SetupReport(ctx.recipe.name, ctx.workspace.root, options.python,
                          datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                         [StageRecord(stage, "not run") for stage in STAGE_NAMES], variant=ctx.recipe.variant)
+                         [StageRecord(stage, "not run") for stage in STAGE_NAMES], variant=ctx.recipe.variant,
+                         bundle=bundle)
     if ctx.base is not None:  # a stacked recipe: its base is set up first, as one row of this report
         report.records.insert(1, StageRecord("base", "not run"))
     current = ["preflight"]  # the stages running now

@@ -13,6 +13,7 @@ Each test's board is a fresh workspace in the test's fresh home.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -135,6 +136,8 @@ def test_an_honest_signed_bundle_is_authenticated_and_setup_publishes_its_tree(m
     assert "authenticated: signed by maker@site" in setup.stderr, setup.stderr
     imported = result_of(setup.stdout)["bundle"]
     assert imported["authenticity"]["authenticated"] is True and imported["imported"] > 0, imported
+    saved = json.loads((board.ws.root / ".flagtree-cpu" / "last-setup.json").read_text())
+    assert saved["bundle"] == imported  # the saved report says which bundle set this workspace up, and who signed it
     assert published_clang() == llvm_tarball().member("bin/clang")
 
 
