@@ -4,7 +4,8 @@ One temporary-name scheme for everything the tool writes this way: ``.NAME.tmp-P
 folder (the same file system, so the final ``os.replace`` is a rename; hidden, so listings and
 globs of the folder skip it; the pid tells whose it was — and, off the main thread, the thread
 too: setup writes from two threads). The temporary is removed on any failure, Ctrl-C included,
-so an interrupted write leaves the old file and nothing else.
+so an interrupted write leaves the old file and nothing else; what a killed writer (SIGKILL, a
+power cut) left is removed by the next write of the same file, once its pid is not alive.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ def open_atomic(path: Path, *, mode: int | None = None, durable: bool = False,
         if isinstance(exc, OSError) and exc.filename is None:  # a failed write() names no file: say which
             exc.filename = str(path)
         raise
+    _sweep_dead_writers(path)
 
 
 def replace_symlink(path: Path, target: str | os.PathLike[str]) -> None:
@@ -75,6 +77,26 @@ def replace_symlink(path: Path, target: str | os.PathLike[str]) -> None:
     except BaseException:
         _remove(tmp)
         raise
+
+
+def _sweep_dead_writers(path: Path) -> None:
+    """Remove ``path``'s temporaries whose writer is gone (killed before it could clean up); a live one's stay."""
+    prefix = f".{path.name}.tmp-"
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(path.parent):
+            owner = entry.name[len(prefix):].split("-", 1)[0] if entry.name.startswith(prefix) else ""
+            if owner.isdigit() and int(owner) != os.getpid() and not _alive(int(owner)):
+                _remove(Path(entry.path))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive, and not ours to judge
+        return True
+    return True
 
 
 def _remove(tmp: Path) -> None:

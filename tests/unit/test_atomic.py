@@ -109,3 +109,18 @@ def test_replace_symlink_clears_a_temporary_an_interrupted_swap_left(tmp_path: P
     replace_symlink(link, "../a")
     assert os.readlink(link) == "../a"
     assert _leftovers(tmp_path) == []
+
+
+def test_a_temporary_a_killed_writer_left_is_removed_by_the_next_write(tmp_path: Path) -> None:
+    target = tmp_path / "last-setup.json"
+    no_such_pid = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1  # never a live process
+    dead = tmp_path / f".last-setup.json.tmp-{no_such_pid}"
+    dead_thread = tmp_path / f".last-setup.json.tmp-{no_such_pid}-77"
+    live = tmp_path / ".last-setup.json.tmp-1"  # init's: a writer that is alive is never touched
+    other = tmp_path / f".other.json.tmp-{no_such_pid}"  # another file's temporary: not this write's business
+    for leftover in (dead, dead_thread, live, other):
+        leftover.write_text("half")
+    write_atomic(target, "{}")
+    assert target.read_text() == "{}"
+    assert not dead.exists() and not dead_thread.exists()
+    assert live.exists() and other.exists()
