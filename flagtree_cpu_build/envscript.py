@@ -36,7 +36,7 @@ def source_script(script: Path, args: Sequence[str], env: Mapping[str, str], cwd
     FileNotFoundError (``filename``: the script); one that fails, hangs or exits raises SourceScriptError."""
     import errno
 
-    from .proc import run_logged
+    from .proc import MARK, run_logged
 
     if not script.is_file():
         raise FileNotFoundError(errno.ENOENT, "which does not exist" if not script.exists() else "which is not a file",
@@ -65,7 +65,9 @@ def source_script(script: Path, args: Sequence[str], env: Mapping[str, str], cwd
             raise SourceScriptError(f"sourcing {script} ended its shell (it calls `exit`) before its environment "
                                     "could be read", details=output[-10:],
                                     fix="a script meant to be sourced must `return`, not `exit`")
-        return _parse_env(dump.read_bytes())
+        left = _parse_env(dump.read_bytes())
+        left.pop(MARK, None)  # the mark proc gives every command it starts: the tool's, not the script's
+        return left
 
 
 def _parse_env(data: bytes) -> dict[str, str]:

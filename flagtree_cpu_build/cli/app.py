@@ -313,8 +313,9 @@ def _wheelhouse_location(value: str) -> object:
 
 CompileCacheOption = Annotated[Optional[str], typer.Option(
     "--compile-cache", metavar="URL", callback=_checked_by(_compile_cache_url),
-    help="Share compiled objects through ccache's remote storage: redis://[PASSWORD@]HOST[:PORT][/DB] or "
-    "http://[USER:PASSWORD@]HOST[:PORT]/PATH (also FLAGTREE_CPU_COMPILE_CACHE). A server that does not answer "
+    # \\[: rich markup would read [/DB] as a closing tag (help is rendered as markup)
+    help="Share compiled objects through ccache's remote storage: redis://\\[PASSWORD@]HOST\\[:PORT]\\[/DB] or "
+    "http://\\[USER:PASSWORD@]HOST\\[:PORT]/PATH (also FLAGTREE_CPU_COMPILE_CACHE). A server that does not answer "
     "within 2 s is one warning and a build with the local ccache only. Never a build input.")]
 
 
