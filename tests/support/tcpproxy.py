@@ -60,7 +60,11 @@ class ThrottledProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
-            upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
+            except OSError:  # the server went away (a test stopped it): the client sees its connection close
+                client.close()
+                continue
             self._sockets += [client, upstream]
             threading.Thread(target=self._relay, args=(client, upstream, False), daemon=True).start()
             threading.Thread(target=self._relay, args=(upstream, client, True), daemon=True).start()
