@@ -210,7 +210,8 @@ class LoopbackHTTPServer:
         self.lock = threading.Lock()
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.owner = self
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
+                                        daemon=True)  # shutdown() waits one poll: 0.5 s by default, per test
         self._thread.start()
 
     @property

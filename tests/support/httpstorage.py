@@ -76,7 +76,8 @@ class HTTPStorage:
             context.load_cert_chain(*tls)
             self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
         self.port = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
+                                        daemon=True)  # shutdown() waits one poll: 0.5 s by default, per test
         self._thread.start()
 
     def url(self, path: str = "/ccache", userinfo: str = "") -> str:
