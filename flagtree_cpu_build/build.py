@@ -39,7 +39,7 @@ from .proc import log_path, run_logged
 from .progress import ProgressTask
 from .recipe import Recipe, Toolchain
 from .recipe.resolve import toolchain_override_var
-from .stages import Action, BuildOptions, StageContext, StageResult
+from .stages import Action, RunOptions, StageContext, StageResult
 from .state import make_state_dir, read_state
 from .steps import failure, missing_creates, run_steps, unverified
 from .ui import UI
@@ -48,7 +48,7 @@ STAMP_KEYS = ("digest", "components")  # what a build stamp must hold to be comp
 _NINJA = re.compile(r"^\[(\d+)/(\d+)\]\s*(.*)")
 
 
-def run_build(ctx: StageContext, options: BuildOptions) -> StageResult:
+def run_build(ctx: StageContext, options: RunOptions) -> StageResult:
     start = time.monotonic()
     recipe, ws, ui = ctx.recipe, ctx.workspace, ctx.ui
     if recipe.build is None:
@@ -68,7 +68,7 @@ def run_build(ctx: StageContext, options: BuildOptions) -> StageResult:
         if early:
             raise _missing_inputs(early, options) from None
         raise
-    mode = build_mode(recipe, options.wheel_dir)
+    mode = build_mode(recipe, options.build.wheel_dir)
     report = _preflight(ctx, options, build_env, mode)
     kept = stacking.require_kept(ctx, options.python)
     for conflict in build_env.conflicts:
@@ -84,7 +84,7 @@ def run_build(ctx: StageContext, options: BuildOptions) -> StageResult:
         assert stored is not None
         data = {"stamp": stored["digest"], **({"wheel": stored["wheel"]} if stored.get("wheel") else {}),
                 **({"wheelhouse": stored["origin"]} if isinstance(stored.get("origin"), dict) else {})}
-        if options.publish:
+        if options.build.publish:
             data["published"] = prebuilt.publish(ctx, options, components, stored.get("wheel"))
         return StageResult("build", (Action("build", "ok", "up to date", data),), seconds=time.monotonic() - start)
     step_options = {"logs_dir": ws.logs_dir, "ui": ui, "jobs": options.jobs, "verbose": options.verbose,
@@ -136,17 +136,17 @@ def run_build(ctx: StageContext, options: BuildOptions) -> StageResult:
         data["steps"] = steps
     if wheel:
         data["wheel"] = wheel
-    if options.publish:
+    if options.build.publish:
         data["published"] = prebuilt.publish(ctx, options, components, wheel)
     status = "updated" if built_before else "created"
     return StageResult("build", (Action("build", status, detail, data),), seconds=time.monotonic() - start)
 
 
-def _wheel_dir(ctx: StageContext, options: BuildOptions, mode: str) -> Path | None:
+def _wheel_dir(ctx: StageContext, options: RunOptions, mode: str) -> Path | None:
     """Where the wheel goes: --wheel DIR, or for a wheel-only recipe the {wheel_dir} its wheel_argv names."""
     if mode != "wheel":
         return None
-    return options.wheel_dir or ctx.workspace.root / "dist"  # the {wheel_dir} default (placeholders.py)
+    return options.build.wheel_dir or ctx.workspace.root / "dist"  # the {wheel_dir} default (placeholders.py)
 
 
 def build_freshness(ctx: StageContext, python: Path, *, offline: bool = False,
@@ -170,7 +170,7 @@ def build_freshness(ctx: StageContext, python: Path, *, offline: bool = False,
     if report.missing:
         return [f"build prerequisites are missing or of the wrong version: "
                 f"{', '.join(p.name for p in report.missing)}"]
-    options = BuildOptions(python=python, offline=offline)
+    options = RunOptions(python=python, offline=offline)
     components = stamp_components(recipe, ctx, options.python, build_env, report, mode)
     if assume is not None:
         for name, commit in assume["sources"].items():
@@ -191,7 +191,7 @@ def _installed_distribution(recipe: Recipe, mode: str) -> list[str]:
 # --- gates and inputs ----------------------------------------------------------------------------
 
 
-def _arch_gate(ctx: StageContext, options: BuildOptions) -> None:
+def _arch_gate(ctx: StageContext, options: RunOptions) -> None:
     """The build runs on the recipe's host architectures (a cross recipe's host, not its target)."""
     host = ctx.recipe.platform.host
     if ctx.host.arch in host.arch or options.ignore_host:
@@ -232,7 +232,7 @@ def toolchain_missing(toolchain: Toolchain) -> list[str]:
     return [str(root / f) for f in toolchain.expect if not (root / f).exists()]
 
 
-def _preflight(ctx: StageContext, options: BuildOptions, build_env: BuildEnv,
+def _preflight(ctx: StageContext, options: RunOptions, build_env: BuildEnv,
                mode: str) -> pythonenv.PythonReport:
     """Check every input; list all that are missing at once, each with what provides it."""
     recipe, ws = ctx.recipe, ctx.workspace
@@ -266,7 +266,7 @@ def _preflight(ctx: StageContext, options: BuildOptions, build_env: BuildEnv,
     return report
 
 
-def _missing_inputs(problems: list[str], options: BuildOptions) -> BuildError:
+def _missing_inputs(problems: list[str], options: RunOptions) -> BuildError:
     mode = "an offline build" if options.offline else "the build"
     return BuildError(f"{len(problems)} input{'s' if len(problems) > 1 else ''} of {mode} "
                       f"{'are' if len(problems) > 1 else 'is'} missing; nothing was run",
@@ -300,23 +300,23 @@ def _toolchain_problems(ctx: StageContext) -> list[str]:
 
 def _source_problems(recipe: Recipe, ctx: StageContext) -> list[str]:
     """Sources sync would still move (their plan, read-only; local changes at the pin are the user's)."""
-    from .plans import Scope
     from .plans.sources import plan_sources
+    from .stages import RunOptions
 
     lock = read_lock(ctx.workspace.lock_file)
     return [f"source {i.subject}: {i.detail} — run `flagtree-cpu sync`"
-            for i in plan_sources(ctx, lock, Scope(python=Path()), count_changes=False) if i.will != "ok"]
+            for i in plan_sources(ctx, lock, RunOptions(python=Path()), count_changes=False) if i.will != "ok"]
 
 
 def _artifact_problems(recipe: Recipe, ctx: StageContext) -> list[str]:
     """Artifacts fetch would still publish (their plan: the same rule fetch skips by)."""
-    from .plans import Scope
     from .plans.artifacts import plan_artifacts
+    from .stages import RunOptions
 
     lock = read_lock(ctx.workspace.lock_file)
     return [f"artifact {i.subject}: not published and verified at {i.data['path']} — run `flagtree-cpu fetch` "
             "(offline: `flagtree-cpu fetch --offline --from FILE`)"
-            for i in plan_artifacts(recipe, lock, Scope(python=Path())) if i.will != "ok"]
+            for i in plan_artifacts(recipe, lock, RunOptions(python=Path())) if i.will != "ok"]
 
 
 # --- running and watching ------------------------------------------------------------------------------
@@ -352,7 +352,7 @@ class _Display:
         self.task.update(self.done, self.total, detail=detail)
 
 
-def _run(argv: list[str], recipe: Recipe, logs_dir: Path, build_env: BuildEnv, ui: UI, options: BuildOptions,
+def _run(argv: list[str], recipe: Recipe, logs_dir: Path, build_env: BuildEnv, ui: UI, options: RunOptions,
          cache_env: Mapping[str, str]) -> Any:
     assert recipe.build is not None
     log = log_path(logs_dir, "build")

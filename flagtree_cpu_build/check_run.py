@@ -39,21 +39,9 @@ from .proc import ProcResult, log_path, run_logged
 from .recipe import Check, EnvOps, Recipe
 
 if TYPE_CHECKING:
-    from .stages import StageContext
+    from .stages import RunOptions, StageContext
 
 Status = Literal["pass", "fail", "skip"]
-
-
-@dataclass(frozen=True)
-class ValidateOptions:
-    """What `validate` (and setup's validate stage) asks of the checks."""
-
-    python: Path
-    checks: tuple[str, ...] = ()  # names (--check/--kernel); empty: every check of the recipe
-    model: Path | None = None
-    timeout: float | None = None  # overrides the recipe's per-check timeouts
-    install_prereqs: bool = False
-    verbose: bool = False
 
 
 @dataclass(frozen=True)
@@ -110,7 +98,7 @@ class Run:
         return data if isinstance(data, dict) else None
 
 
-def run_check(ctx: StageContext, options: ValidateOptions, check: Check, env: dict[str, str],
+def run_check(ctx: StageContext, options: RunOptions, check: Check, env: dict[str, str],
               unmet: Mapping[str, str | None]) -> CheckResult:
     """Run and judge one check; ``unmet`` is the prerequisites row's verdict: {name: the installed version that
     does not satisfy the recipe, or None when it is missing}; a preset that imports one of them is skipped."""
@@ -131,7 +119,7 @@ def run_check(ctx: StageContext, options: ValidateOptions, check: Check, env: di
                            fix="correct the check's argv or cwd in the recipe, or install the program it runs")
 
 
-def _run_process(ctx: StageContext, options: ValidateOptions, check: Check, env: dict[str, str]) -> CheckResult:
+def _run_process(ctx: StageContext, options: RunOptions, check: Check, env: dict[str, str]) -> CheckResult:
     if check.uses is not None:
         preset = preset_of(check)
         assert preset is not None  # the recipe's checks name known presets
@@ -147,7 +135,7 @@ def _run_process(ctx: StageContext, options: ValidateOptions, check: Check, env:
     return _died(ctx.recipe, check, run) or _argv_verdict(ctx.recipe, check, run)
 
 
-def skip_reason(ctx: StageContext, options: ValidateOptions, check: Check, unmet: Mapping[str, str | None],
+def skip_reason(ctx: StageContext, options: RunOptions, check: Check, unmet: Mapping[str, str | None],
                 env: Mapping[str, str] | None = None) -> str | None:
     """Why the check does not run here, or None. ``env`` is the run-time environment (its PATH is where
     `needs.commands` are looked for)."""
@@ -215,7 +203,7 @@ def with_ops(env: dict[str, str], ops: EnvOps, label: str = "check", workdir: Pa
     return dict(apply_layers([EnvLayer(ops, f"checks.{label}.env")], env, workdir=workdir).env)
 
 
-def _run(ctx: StageContext, options: ValidateOptions, check: Check, argv: list[str], env: dict[str, str]) -> Run:
+def _run(ctx: StageContext, options: RunOptions, check: Check, argv: list[str], env: dict[str, str]) -> Run:
     timeout = options.timeout or check.timeout
     lines: list[str] = []
     root = ctx.workspace.root if ctx.workspace.root.is_dir() else Path.cwd()
@@ -283,7 +271,7 @@ def _preset_verdict(recipe: Recipe, check: Check, run: Run) -> CheckResult:
                        details=details if isinstance(details, dict) else {}, **_common(check, run))
 
 
-def _import_verdict(recipe: Recipe, options: ValidateOptions, check: Check, run: Run) -> CheckResult:
+def _import_verdict(recipe: Recipe, options: RunOptions, check: Check, run: Run) -> CheckResult:
     assert check.import_ is not None
     module, wanted = check.import_.module, check.import_.version
     found = run.marker()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
+from typing import Any
 
 
 class ExitCode(IntEnum):
@@ -160,6 +161,19 @@ class BuildError(FlagtreeCpuError):
 class ValidationFailed(FlagtreeCpuError):
     exit_code = ExitCode.VALIDATION
     kind = "validation"
+    # what setup's report keeps of the failed run (the validation report, whether JUnit was written)
+    record: dict[str, Any] | None = None
+
+
+class WouldStop(FlagtreeCpuError):
+    """A dry run's verdict: setup would stop with ``error``. Exits with that error's exit code and reports its
+    kind, so a CI gate on `setup --dry-run` sees what the real run would show (the class says the code: no
+    table maps codes back to classes)."""
+
+    def __init__(self, message: str, *, error: type[FlagtreeCpuError] = FlagtreeCpuError, **kwargs: Any):
+        super().__init__(message, **kwargs)
+        self.exit_code = error.exit_code
+        self.kind = error.kind
 
 
 class DoctorFailed(FlagtreeCpuError):

@@ -25,8 +25,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,25 +37,14 @@ from .diskspace import require_free, tree_hint
 from .errors import ArtifactError, UsageError
 from .extract import STAMP_NAME, differences_from, read_stamp, stamp_problem, write_markers
 from .lockfile import ArtifactLock, Lock, expected_digests, locked_artifact, read_lock, update_lock
-from .mirrors import MirrorRule
 from .partials import PartialFolder, sweep
 from .plans.artifacts import is_current, stamp_layout
 from .probes import artifact_pin_failures
 from .progress import human_bytes
 from .recipe import Artifact
-from .stages import Action, StageContext, StageResult
+from .stages import Action, RunOptions, StageContext, StageResult
 from .stream import Tarball, download_and_unpack, retry_fix
 from .workspace import user_cache_dir
-
-
-@dataclass(frozen=True)
-class FetchOptions:
-    offline: bool = False
-    require_hashes: bool = False
-    frozen: bool = False
-    cache_dir: Path | None = None  # the per-user cache root; downloads live in <root>/downloads
-    mirrors: Sequence[MirrorRule] = ()
-    from_files: Mapping[str, Path] = field(default_factory=dict)  # artifact name -> a file the user downloaded
 
 
 @dataclass(frozen=True)
@@ -66,7 +54,7 @@ class _Outcome:
     warning: str | None = None
 
 
-def run_fetch(ctx: StageContext, options: FetchOptions) -> StageResult:
+def run_fetch(ctx: StageContext, options: RunOptions) -> StageResult:
     start = time.monotonic()
     ws, recipe = ctx.workspace, ctx.recipe
     _check_named_files(options)
@@ -102,10 +90,10 @@ def run_fetch(ctx: StageContext, options: FetchOptions) -> StageResult:
     return StageResult("fetch", tuple(o.action for o in outcomes.values()), warnings, time.monotonic() - start)
 
 
-def _check_named_files(options: FetchOptions) -> None:
+def _check_named_files(options: RunOptions) -> None:
     """A file named on the command line must exist, whatever is published: a typo is not success.
     A usage error (exit 2), like any other wrong argument, found before anything is done."""
-    for name, path in options.from_files.items():
+    for name, path in options.fetch.from_files.items():
         source = path.expanduser()
         if not source.is_file():
             what = "is a folder, not a file" if source.is_dir() else "does not exist"
@@ -113,7 +101,7 @@ def _check_named_files(options: FetchOptions) -> None:
                              fix="give the path of the tarball you downloaded (e.g. ~/Downloads/llvm-....tar.gz)")
 
 
-def _expected(name: str, artifact: Artifact, lock: Lock | None, options: FetchOptions) -> dict[str, str]:
+def _expected(name: str, artifact: Artifact, lock: Lock | None, options: RunOptions) -> dict[str, str]:
     """Every digest the download must match (algorithm -> hex); empty: trust on first use."""
     entry = locked_artifact(lock, name, artifact.url)
     stated = artifact.expected_digests()
@@ -146,7 +134,7 @@ def _other_digests(artifact: Artifact, digests: dict[str, str]) -> dict[str, str
 
 
 def _fetch_one(name: str, artifact: Artifact, expected: dict[str, str], cache: ArtifactCache, ctx: StageContext,
-               options: FetchOptions, missing_offline: list[str]) -> _Outcome | None:
+               options: RunOptions, missing_offline: list[str]) -> _Outcome | None:
     dest = Path(artifact.path)
     stamp = read_stamp(dest)
     # the one rule status, doctor and build's preflight read too
@@ -258,10 +246,10 @@ def _forget(problem: TarballProblem, got: Tarball, cache: ArtifactCache, artifac
 
 
 def _local_tarball(name: str, artifact: Artifact, expected: dict[str, str], cache: ArtifactCache,
-                   options: FetchOptions, dest: Path) -> Tarball | None:
+                   options: RunOptions, dest: Path) -> Tarball | None:
     """The tarball without the network: --from, the cache, or one left next to the destination."""
-    if name in options.from_files:
-        source = options.from_files[name].expanduser()
+    if name in options.fetch.from_files:
+        source = options.fetch.from_files[name].expanduser()
         return _imported(cache, source, artifact, expected, f"--from {source}")
     sha = expected.get("sha256") or cache.sha_seen_at(artifact.url)
     if sha and (blob := cache.blob(sha)) and (digests := _verified(blob, sha, expected)) is not None:

@@ -5,20 +5,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal
 
 from .errors import SourceError
 from .gitcmd import run_git
 from .lockfile import Lock, SourceLock
 from .recipe import Recipe, Source
 
-
-class PinRules(Protocol):
-    """What decides where pins come from (sync's and lock's options have these)."""
-
-    update: bool  # re-resolve refs instead of using the lock
-    frozen: bool  # the lock must already say everything
-    offline: bool  # nothing may be resolved on a server
+if TYPE_CHECKING:
+    from .stages import RunOptions
 
 _SHA = re.compile(r"[0-9a-f]{40}")
 
@@ -32,7 +27,7 @@ class Pin:
     resolved_from: Literal["recipe", "lock", "ref"]
 
 
-def resolve_pins(recipe: Recipe, lock: Lock | None, options: PinRules) -> dict[str, Pin]:
+def resolve_pins(recipe: Recipe, lock: Lock | None, options: RunOptions) -> dict[str, Pin]:
     """The commit of every source: the recipe's pin, else the lock's, else the ref resolved now."""
     pins: dict[str, Pin] = {}
     frozen_problems = []

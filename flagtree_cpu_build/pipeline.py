@@ -23,17 +23,17 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from .errors import FlagtreeCpuError, Interrupted, Terminated
+from .errors import FlagtreeCpuError, Interrupted, Terminated, ValidationFailed
 from .preflight import run_preflight
-from .registry import STAGE_NAMES, STAGES, Stage
+from .registry import STAGE_NAMES, STAGES, run_stage
 from .setup_report import SetupReport, StageRecord, collect_pins, failed_stage, is_fresh, junit_without_kernels, save
-from .stages import Action, SetupOptions, StageContext, StageResult
+from .stages import Action, RunOptions, Stage, StageContext, StageResult
 
 PLAN_SCHEMA = "flagtree-cpu/setup-plan/v1"
-__all__ = ["PLAN_SCHEMA", "SetupOptions", "run_setup"]
+__all__ = ["PLAN_SCHEMA", "run_setup"]
 
 
-def run_setup(ctx: StageContext, options: SetupOptions, bundle: dict[str, Any] | None = None) -> SetupReport:
+def run_setup(ctx: StageContext, options: RunOptions, bundle: dict[str, Any] | None = None) -> SetupReport:
     """Every stage in order; ``bundle``: what `setup --bundle` imported first (kept in the saved report too)."""
     start = time.monotonic()
     fresh = is_fresh(ctx.workspace)
@@ -59,7 +59,7 @@ def run_setup(ctx: StageContext, options: SetupOptions, bundle: dict[str, Any] |
                     continue
                 stage, began = group[0], time.monotonic()
                 why = stage.skip(options)
-                result = _skipped(stage.command, why) if why else stage.run(ctx, options, report)
+                result = _skipped(stage.command, why) if why else _run(stage, ctx, options, report)
                 _finish(report.record(stage.name), result, time.monotonic() - began, ctx)
     except KeyboardInterrupt as exc:
         ctx.ui.cancel.set()
@@ -82,7 +82,7 @@ def run_setup(ctx: StageContext, options: SetupOptions, bundle: dict[str, Any] |
     return report
 
 
-def _set_up_base(ctx: StageContext, options: SetupOptions, report: SetupReport) -> StageContext:
+def _set_up_base(ctx: StageContext, options: RunOptions, report: SetupReport) -> StageContext:
     """The base recipe's own setup (its state, its stamp; not its validation), then ``ctx`` constrained by
     what the base holds now."""
     from dataclasses import replace
@@ -103,6 +103,24 @@ def _set_up_base(ctx: StageContext, options: SetupOptions, report: SetupReport) 
     record.detail = f"{name}: " + (f"{', '.join(changed)} changed" if changed else "all current")
     ctx.ui.info(f"base: {record.detail} ({record.seconds:.1f}s)")
     return restack(ctx)
+
+
+def _run(stage: Stage, ctx: StageContext, options: RunOptions, report: SetupReport) -> StageResult:
+    """The stage planned and run on its plan; what it hands setup's report (the validation) is kept, also
+    when it fails."""
+    try:
+        result = run_stage(stage, ctx, options)
+    except ValidationFailed as exc:
+        _keep(report, exc.record or {})
+        raise
+    _keep(report, result.record)
+    return result
+
+
+def _keep(report: SetupReport, record: dict[str, Any]) -> None:
+    if "validation" in record:
+        report.validation = record["validation"]
+    report.junit_written = report.junit_written or bool(record.get("junit_written"))
 
 
 def _finish(record: StageRecord, result: StageResult, seconds: float, ctx: StageContext) -> None:
@@ -162,7 +180,7 @@ def _in_turn(stages: tuple[Stage, ...]) -> list[list[Stage]]:
     return groups
 
 
-def _side_by_side(ctx: StageContext, options: SetupOptions, report: SetupReport, group: list[Stage]) -> None:
+def _side_by_side(ctx: StageContext, options: RunOptions, report: SetupReport, group: list[Stage]) -> None:
     """The first stage (the clones) in this thread while the second (the LLVM download) runs in another;
     both finish before either fails.
 
@@ -178,7 +196,7 @@ def _side_by_side(ctx: StageContext, options: SetupOptions, report: SetupReport,
     def worker() -> None:
         began = time.monotonic()
         try:
-            fetched["result"] = second.run(ctx, options, report)
+            fetched["result"] = _run(second, ctx, options, report)
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which decides
             fetched["error"] = exc
         finally:
@@ -192,7 +210,7 @@ def _side_by_side(ctx: StageContext, options: SetupOptions, report: SetupReport,
         try:
             began = time.monotonic()
             try:
-                _finish(report.record(first.name), first.run(ctx, options, report), time.monotonic() - began, ctx)
+                _finish(report.record(first.name), _run(first, ctx, options, report), time.monotonic() - began, ctx)
             except FlagtreeCpuError as exc:
                 first_error = exc
                 record = report.record(first.name)

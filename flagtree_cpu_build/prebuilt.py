@@ -35,7 +35,7 @@ from .errors import ArtifactError, BuildError, UsageError
 from .workspace import home_dir, triton_home
 
 if TYPE_CHECKING:
-    from .stages import BuildOptions, StageContext, StageResult
+    from .stages import RunOptions, StageContext, StageResult
     from .ui import UI
     from .workspace import Workspace
 
@@ -53,7 +53,7 @@ class Identity:
     class_id: str
 
 
-def identity(ctx: StageContext, options: BuildOptions, components: dict[str, Any]) -> Identity:
+def identity(ctx: StageContext, options: RunOptions, components: dict[str, Any]) -> Identity:
     """The build key and target class of the wheel this workspace's build makes (or would make)."""
     recipe, ws = ctx.recipe, ctx.workspace
     assert recipe.build is not None
@@ -61,7 +61,7 @@ def identity(ctx: StageContext, options: BuildOptions, components: dict[str, Any
         components = {**components, "mode": "wheel",
                       "command": {"cwd": recipe.build.cwd, "argv": list(recipe.build.wheel_argv)}}
     paths = {str(triton_home(os.environ)): "{triton_home}", str(home_dir(os.environ)): "{home}",
-             str(ws.root): "{workdir}", str(options.wheel_dir or ws.root / "dist"): "{wheel_dir}",
+             str(ws.root): "{workdir}", str(options.build.wheel_dir or ws.root / "dist"): "{wheel_dir}",
              str(options.python): "{python}"}
     key = {"recipe": recipe.name, **wh.build_key(components, paths)}
     target = recipe.platform.target
@@ -73,7 +73,7 @@ def identity(ctx: StageContext, options: BuildOptions, components: dict[str, Any
 # --- taking a published build ----------------------------------------------------------------------------
 
 
-def take(ctx: StageContext, options: BuildOptions, components: dict[str, Any], stamp_file: Path,
+def take(ctx: StageContext, options: RunOptions, components: dict[str, Any], stamp_file: Path,
          post_install: Callable[[], list[dict[str, Any]]], start: float) -> StageResult | None:
     """Install (or deliver) the wheelhouse's build when one fits; None: build here (the reason was said)."""
     from .stages import Action, StageResult
@@ -115,7 +115,7 @@ def take(ctx: StageContext, options: BuildOptions, components: dict[str, Any], s
     data: dict[str, Any] = {"wheelhouse": came_from, "log": str(log)}
     if delivered:
         data["wheel"] = delivered
-        if options.publish:  # --wheelhouse one place, --publish another: the wheel taken goes on
+        if options.build.publish:  # --wheelhouse one place, --publish another: the wheel taken goes on
             data["published"] = publish(ctx, options, components, delivered)
     if steps:
         data["steps"] = steps
@@ -240,7 +240,7 @@ def _download(ctx: StageContext, location: wh.Location, entry: dict[str, Any]) -
         return None
 
 
-def _deliver(ctx: StageContext, options: BuildOptions, location: wh.Location, entry: dict[str, Any], got: Path,
+def _deliver(ctx: StageContext, options: RunOptions, location: wh.Location, entry: dict[str, Any], got: Path,
              mode: str) -> tuple[dict[str, Any] | None, Path]:
     """Install the verified wheel (editable mode) or put it in the wheel folder (wheel mode). Returns the wheel
     record a wheel-mode stamp keeps, and the log."""
@@ -250,7 +250,7 @@ def _deliver(ctx: StageContext, options: BuildOptions, location: wh.Location, en
     name = entry["file"].split("/")[-1]
     folder = got.parent
     if mode == "wheel":
-        wheel_dir = options.wheel_dir or ctx.workspace.root / "dist"
+        wheel_dir = options.build.wheel_dir or ctx.workspace.root / "dist"
         wheel_dir.mkdir(parents=True, exist_ok=True)
         final = wheel_dir / str(entry.get("original") or name)
         os.replace(got, final)
@@ -283,11 +283,11 @@ def _deliver(ctx: StageContext, options: BuildOptions, location: wh.Location, en
 # --- publishing ---------------------------------------------------------------------------------------------
 
 
-def publish(ctx: StageContext, options: BuildOptions, components: dict[str, Any],
+def publish(ctx: StageContext, options: RunOptions, components: dict[str, Any],
             wheel: dict[str, Any] | None) -> dict[str, Any]:
-    """Publish the wheel the build made (or made before, when it is up to date) into ``options.publish``."""
-    assert options.publish is not None
-    folder = publish_folder(options.publish)
+    """Publish the wheel the build made (or made before, when it is up to date) into ``options.build.publish``."""
+    assert options.build.publish is not None
+    folder = publish_folder(options.build.publish)
     if not wheel or not Path(str(wheel.get("path"))).is_file():
         raise BuildError("there is no wheel to publish", fix="build it: flagtree-cpu build --force --publish ...")
     me = identity(ctx, options, components)

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from .errors import DoctorFailed, ExitCode
-from .stages import Action, StageContext, StageResult
+from .errors import DoctorFailed, FlagtreeCpuError
+from .stages import Action, RunOptions, StageContext, StageResult
 from .system_packages import missing_system_packages as missing_system_packages  # importable here, as before
 from .system_packages import system_install_argv as system_install_argv
 from .system_packages import system_packages_action
@@ -24,16 +25,6 @@ from .system_packages import system_packages_action
 if TYPE_CHECKING:
     from .doctor import DoctorReport, Finding
     from .plans import PlanItem
-
-
-class PreflightOptions(Protocol):
-    """What the preflight reads of setup's options (pipeline.SetupOptions has them)."""
-
-    python: Path
-    offline: bool
-    skip_build: bool
-    ignore_host: bool
-    install_system_packages: bool
 
 
 # The blocking subset of doctor: fast, and each one would make a later stage fail after minutes.
@@ -45,41 +36,55 @@ PREFLIGHT_FOR_BUILD = ("host.arch", "cpu.features", "cpu.sve-length", "host.devi
 NEVER_IGNORED = ("toolchain.git",)
 
 
-def preflight_checks(options: PreflightOptions) -> tuple[str, ...]:
+def preflight_checks(options: RunOptions) -> tuple[str, ...]:
     return PREFLIGHT_ALWAYS if options.skip_build else PREFLIGHT_ALWAYS + PREFLIGHT_FOR_BUILD
 
 
-def run_preflight_checks(ctx: StageContext, options: PreflightOptions) -> DoctorReport:
+def run_preflight_checks(ctx: StageContext, options: RunOptions) -> DoctorReport:
     from .cpuinfo import read_cpu
     from .doctor import DoctorContext, run_doctor
 
-    doctor_ctx = DoctorContext(ctx.recipe, ctx.workspace, ctx.host, read_cpu(Path("/")), Path("/"), options.python,
-                               dict(os.environ), offline=options.offline)
+    doctor_ctx = DoctorContext(ctx.recipe, ctx.workspace, ctx.host, read_cpu(Path("/")), Path("/"), options,
+                               dict(os.environ))
     return run_doctor(doctor_ctx, preflight_checks(options))
 
 
-# The exit code a stage stops with, for `setup --dry-run` exiting as the real run would.
-_STOP_CODES = {"sources": ExitCode.SOURCE, "links": ExitCode.SOURCE, "artifacts": ExitCode.ARTIFACT,
-               "python": ExitCode.BUILD, "build": ExitCode.BUILD, "validation": ExitCode.VALIDATION}
+@dataclass(frozen=True)
+class Stop:
+    """Where the real setup would stop, seen from a dry run, and the error it would stop with."""
+
+    stage: str  # preflight, or the area of the first plan item that stops
+    error: type[FlagtreeCpuError]
+    reason: str
+
+    @property
+    def exit_code(self) -> int:
+        return int(self.error.exit_code)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"stage": self.stage, "exit_code": self.exit_code, "reason": self.reason}
 
 
-def would_stop(preflight_stops: Sequence[Finding], items: Iterable[PlanItem]) -> dict[str, Any] | None:
-    """Where the real setup would stop, seen from a dry run: preflight, or the first item to stop at."""
+def would_stop(preflight_stops: Sequence[Finding], items: Iterable[PlanItem]) -> Stop | None:
+    """Where the real setup would stop: preflight, or the first item to stop at (its own error, else its
+    stage's)."""
+    from .registry import stage_of_area
+
     if preflight_stops:
-        return {"stage": "preflight", "exit_code": int(ExitCode.DOCTOR),
-                "reason": "; ".join(f"{f.id}: {f.detail}" for f in preflight_stops)}
+        return Stop("preflight", DoctorFailed, "; ".join(f"{f.id}: {f.detail}" for f in preflight_stops))
     for item in items:
         if item.will == "stop":
-            code = item.exit_code or int(_STOP_CODES.get(item.area, ExitCode.UNEXPECTED))
-            return {"stage": item.area, "exit_code": code, "reason": item.action.removeprefix("stop:").strip()}
+            stage = stage_of_area(item.area)
+            error = item.stop or (stage.error if stage else FlagtreeCpuError)
+            return Stop(item.area, error, item.action.removeprefix("stop:").strip())
     return None
 
 
-def blocking(findings: Iterable[Finding], options: PreflightOptions) -> list[Finding]:
+def blocking(findings: Iterable[Finding], options: RunOptions) -> list[Finding]:
     return [f for f in findings if f.status == "fail" and (not options.ignore_host or f.id in NEVER_IGNORED)]
 
 
-def run_preflight(ctx: StageContext, options: PreflightOptions) -> StageResult:
+def run_preflight(ctx: StageContext, options: RunOptions) -> StageResult:
     """setup's first stage: every blocking host problem listed at once (exit 7), before anything changes."""
     report = run_preflight_checks(ctx, options)
     stops = blocking(report.findings, options)

@@ -11,23 +11,15 @@ from __future__ import annotations
 
 import os
 import shlex
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .errors import BuildError
 from .plans import PlanItem
 
 if TYPE_CHECKING:
     from .recipe import Requirement
-    from .stages import StageContext, StageResult
-
-
-@dataclass(frozen=True)
-class PythonOptions:
-    python: Path
-    offline: bool = False
-    runtime: bool = True  # the run-time prerequisites too (false with --skip-validate: nothing runs kernels)
-    no_runtime_flag: str = "--skip-validate"  # the option that turned them off, for the report
+    from .stages import RunOptions, StageContext, StageResult
 
 
 def wanted(ctx: StageContext, runtime: bool) -> list[Requirement]:
@@ -40,25 +32,25 @@ def _search_path(python: Path) -> str:
     return os.pathsep.join([str(python.parent), os.environ.get("PATH", "")])
 
 
-def plan_python(ctx: StageContext, python: Path, *, runtime: bool = True) -> list[PlanItem]:
+def plan_python(ctx: StageContext, options: RunOptions) -> list[PlanItem]:
     from . import pythonenv
 
     recipe, ws = ctx.recipe, ctx.workspace
-    requirements = wanted(ctx, runtime)
+    python, requirements = options.python, wanted(ctx, options.validating)
     conflicts = pythonenv.constraint_conflicts(recipe, requirements)
     if conflicts:  # the recipe contradicts itself: the run stops before the venv and pip (exit 2)
         return [PlanItem("python", str(python), "conflict", "; ".join(p.describe() for p in conflicts),
                          "stop: a requirement and a constraint of the recipe cannot both hold (python.constraints)",
-                         "conflict", will="stop", exit_code=2)]
+                         "conflict", will="stop", stop=pythonenv.ConstraintConflict)]
     vendor = ", ".join(r.requirement for r in recipe.python.preinstalled)
     if not python.exists():
         if python != ws.venv_dir / "bin" / "python":
             return [PlanItem("python", str(python), "missing", "does not exist", "stop: --python must exist",
-                             "missing", will="stop", exit_code=5)]
+                             "missing", will="stop", stop=BuildError)]
         if vendor:  # a new venv cannot have what only the vendor's installer provides
             return [PlanItem("python", str(python), "missing", "no workspace venv yet", f"stop: {vendor} must be "
                              "provided by the vendor's installer (python.preinstalled); pass --python with the "
-                             "interpreter that has it", "missing", will="stop", exit_code=5)]
+                             "interpreter that has it", "missing", will="stop", stop=BuildError)]
         names = ", ".join(r.requirement for r in requirements)
         return [PlanItem("python", str(python), "missing", "no workspace venv yet",
                          f"create the venv {ws.venv_dir}" + (f"; pip install {names}" if names else ""), "missing",
@@ -69,7 +61,7 @@ def plan_python(ctx: StageContext, python: Path, *, runtime: bool = True) -> lis
                          f"{', '.join(p.describe() for p in report.unprovided)}",
                          f"stop: {', '.join(p.requirement.requirement for p in report.unprovided)} must be provided "
                          "by the vendor's installer (python.preinstalled); pip never installs it", "missing",
-                         {"unprovided": [p.name for p in report.unprovided]}, will="stop", exit_code=5)]
+                         {"unprovided": [p.name for p in report.unprovided]}, will="stop", stop=BuildError)]
     provided = "".join(f"; preinstalled {p.name} {p.installed}" for p in report.preinstalled)
     if not report.missing:
         return [PlanItem("python", str(python), "ok", f"Python {report.version}; {len(requirements)} "
@@ -82,13 +74,15 @@ def plan_python(ctx: StageContext, python: Path, *, runtime: bool = True) -> lis
                      {"missing": [p.name for p in report.missing]}, "created")]
 
 
-def run_python(ctx: StageContext, options: PythonOptions) -> StageResult:
+def run_python(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> StageResult:
+    """The venv and the prerequisites. The interpreter is asked again rather than trusted from ``plan``: the
+    stages before this one (a stacked recipe's base) may have changed it since the plan was made."""
     from . import pythonenv
     from .errors import BuildError
     from .stages import Action, StageResult
 
     recipe, ws, python = ctx.recipe, ctx.workspace, options.python
-    requirements = wanted(ctx, options.runtime)
+    requirements = wanted(ctx, options.validating)
     pythonenv.refuse_conflicts(recipe, requirements)  # a contradiction in the recipe: before the venv and pip
     actions = []
     created = not python.exists()
@@ -125,7 +119,7 @@ def run_python(ctx: StageContext, options: PythonOptions) -> StageResult:
                               {"wheelhouse": str(wheelhouse)} if wheelhouse else {}))
     else:
         actions.append(Action("prerequisites", "ok", f"Python {report.version}; all {len(requirements)} present"))
-    if recipe.python.runtime and not options.runtime:
-        actions.append(Action("run-time prerequisites", "skipped", f"{options.no_runtime_flag}: not installed "
+    if recipe.python.runtime and not options.validating:
+        actions.append(Action("run-time prerequisites", "skipped", f"{options.runtime_flag}: not installed "
                               "(`flagtree-cpu validate --install-prereqs` installs them)"))
     return StageResult("python", tuple(actions))

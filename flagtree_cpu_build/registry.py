@@ -1,95 +1,71 @@
-"""The stages, in setup's order: one list that `setup`, `status`, the dry run and the report derive from.
+"""The stages, in setup's order: one list that `setup`, `status`, the dry run, the report, the stop codes and
+the command listing derive from.
 
-Each stage names the subcommand that runs it alone, plans (read-only: what it would do to each
-item, see ``plans``), says when setup skips it, and runs. Adding a stage is a module with its
-``plan_*``/``run_*``, an entry here and a command in the CLI.
+Each stage is one ``Stage`` value (``stages.Stage``): its name, the subcommand that runs it alone, the plan
+area its items carry, the error it stops with (and so its exit code), whether setup runs it side by side
+with the next one, its skip rule, and ``plan``/``run`` with one signature each. ``run`` receives the items
+``plan`` made. Adding a stage is its package, a line here and a command in the CLI.
 
-``sources`` and ``artifacts`` run side by side in setup (``concurrent``): the clones need no
-LLVM and the download needs no clone.
+``sources`` and ``artifacts`` run side by side in setup (``concurrent``): the clones need no LLVM and the
+download needs no clone. The plan and run functions import their stage lazily: `--version` and `--help`
+stay fast.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
-from .plans import PlanItem, Scope
+from .errors import ArtifactError, BuildError, SourceError, ValidationFailed
+from .stages import Stage
 
 if TYPE_CHECKING:
     from .lockfile import Lock
-    from .setup_report import SetupReport
-    from .stages import SetupOptions, StageContext, StageResult
-
-
-class Stage(Protocol):
-    name: str  # as setup's report and the dry run name it
-    command: str  # the subcommand that runs it alone
-    concurrent: bool  # runs side by side with the next concurrent stage in setup
-
-    def plan(self, ctx: StageContext, lock: Lock | None, scope: Scope, earlier: list[PlanItem]) -> list[PlanItem]:
-        """What the stage would do; ``earlier``: the plans of the stages before it."""
-
-    def skip(self, options: SetupOptions) -> str | None:
-        """Why setup skips the stage with these options; None when it runs."""
-
-    def run(self, ctx: StageContext, options: SetupOptions, report: SetupReport) -> StageResult:
-        """Do what the plan says is missing; the same function its subcommand calls."""
-
-
-@dataclass(frozen=True)
-class _Entry:
-    name: str
-    command: str
-    plan: Callable[[StageContext, Lock | None, Scope, list[PlanItem]], list[PlanItem]]
-    skip: Callable[[SetupOptions], str | None]
-    run: Callable[[StageContext, SetupOptions, SetupReport], StageResult]
-    concurrent: bool = False
+    from .plans import PlanItem
+    from .stages import RunOptions, StageContext, StageResult
 
 
 def _ready(items: list[PlanItem], *areas: str) -> bool:
     return all(i.current for i in items if not areas or i.area in areas)
 
 
-# --- each stage's plan, skip rule and run (imports are lazy: `--version` and `--help` stay fast) ---------------
+# --- each stage's plan and run, one signature each ----------------------------------------------------------
 
 
-def _plan_sources(ctx: StageContext, lock: Lock | None, scope: Scope, earlier: list[PlanItem]) -> list[PlanItem]:
+def _plan_sources(ctx: StageContext, lock: Lock | None, options: RunOptions, earlier: list[PlanItem]) -> list[PlanItem]:
     from .plans.sources import plan_sources
 
-    return plan_sources(ctx, lock, scope)
+    return plan_sources(ctx, lock, options)
 
 
-def _run_sources(ctx: StageContext, options: SetupOptions, report: SetupReport) -> StageResult:
-    from .sources import SyncOptions, run_sync
+def _run_sources(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> StageResult:
+    from .sources import run_sync
 
-    return run_sync(ctx, SyncOptions(update=options.update, frozen=options.frozen, offline=options.offline,
-                                     allow_dirty=options.allow_dirty, git_cache=options.git_cache))
+    return run_sync(ctx, options)
 
 
-def _plan_artifacts(ctx: StageContext, lock: Lock | None, scope: Scope, earlier: list[PlanItem]) -> list[PlanItem]:
+def _plan_artifacts(ctx: StageContext, lock: Lock | None, options: RunOptions,
+                    earlier: list[PlanItem]) -> list[PlanItem]:
     from .plans.artifacts import plan_artifacts
 
-    return plan_artifacts(ctx.recipe, lock, scope)
+    return plan_artifacts(ctx.recipe, lock, options)
 
 
-def _run_artifacts(ctx: StageContext, options: SetupOptions, report: SetupReport) -> StageResult:
-    from .fetch import FetchOptions, run_fetch
+def _run_artifacts(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> StageResult:
+    from .fetch import run_fetch
     from .stages import Action, StageResult
 
     if not ctx.recipe.artifacts:
         return StageResult("fetch", (Action("fetch", "skipped", "the recipe has no artifacts"),))
-    return run_fetch(ctx, FetchOptions(offline=options.offline, require_hashes=options.require_hashes,
-                                       frozen=options.frozen, cache_dir=options.cache_dir, mirrors=options.mirrors))
+    return run_fetch(ctx, options)
 
 
-def _plan_links(ctx: StageContext, lock: Lock | None, scope: Scope, earlier: list[PlanItem]) -> list[PlanItem]:
+def _plan_links(ctx: StageContext, lock: Lock | None, options: RunOptions, earlier: list[PlanItem]) -> list[PlanItem]:
     from .plans.links import plan_link_items
 
     return plan_link_items(ctx, sources_ready=_ready(earlier, "sources"))
 
 
-def _run_links(ctx: StageContext, options: SetupOptions, report: SetupReport) -> StageResult:
+def _run_links(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> StageResult:
     from .links import run_link
     from .stages import Action, StageResult
 
@@ -98,83 +74,98 @@ def _run_links(ctx: StageContext, options: SetupOptions, report: SetupReport) ->
     return run_link(ctx)[1]
 
 
-def _plan_python(ctx: StageContext, lock: Lock | None, scope: Scope, earlier: list[PlanItem]) -> list[PlanItem]:
+def _plan_python(ctx: StageContext, lock: Lock | None, options: RunOptions, earlier: list[PlanItem]) -> list[PlanItem]:
     from .python_stage import plan_python
 
-    return [] if scope.skip_build else plan_python(ctx, scope.python, runtime=not scope.skip_validate)
+    return [] if options.skip_build else plan_python(ctx, options)
 
 
-def _run_python(ctx: StageContext, options: SetupOptions, report: SetupReport) -> StageResult:
-    from .python_stage import PythonOptions, run_python
+def _run_python(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> StageResult:
+    from .python_stage import run_python
 
-    return run_python(ctx, PythonOptions(options.python, offline=options.offline, runtime=options.validating))
+    return run_python(ctx, options, plan)
 
 
-def _plan_build(ctx: StageContext, lock: Lock | None, scope: Scope, earlier: list[PlanItem]) -> list[PlanItem]:
+def _plan_build(ctx: StageContext, lock: Lock | None, options: RunOptions, earlier: list[PlanItem]) -> list[PlanItem]:
     from .plans.build import plan_build
 
-    return plan_build(ctx, scope, earlier)
+    return plan_build(ctx, options, earlier)
 
 
-def _run_build(ctx: StageContext, options: SetupOptions, report: SetupReport) -> StageResult:
-    from .build import BuildOptions, run_build
+def _run_build(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> StageResult:
+    from .build import run_build
 
-    return run_build(ctx, BuildOptions(python=options.python, offline=options.offline,
-                                       ignore_host=options.ignore_host, verbose=options.verbose, jobs=options.jobs,
-                                       compile_cache=options.compile_cache, wheelhouse=options.wheelhouse))
+    return run_build(ctx, options)
 
 
-def _plan_validate(ctx: StageContext, lock: Lock | None, scope: Scope, earlier: list[PlanItem]) -> list[PlanItem]:
+def _plan_validate(ctx: StageContext, lock: Lock | None, options: RunOptions,
+                   earlier: list[PlanItem]) -> list[PlanItem]:
     from .plans.validation import plan_validate
 
     # the checks' last verdict stands while the build and the interpreter stay as they are
     built = [i for i in earlier if i.area in ("python", "build")]
-    return plan_validate(ctx, scope, built_current=all(i.will == "ok" for i in built))
+    return plan_validate(ctx, options, built_current=all(i.will == "ok" for i in built))
 
 
-def _run_validate(ctx: StageContext, options: SetupOptions, report: SetupReport) -> StageResult:
+def _run_validate(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> StageResult:
     from .validate_stage import validate_for_setup
 
-    return validate_for_setup(ctx, options, report)
+    return validate_for_setup(ctx, options, plan)
 
 
-def _skip_with_build(options: SetupOptions) -> str | None:
+def _skip_with_build(options: RunOptions) -> str | None:
     return "--skip-build" if options.skip_build else None
 
 
-def _skip_validate(options: SetupOptions) -> str | None:
+def _skip_validate(options: RunOptions) -> str | None:
     return "--skip-build" if options.skip_build else "--skip-validate" if options.skip_validate else None
 
 
-def _never(options: SetupOptions) -> str | None:
-    return None
-
-
 STAGES: tuple[Stage, ...] = (
-    _Entry("sources", "sync", _plan_sources, _never, _run_sources, concurrent=True),
-    _Entry("artifacts", "fetch", _plan_artifacts, _never, _run_artifacts, concurrent=True),
-    _Entry("links", "link", _plan_links, _never, _run_links),
-    _Entry("python", "python", _plan_python, _skip_with_build, _run_python),
-    _Entry("build", "build", _plan_build, _skip_with_build, _run_build),
-    _Entry("validate", "validate", _plan_validate, _skip_validate, _run_validate),
+    Stage("sources", "sync", "sources", SourceError, _plan_sources, _run_sources, concurrent=True),
+    Stage("artifacts", "fetch", "artifacts", ArtifactError, _plan_artifacts, _run_artifacts, concurrent=True),
+    Stage("links", "link", "links", SourceError, _plan_links, _run_links),
+    Stage("python", "python", "python", BuildError, _plan_python, _run_python, skip=_skip_with_build),
+    Stage("build", "build", "build", BuildError, _plan_build, _run_build, skip=_skip_with_build),
+    Stage("validate", "validate", "validation", ValidationFailed, _plan_validate, _run_validate, skip=_skip_validate),
 )
 STAGE_NAMES = ("preflight", *(s.name for s in STAGES))  # preflight checks the host; it plans no items
+STAGE_COMMANDS = tuple(s.command for s in STAGES)  # in setup's order: `--help` lists them so
 
 
-def plan_all(ctx: StageContext, scope: Scope) -> list[PlanItem]:
-    """Every stage's plan, in order (read-only)."""
+def stage_of_area(area: str) -> Stage | None:
+    """The stage whose plan items carry this area (None for the items status adds, e.g. a base recipe)."""
+    return next((s for s in STAGES if s.area == area), None)
+
+
+def read_plan_lock(ctx: StageContext) -> Lock | None:
+    """The lock file the plans read (None before the first sync)."""
     from .lockfile import read_lock
 
-    lock = read_lock(ctx.workspace.lock_file) if ctx.workspace.lock_file.is_file() else None
+    return read_lock(ctx.workspace.lock_file) if ctx.workspace.lock_file.is_file() else None
+
+
+def plan_all(ctx: StageContext, options: RunOptions) -> list[PlanItem]:
+    """Every stage's plan, in order (read-only)."""
+    lock = read_plan_lock(ctx)
     items: list[PlanItem] = []
     for stage in STAGES:
-        items += stage.plan(ctx, lock, scope, items)
+        items += stage.plan(ctx, lock, options, items)
     return items
 
 
-def scope_of(options: SetupOptions, *, ask_network: bool = False) -> Scope:
-    """What setup with these options would look at."""
-    return Scope(python=options.python, cache_dir=options.cache_dir, skip_build=options.skip_build,
-                 skip_validate=not options.validating, model=options.model, offline=options.offline,
-                 update=options.update, ask_network=ask_network and not options.offline,
-                 mirrors=tuple(options.mirrors), wheelhouse=options.wheelhouse)
+def plan_stage(stage: Stage, ctx: StageContext, options: RunOptions, earlier: list[PlanItem] | None = None
+               ) -> list[PlanItem]:
+    """One stage's plan, as its run receives it; ``earlier``: what the stages before it planned (setup
+    passes them; a subcommand alone has none, so the stage plans as if they were done)."""
+    return stage.plan(ctx, read_plan_lock(ctx), options, earlier or [])
+
+
+def run_stage(stage: Stage, ctx: StageContext, options: RunOptions) -> StageResult:
+    """Plan the stage, then run it on that plan: what `setup` does for each stage and each subcommand
+    does for its own."""
+    return stage.run(ctx, options, plan_stage(stage, ctx, options))
+
+
+def stage_named(name: str) -> Stage:
+    return next(s for s in STAGES if s.name == name)

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .doctor import DoctorReport, Finding
-    from .stages import SetupOptions, StageContext
+    from .preflight import Stop
+    from .stages import RunOptions, StageContext
     from .status import WorkspaceStatus
 
 
@@ -21,28 +22,28 @@ class SetupPlan:
     status: WorkspaceStatus
     preflight: DoctorReport
     preflight_stops: tuple[Finding, ...]  # the failed checks that would stop setup (--ignore-host: git only)
-    stop: dict[str, object] | None  # {"stage", "exit_code", "reason"} where setup would stop; None: it would not
+    stop: Stop | None  # where setup would stop, and with which error; None: it would not
 
     @property
     def exit_code(self) -> int | None:
         """The code setup would stop with, None when it would go through."""
-        code = self.stop["exit_code"] if self.stop else None
-        return code if isinstance(code, int) else None
+        return self.stop.exit_code if self.stop else None
 
     def to_json(self) -> dict[str, object]:
         from .pipeline import PLAN_SCHEMA
 
         return {**self.status.to_json(), "schema": PLAN_SCHEMA, "changes_nothing": True,
                 "preflight": {"ok": not self.preflight_stops, "checks": [f.to_json() for f in self.preflight.findings]},
-                "would_stop": self.stop}
+                "would_stop": self.stop.to_json() if self.stop else None}
 
 
-def plan_setup(ctx: StageContext, options: SetupOptions) -> SetupPlan:
+def plan_setup(ctx: StageContext, options: RunOptions) -> SetupPlan:
+    from dataclasses import replace
+
     from .preflight import blocking, run_preflight_checks, would_stop
-    from .registry import scope_of
     from .status import inspect_workspace
 
     preflight = run_preflight_checks(ctx, options)
     stops = blocking(preflight.findings, options)
-    status = inspect_workspace(ctx, scope_of(options, ask_network=True))
+    status = inspect_workspace(ctx, replace(options, ask_network=not options.offline))
     return SetupPlan(status, preflight, tuple(stops), would_stop(stops, status.items))

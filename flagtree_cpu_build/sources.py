@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 from . import halfmade
@@ -39,28 +38,17 @@ from .pins import Pin, resolve_pins, same_repository
 from .probes import check_sources
 from .recipe import Source
 from .source_patches import SourcePatches
-from .stages import Action, StageContext, StageResult
+from .stages import Action, RunOptions, StageContext, StageResult
 from .submodules import SubmoduleSync
 from .workspace import Workspace
 
 PIN_REF = "refs/flagtree-cpu/pinned"  # keeps the pinned commit reachable (shallow clones, gc)
 
 
-@dataclass(frozen=True)
-class SyncOptions:
-    update: bool = False  # re-resolve refs instead of using the lock
-    frozen: bool = False  # the lock must already say everything; never write it
-    offline: bool = False
-    allow_dirty: bool = False
-    force: bool = False
-    git_cache: Path | None = None
-    source_paths: Mapping[str, Path] = field(default_factory=dict)  # name -> an existing clone to use
-
-
 # --- the stage -------------------------------------------------------------------------------
 
 
-def run_lock(ctx: StageContext, options: SyncOptions) -> StageResult:
+def run_lock(ctx: StageContext, options: RunOptions) -> StageResult:
     """Resolve every source to a commit and write the lock file, without checking anything out."""
     start = time.monotonic()
     ws, recipe = ctx.workspace, ctx.recipe
@@ -97,7 +85,7 @@ def chosen_git_cache(ws: Workspace, given: Path | None) -> Path | None:
     return given or (seeded if seeded.is_dir() else None)
 
 
-def run_sync(ctx: StageContext, options: SyncOptions) -> StageResult:
+def run_sync(ctx: StageContext, options: RunOptions) -> StageResult:
     start = time.monotonic()
     ws, recipe = ctx.workspace, ctx.recipe
     old = read_lock(ws.lock_file)
@@ -139,7 +127,7 @@ def _pin_data(pin: Pin) -> dict[str, str | None]:
 
 class _SourceSync:
     def __init__(self, name: str, source: Source, pin: Pin, dest: Path, ctx: StageContext,
-                 options: SyncOptions, cache: GitCache | None, locked: SourceLock | None = None):
+                 options: RunOptions, cache: GitCache | None, locked: SourceLock | None = None):
         self.name, self.source, self.pin, self.dest = name, source, pin, dest
         self.ui = ctx.ui
         self.ws: Workspace = ctx.workspace
@@ -152,8 +140,8 @@ class _SourceSync:
 
     def checkout(self) -> None:
         """The checkout at its pin, submodules at their gitlinks (patches come after every source is there)."""
-        if self.name in self.options.source_paths:
-            self.notes.append(self._link_existing_clone(self.options.source_paths[self.name]))
+        if self.name in self.options.sync.source_paths:
+            self.notes.append(self._link_existing_clone(self.options.sync.source_paths[self.name]))
         checkout = self.path = self.dest.resolve() if self.dest.is_symlink() else self.dest
         if self.dest.is_symlink() and not checkout.exists():
             # never clone into wherever an old --source-path link points

@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .plans import PlanItem, Scope
+from .plans import PlanItem
 
 if TYPE_CHECKING:
-    from .stages import StageContext
+    from .stages import RunOptions, StageContext
 
 STATUS_SCHEMA = "flagtree-cpu/status/v1"
 Item = PlanItem  # the name status and its JSON readers have always used
-__all__ = ["STATUS_SCHEMA", "Item", "Scope", "WorkspaceStatus", "inspect_workspace"]
+__all__ = ["STATUS_SCHEMA", "Item", "WorkspaceStatus", "inspect_workspace"]
 
 
 @dataclass(frozen=True)
@@ -50,16 +50,16 @@ class WorkspaceStatus:
                 "download_bytes": self.download_bytes, "items": [i.to_json() for i in self.items]}
 
 
-def inspect_workspace(ctx: StageContext, scope: Scope) -> WorkspaceStatus:
+def inspect_workspace(ctx: StageContext, options: RunOptions) -> WorkspaceStatus:
     from .registry import plan_all
 
     start = time.monotonic()
-    items = [*_base_item(ctx, scope), *plan_all(ctx, scope)]
-    return WorkspaceStatus(ctx.recipe.name, ctx.workspace.root, scope.python, tuple(items), time.monotonic() - start,
+    items = [*_base_item(ctx, options), *plan_all(ctx, options)]
+    return WorkspaceStatus(ctx.recipe.name, ctx.workspace.root, options.python, tuple(items), time.monotonic() - start,
                            ctx.recipe.variant)
 
 
-def _base_item(ctx: StageContext, scope: Scope) -> list[PlanItem]:
+def _base_item(ctx: StageContext, options: RunOptions) -> list[PlanItem]:
     """A stacked recipe's base, as one row: `setup` sets it up first (without validating it)."""
     from dataclasses import replace
 
@@ -68,7 +68,7 @@ def _base_item(ctx: StageContext, scope: Scope) -> list[PlanItem]:
     if ctx.base is None:
         return []
     name = ctx.base.recipe.name
-    behind = [i for i in (_base_item(ctx.base, scope) + plan_all(ctx.base, replace(scope, skip_validate=True)))
+    behind = [i for i in (_base_item(ctx.base, options) + plan_all(ctx.base, replace(options, skip_validate=True)))
               if not i.current]
     if not behind:
         return [PlanItem("base", name, "ok", f"{name}: all current")]

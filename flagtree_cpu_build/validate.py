@@ -24,10 +24,10 @@ from typing import Any
 
 from . import pythonenv
 from .check_catalog import chosen_checks
-from .check_run import CheckResult, Status, ValidateOptions, run_check
+from .check_run import CheckResult, Status, run_check
 from .errors import BuildError, ValidationFailed
 from .recipe import Recipe
-from .stages import StageContext
+from .stages import RunOptions, StageContext
 
 REPORT_SCHEMA = "flagtree-cpu/validate/v1"
 
@@ -72,11 +72,11 @@ class ValidationReport:
                 **({"variant": self.variant} if self.variant else {})}
 
 
-def run_validate(ctx: StageContext, options: ValidateOptions) -> ValidationReport:
+def run_validate(ctx: StageContext, options: RunOptions) -> ValidationReport:
     recipe = ctx.recipe
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     start = time.monotonic()
-    chosen = chosen_checks(recipe, options.checks)
+    chosen = chosen_checks(recipe, options.validate.checks)
     if not options.python.exists():
         raise ValidationFailed(f"there is no Python at {options.python} to validate",
                                fix="build first (flagtree-cpu build), or pass --python with the interpreter the "
@@ -95,7 +95,8 @@ def run_validate(ctx: StageContext, options: ValidateOptions) -> ValidationRepor
                               time.monotonic() - start, started, recipe.variant)
     from .plans.validation import save_last, validation_key
 
-    save_last(ctx, report.to_json(), None if options.checks else validation_key(ctx, options.python, options.model))
+    key = None if options.validate.checks else validation_key(ctx, options.python, options.model)
+    save_last(ctx, report.to_json(), key)
     return report
 
 
@@ -106,7 +107,7 @@ def hazard_warnings(recipe: Recipe, environ: dict[str, str] | None = None) -> li
             for h in recipe.runtime.hazards if h.applies(environ.get(h.name))]
 
 
-def _prerequisites(ctx: StageContext, options: ValidateOptions) -> CheckResult | None:
+def _prerequisites(ctx: StageContext, options: RunOptions) -> CheckResult | None:
     """The recipe's run-time prerequisites as one row; installed first with --install-prereqs."""
     runtime = ctx.recipe.python.runtime
     if not runtime:
@@ -115,7 +116,7 @@ def _prerequisites(ctx: StageContext, options: ValidateOptions) -> CheckResult |
     start = time.monotonic()
     try:
         report = pythonenv.check(options.python, runtime, path, recipe=ctx.recipe)
-        if report.missing and options.install_prereqs:
+        if report.missing and options.validate.install_prereqs:
             pythonenv.install(options.python, report.missing, ctx.workspace, ctx.ui, recipe=ctx.recipe)
             report = pythonenv.check(options.python, runtime, path, recipe=ctx.recipe)
     except BuildError as exc:
@@ -160,5 +161,5 @@ def check_env(ctx: StageContext) -> dict[str, str]:
 
 
 KernelResult = CheckResult  # the name the report's rows had
-__all__ = ["REPORT_SCHEMA", "CheckResult", "KernelResult", "Status", "ValidateOptions", "ValidationReport",
+__all__ = ["REPORT_SCHEMA", "CheckResult", "KernelResult", "Status", "ValidationReport",
            "run_validate"]

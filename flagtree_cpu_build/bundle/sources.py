@@ -22,7 +22,8 @@ from ..errors import SourceError
 from ..gitcache import GitCache
 from ..gitcmd import git_result, has_commit, run_git
 from ..lockfile import read_lock
-from ..sources import SyncOptions, run_sync
+from ..sources import run_sync
+from ..stages import RunOptions
 
 if TYPE_CHECKING:
     from ..stages import StageContext, StageResult
@@ -45,7 +46,8 @@ def bundle_cache(stack: list[StageContext]) -> Path:
 
 def sync_stack(stack: list[StageContext], cache_root: Path) -> list[StageResult]:
     """`sync` of every recipe of the stack, bottom first, through the bundle's git cache."""
-    return [run_sync(ctx, SyncOptions(git_cache=cache_root)) for ctx in stack]
+    return [run_sync(ctx, RunOptions(python=ctx.workspace.venv_dir / "bin" / "python", git_cache=cache_root))
+            for ctx in stack]
 
 
 def pinned_commits(stack: list[StageContext]) -> dict[str, set[str]]:

@@ -109,10 +109,16 @@ class FlagtreeCommand(TyperCommand):
         return super().invoke(ctx)
 
 
-# The order `--help` lists the commands in: the whole job, then its stages, then the rest (the modules
-# that define them are imported in another order).
-COMMAND_ORDER = ("recipe", "setup", "status", "sync", "link", "fetch", "python", "build", "env", "validate", "doctor",
-                 "bundle", "clean", "lock", "schema")
+# The order `--help` lists the commands in: the whole job, then its stages in setup's order (from the stage
+# list), then the rest (the modules that define them are imported in another order).
+COMMANDS_BEFORE_STAGES = ("recipe", "setup", "status")
+COMMANDS_AFTER_STAGES = ("env", "doctor", "bundle", "clean", "lock", "schema")
+
+
+def command_order() -> tuple[str, ...]:
+    from ..registry import STAGE_COMMANDS
+
+    return (*COMMANDS_BEFORE_STAGES, *STAGE_COMMANDS, *COMMANDS_AFTER_STAGES)
 
 
 class FlagtreeGroup(TyperGroup):
@@ -120,8 +126,8 @@ class FlagtreeGroup(TyperGroup):
         return super().parse_args(ctx, hoist_global_options(args))
 
     def list_commands(self, ctx: Context) -> list[str]:
-        names = super().list_commands(ctx)
-        return sorted(names, key=lambda n: COMMAND_ORDER.index(n) if n in COMMAND_ORDER else len(COMMAND_ORDER))
+        names, order = super().list_commands(ctx), command_order()
+        return sorted(names, key=lambda n: order.index(n) if n in order else len(order))
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,  # type: ignore[override]
              complete_var: str | None = None, standalone_mode: bool = True, **extra: object) -> object:

@@ -16,7 +16,7 @@ import typer
 
 if TYPE_CHECKING:
     from ..bundle.trust import Trust
-    from ..stages import SetupOptions, StageContext
+    from ..stages import RunOptions, StageContext
     from ..ui import UI
 
 
@@ -70,7 +70,7 @@ def render_authenticity(ui: UI, verdict: dict[str, Any]) -> None:
         ui.warn(f"{verdict['summary']}. To require authenticity, {HOW_TO_TRUST}")
 
 
-def import_for_setup(ui: UI, stage_ctx: StageContext, bundle: Path, setup_options: SetupOptions,
+def import_for_setup(ui: UI, stage_ctx: StageContext, bundle: Path, setup_options: RunOptions,
                      trust: Trust) -> dict[str, Any]:
     """setup --bundle: the bundle imported (verified, its origin judged, made for this workspace) before the
     first stage; what setup's report says of it."""

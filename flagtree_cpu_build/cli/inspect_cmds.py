@@ -31,11 +31,11 @@ def status(
     Read-only and offline. `setup --dry-run` shows the same with what setup would do about each item.
     """
     from ..errors import NotCurrent
-    from ..plans import Scope
+    from ..stages import RunOptions
     from ..status import inspect_workspace
 
     opts, stage_ctx, target = opened(ctx, python=python)
-    found = inspect_workspace(stage_ctx, Scope(python=target))
+    found = inspect_workspace(stage_ctx, RunOptions(python=target))
     render.status(opts.ui, found)
     behind = [i for i in found.items if not i.current]
     if check and behind:
@@ -153,6 +153,7 @@ def doctor(
     from ..errors import DoctorFailed, UsageError
     from ..mirrors import parse_mirrors
     from ..snapshot import open_sysroot, write_snapshot
+    from ..stages import RunOptions
 
     opts = options(ctx)
     if schema:
@@ -175,8 +176,9 @@ def doctor(
         stage_ctx = open_context(request, opts.ui)
         target = chosen_python(request, stage_ctx.workspace)
         euid = os.geteuid() if board is None or root == Path("/") else board.euid  # a board's: its snapshotter's
+        run_options = RunOptions(python=target, offline=offline, mirrors=rules)
         report = run_doctor(DoctorContext(stage_ctx.recipe, stage_ctx.workspace, stage_ctx.host, read_cpu(root), root,
-                                          target, dict(os.environ), offline=offline, mirrors=rules, euid=euid),
+                                          run_options, dict(os.environ), euid=euid),
                             check_ids or [])
         if board:
             report = dataclasses.replace(report, sysroot=board.label)

@@ -78,8 +78,7 @@ def setup_plan(ui: UI, plan: SetupPlan) -> None:
     if any(i.action.startswith(("download", "resume")) for i in status.items):
         ui.info(f"download: {human_bytes(size) if size is not None else 'size unknown'}")
     if plan.stop:
-        ui.warn(f"setup would stop at {plan.stop['stage']} (exit code {plan.stop['exit_code']}): "
-                f"{plan.stop['reason']}")
+        ui.warn(f"setup would stop at {plan.stop.stage} (exit code {plan.stop.exit_code}): {plan.stop.reason}")
     ui.info("nothing to do: everything is current" if status.current and not stops
             else "nothing was changed (--dry-run)")
 

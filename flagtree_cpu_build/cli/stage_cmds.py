@@ -32,7 +32,6 @@ from .bundle_trust import ExpectDigestOption, TrustedKeysOption, import_for_setu
 from .session import Options, Verdict, named_paths
 
 if TYPE_CHECKING:
-    from ..errors import FlagtreeCpuError
     from ..stages import StageContext
 
 
@@ -122,7 +121,7 @@ def setup(
     same workspace makes this one exit with code 8 (or wait, with --wait). The exit code is the failing stage's.
     """
     from ..mirrors import parse_mirrors
-    from ..stages import SetupOptions
+    from ..stages import RunOptions
 
     trust = trust_of(trusted_keys, expect_digest) if bundle is not None else None
     opts, stage_ctx, target = opened(ctx, python=python, jobs=jobs)
@@ -133,7 +132,7 @@ def setup(
         raise UsageError("--dry-run cannot show a plan for a bundle it does not import",
                          fix=f"import it first (flagtree-cpu bundle import {bundle}), then: flagtree-cpu setup "
                          "--dry-run --offline")
-    setup_options = SetupOptions(
+    setup_options = RunOptions(
         python=target, offline=offline or bundle is not None, frozen=frozen, require_hashes=require_hashes,
         update=update, allow_dirty=allow_dirty, skip_build=skip_build, skip_validate=skip_validate,
         ignore_host=ignore_host, install_system_packages=install_system_packages,
@@ -147,7 +146,11 @@ def setup(
         plan = plan_setup(stage_ctx, setup_options)
         render.setup_plan(opts.ui, plan)
         if plan.stop is not None:  # exits as the real run would (documented): CI can gate on a dry run
-            raise Verdict(_would_stop(plan.stop))
+            from ..errors import WouldStop
+
+            raise Verdict(WouldStop(f"setup would stop at {plan.stop.stage}: {plan.stop.reason}; nothing was changed "
+                                    "(--dry-run)", error=plan.stop.error, fix="fix what the plan names, or see "
+                                    "`flagtree-cpu setup --dry-run` for each item and why"))
         return
     from ..pipeline import run_setup
 
@@ -159,17 +162,6 @@ def setup(
     render.setup(opts.ui, report, workdir_given=bool(opts.workdir))
     if report.error is not None:
         raise report.error
-
-
-def _would_stop(stop: dict[str, object]) -> FlagtreeCpuError:
-    """The dry run's verdict as the error the real run would stop with (same code, same exit code)."""
-    from ..errors import ArtifactError, BuildError, DoctorFailed, FlagtreeCpuError, SourceError, ValidationFailed
-
-    kinds: dict[object, type[FlagtreeCpuError]] = {3: SourceError, 4: ArtifactError, 5: BuildError,
-                                                   6: ValidationFailed, 7: DoctorFailed}
-    return kinds.get(stop["exit_code"], FlagtreeCpuError)(
-        f"setup would stop at {stop['stage']}: {stop['reason']}; nothing was changed (--dry-run)",
-        fix="fix what the plan names, or see `flagtree-cpu setup --dry-run` for each item and why")
 
 
 @app.command(cls=FlagtreeCommand, epilog=examples(
@@ -202,14 +194,16 @@ def sync(
     origin is never moved or deleted. Unpinned refs are resolved once and recorded in
     .flagtree-cpu/lock.yaml. When everything is at its pin, sync does no network I/O.
     """
-    opts, stage_ctx, _ = opened(ctx)
+    opts, stage_ctx, target = opened(ctx)
     named = named_paths("--source-path", source_paths or [], list(stage_ctx.recipe.sources), "sources")
-    from ..sources import SyncOptions, run_sync  # after the options are known to be good: git is slow to import
+    from ..registry import run_stage, stage_named  # after the options are known to be good: git is slow to import
+    from ..stages import RunOptions, SyncExtras
 
-    sync_options = SyncOptions(update=update, frozen=frozen, offline=offline, allow_dirty=allow_dirty, force=force,
-                               git_cache=git_cache.expanduser() if git_cache else None, source_paths=named)
+    sync_options = RunOptions(python=target, update=update, frozen=frozen, offline=offline, allow_dirty=allow_dirty,
+                              force=force, git_cache=git_cache.expanduser() if git_cache else None,
+                              sync=SyncExtras(named))
     with exclusive(opts, stage_ctx, "sync"):
-        result = run_sync(stage_ctx, sync_options)
+        result = run_stage(stage_named("sources"), stage_ctx, sync_options)
     render.stage_result(opts.ui, result, "source")
 
 
@@ -272,17 +266,18 @@ def fetch(
     Triton looks ($TRITON_HOME/.triton/llvm/<name>/) with the version.txt FlagTree's setup.py expects. When the
     published tree is current, fetch does no network I/O.
     """
-    from ..fetch import FetchOptions, run_fetch
     from ..mirrors import parse_mirrors
+    from ..registry import run_stage, stage_named
+    from ..stages import FetchExtras, RunOptions
 
-    opts, stage_ctx, _ = opened(ctx)
-    fetch_options = FetchOptions(offline=offline, require_hashes=require_hashes, frozen=frozen,
-                                 cache_dir=cache_dir.expanduser() if cache_dir else None,
-                                 mirrors=parse_mirrors(mirrors or []),
-                                 from_files=named_paths("--from", from_files or [], list(stage_ctx.recipe.artifacts),
-                                                        "artifacts"))
+    opts, stage_ctx, target = opened(ctx)
+    fetch_options = RunOptions(python=target, offline=offline, require_hashes=require_hashes, frozen=frozen,
+                               cache_dir=cache_dir.expanduser() if cache_dir else None,
+                               mirrors=tuple(parse_mirrors(mirrors or [])),
+                               fetch=FetchExtras(named_paths("--from", from_files or [],
+                                                             list(stage_ctx.recipe.artifacts), "artifacts")))
     with exclusive(opts, stage_ctx, "fetch"):
-        result = run_fetch(stage_ctx, fetch_options)
+        result = run_stage(stage_named("artifacts"), stage_ctx, fetch_options)
     render.stage_result(opts.ui, result, "artifact")
 
 
@@ -305,12 +300,14 @@ def python_env(
     The guide's steps 1.1-1.2, and setup's python stage: the build prerequisites, and the run-time ones (torch from
     the recipe's index URL) unless --skip-runtime. What is already installed at a fitting version is left alone.
     """
-    from ..python_stage import PythonOptions, run_python
+    from ..registry import run_stage, stage_named
+    from ..stages import RunOptions
 
     opts, stage_ctx, target = opened(ctx, python=python)
+    python_options = RunOptions(python=target, offline=offline, skip_validate=skip_runtime,
+                                runtime_flag="--skip-runtime")
     with exclusive(opts, stage_ctx, "python"):
-        result = run_python(stage_ctx, PythonOptions(target, offline=offline, runtime=not skip_runtime,
-                                                           no_runtime_flag="--skip-runtime"))
+        result = run_stage(stage_named("python"), stage_ctx, python_options)
     render.stage_result(opts.ui, result, "step")
 
 
@@ -348,7 +345,9 @@ def build(
     are listed at once. Full output goes to <workdir>/logs/build-<time>.log; a failure is diagnosed from it. When
     nothing changed since the last build, build says so in about a second and runs nothing.
     """
-    from ..build import BuildOptions, run_build
+    from ..registry import run_stage, stage_named
+    from ..stages import BuildExtras, RunOptions
+
     wheel_dir = absolute(wheel)
     opts, stage_ctx, target = opened(ctx, python=python, jobs=jobs, wheel_dir=wheel_dir)
     check_compile_cache(compile_cache, stage_ctx, target)
@@ -357,11 +356,11 @@ def build(
 
         publish_folder(publish)  # a server URL is a usage error before anything runs
         wheel_dir = wheel_dir or stage_ctx.workspace.root / "dist"  # the {wheel_dir} default
-    build_options = BuildOptions(python=target, offline=offline, force=force, ignore_host=ignore_host,
-                                 wheel_dir=wheel_dir, verbose=opts.ui.verbose, jobs=build_jobs(stage_ctx),
-                                 compile_cache=compile_cache, wheelhouse=wheelhouse, publish=publish)
+    build_options = RunOptions(python=target, offline=offline, force=force, ignore_host=ignore_host,
+                               verbose=opts.ui.verbose, jobs=build_jobs(stage_ctx), compile_cache=compile_cache,
+                               wheelhouse=wheelhouse, build=BuildExtras(wheel_dir, publish))
     with exclusive(opts, stage_ctx, "build"):
-        result = run_build(stage_ctx, build_options)
+        result = run_stage(stage_named("build"), stage_ctx, build_options)
     render.stage_result(opts.ui, result, "step")
     wheel_info = result.actions[0].data.get("wheel")
     if wheel_info and not opts.ui.json_mode:  # on their own lines, to copy
@@ -378,11 +377,12 @@ def lock(
     update: Annotated[bool, typer.Option("--update", help="Re-resolve every unpinned ref.")] = False,
 ) -> None:
     """Resolve unpinned refs to commits and write .flagtree-cpu/lock.yaml, without checking anything out."""
-    from ..sources import SyncOptions, run_lock
+    from ..sources import run_lock
+    from ..stages import RunOptions
 
-    opts, stage_ctx, _ = opened(ctx)
+    opts, stage_ctx, target = opened(ctx)
     with exclusive(opts, stage_ctx, "lock"):
-        result = run_lock(stage_ctx, SyncOptions(update=update))
+        result = run_lock(stage_ctx, RunOptions(python=target, update=update))
     render.stage_result(opts.ui, result, "source")
     if not opts.ui.json_mode:
         opts.ui.info(f"lock file: {stage_ctx.workspace.lock_file}")

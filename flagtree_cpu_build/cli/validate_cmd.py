@@ -47,7 +47,8 @@ def validate(
     """
     from ..errors import FlagtreeCpuError
     from ..junit import write_junit, write_junit_verdict
-    from ..validate import ValidateOptions, run_validate
+    from ..stages import RunOptions, ValidateExtras
+    from ..validate import run_validate
 
     opts, stage_ctx, target = opened(ctx, python=python)
     if list_checks:
@@ -55,8 +56,8 @@ def validate(
 
         render.check_listing(stage_ctx.ui, listing(stage_ctx.recipe), target)
         return
-    validate_options = ValidateOptions(python=target, checks=(*(checks or ()), *(kernels or ())), model=absolute(model),
-                                       timeout=timeout, install_prereqs=install_prereqs, verbose=opts.ui.verbose)
+    validate_options = RunOptions(python=target, model=absolute(model), timeout=timeout, verbose=opts.ui.verbose,
+                                  validate=ValidateExtras((*(checks or ()), *(kernels or ())), install_prereqs))
     junit_path = absolute(junit)
     try:
         with exclusive(opts, stage_ctx, "validate"):

@@ -16,7 +16,7 @@ T = TypeVar("T")
 def python_facts(c: DoctorContext) -> dict | None:
     """One run of the target interpreter for every Python check (cached)."""
     if "python" not in c.cache:
-        if not c.python.exists():
+        if not c.options.python.exists():
             c.cache["python"] = None
         else:
             from packaging.requirements import Requirement
@@ -28,7 +28,7 @@ def python_facts(c: DoctorContext) -> dict | None:
             # what the build installs (is it there from elsewhere?) and what run-time variables depend on
             distribution = [recipe.build.distribution] if recipe.build and recipe.build.distribution else []
             wanted = [*names, *distribution, *recipe.runtime.only_with.values()]
-            c.cache["python"] = inspect(c.python, list(dict.fromkeys(wanted)))
+            c.cache["python"] = inspect(c.options.python, list(dict.fromkeys(wanted)))
     return c.cache["python"]
 
 

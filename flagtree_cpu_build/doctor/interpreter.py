@@ -23,10 +23,10 @@ def python_version(c: DoctorContext) -> Outcome:
         import sys
 
         version = ".".join(map(str, sys.version_info[:3]))
-        where = (f"{c.python} does not exist yet; `flagtree-cpu build` creates it with {sys.executable} "
+        where = (f"{c.options.python} does not exist yet; `flagtree-cpu build` creates it with {sys.executable} "
                  f"(Python {version})")
     else:
-        version, where = facts["python"], f"{c.python}: Python {facts['python']}"
+        version, where = facts["python"], f"{c.options.python}: Python {facts['python']}"
     if requires and not SpecifierSet(requires).contains(version, prereleases=True):
         return fail(f"{where}; the recipe needs Python {requires}",
                     "install a suitable Python and pass --python /path/to/python3.12 (or activate its venv)")
@@ -39,9 +39,9 @@ def _requirements_outcome(c: DoctorContext, requirements: Iterable, when: str) -
 
     facts = python_facts(c)
     if facts is None:
-        return skip(f"{c.python} does not exist yet; {when} installs them")
-    report = check_prerequisites(c.python, list(requirements), os.pathsep.join(
-        [str(c.python.parent), c.environ.get("PATH", "")]), recipe=c.recipe)
+        return skip(f"{c.options.python} does not exist yet; {when} installs them")
+    report = check_prerequisites(c.options.python, list(requirements), os.pathsep.join(
+        [str(c.options.python.parent), c.environ.get("PATH", "")]), recipe=c.recipe)
     if not report.missing:
         return ok(", ".join(p.describe() for p in report.prerequisites) or "none needed")
     import shlex
@@ -49,7 +49,7 @@ def _requirements_outcome(c: DoctorContext, requirements: Iterable, when: str) -
     from ..pip_constraints import constraints_path, pip_limits
 
     limits = constraints_path(c.workspace) if pip_limits(c.recipe) else None  # its path: doctor writes nothing
-    commands = " && ".join(shlex.join(argv) for argv in install_commands(c.python, report.missing, limits))
+    commands = " && ".join(shlex.join(argv) for argv in install_commands(c.options.python, report.missing, limits))
     absent = [p.requirement.requirement if p.finding() == "missing" else p.describe()
               for p in report.missing if not p.wrong_version]
     wrong = [f"{p.requirement.requirement}: {p.finding()}" for p in report.missing if p.wrong_version]
@@ -76,7 +76,7 @@ def python_installed_elsewhere(c: DoctorContext) -> Outcome:
         return skip(f"the build makes a wheel of {build.distribution}; it installs nothing")
     facts = python_facts(c)
     if facts is None:
-        return skip(f"{c.python} does not exist yet")
+        return skip(f"{c.options.python} does not exist yet")
     name = build.distribution
     version = facts["found"].get(name)
     if version is None:
@@ -85,8 +85,8 @@ def python_installed_elsewhere(c: DoctorContext) -> Outcome:
     installed_from = Path(urlparse(direct.get("url", "")).path or "/nonexistent")
     if direct.get("dir_info", {}).get("editable") and installed_from.is_relative_to(c.workspace.root):
         return ok(f"{name} {version} is this workspace's editable build ({installed_from})")
-    return warn(f"{name} {version} from elsewhere is installed in {c.python}: the build replaces it (pip "
-                "uninstalls it first)", f"{c.python} -m pip uninstall -y {name}   # or build into another venv "
+    return warn(f"{name} {version} from elsewhere is installed in {c.options.python}: the build replaces it (pip "
+                "uninstalls it first)", f"{c.options.python} -m pip uninstall -y {name}   # or build into another venv "
                 "(--python)")
 
 
@@ -99,12 +99,12 @@ def python_preinstalled(c: DoctorContext) -> Outcome:
     if not wanted:
         return skip("the recipe lists none")
     if python_facts(c) is None:
-        return fail(f"{c.python} does not exist; {', '.join(r.requirement for r in wanted)} must be installed in "
-                    "it by the vendor's installer", "pass --python with the interpreter the vendor's installer set "
-                    "up (a new venv cannot have them)")
-    report = check_prerequisites(c.python, [], c.environ.get("PATH", ""), recipe=c.recipe)
+        return fail(f"{c.options.python} does not exist; {', '.join(r.requirement for r in wanted)} must be "
+                    "installed in it by the vendor's installer", "pass --python with the interpreter the vendor's "
+                    "installer set up (a new venv cannot have them)")
+    report = check_prerequisites(c.options.python, [], c.environ.get("PATH", ""), recipe=c.recipe)
     if not report.unprovided:
         return ok(", ".join(p.describe() for p in report.preinstalled))
-    return fail(f"{', '.join(p.describe() for p in report.unprovided)} in {c.python}",
+    return fail(f"{', '.join(p.describe() for p in report.unprovided)} in {c.options.python}",
                 "install it with the vendor's installer (never pip: the vendor's build is the one that works with "
                 "the driver), or pass --python with the interpreter that has it")

@@ -17,8 +17,8 @@ from typing import Any, Literal
 
 from ..cpuinfo import CpuFacts
 from ..host import HostFacts
-from ..mirrors import MirrorRule
 from ..recipe import Recipe
+from ..stages import RunOptions
 from ..workspace import Workspace
 
 Status = Literal["ok", "warn", "fail", "skip"]
@@ -64,11 +64,9 @@ class DoctorContext:
     host: HostFacts
     cpu: CpuFacts
     sysroot: Path
-    python: Path
+    options: RunOptions  # what the command was given: the interpreter, --offline, the mirrors downloads would try
     environ: Mapping[str, str]
-    offline: bool = False
     network_timeout_s: float = 1.5
-    mirrors: tuple[MirrorRule, ...] = ()  # --mirror and FLAGTREE_CPU_MIRRORS, parsed: what downloads would try
     # whose rights a fix runs with (None: unknown, as for a snapshot made by an older tool): a field so
     # tests see both forms of a privileged fix without being root or not
     euid: int | None = field(default_factory=os.geteuid)

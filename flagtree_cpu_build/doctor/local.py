@@ -63,7 +63,7 @@ def tool_build_commands(c: DoctorContext) -> Outcome:
     found, short = [], []
     for requirement in wanted:
         command = requirement.system_command
-        venv_tool = c.python.parent / command  # the build puts the venv's bin first on PATH
+        venv_tool = c.options.python.parent / command  # the build puts the venv's bin first on PATH
         path, version = _version_of(str(venv_tool)) if venv_tool.exists() else _version_of(command)
         specifier = Requirement(requirement.requirement).specifier
         try:
@@ -79,7 +79,7 @@ def tool_build_commands(c: DoctorContext) -> Outcome:
         return ok(", ".join(found))
     import shlex
 
-    install = shlex.join([str(c.python), "-m", "pip", "install", *(r for r, _ in short)])
+    install = shlex.join([str(c.options.python), "-m", "pip", "install", *(r for r, _ in short)])
     return warn("; ".join(d for _, d in short) + "; `flagtree-cpu build` installs them into the venv with pip",
                 f"{install}   # or let flagtree-cpu build install them")
 
@@ -160,7 +160,7 @@ def tool_compile_cache(c: DoctorContext) -> Outcome:
         url = cc.parse_url(chosen[0])
     except cc.CompileCacheUrlError as err:
         return warn(f"{chosen[1]}: {err.message}", err.fix or "")
-    env = cc.lookup_env(c.python, c.environ)
+    env = cc.lookup_env(c.options.python, c.environ)
     path, version = cc.ccache_version(env)
     why = cc.unsuitable(path, version)
     if why is not None:
@@ -197,7 +197,7 @@ def tool_wheelhouse(c: DoctorContext) -> Outcome:
         location = wh.parse_location(*chosen)
     except UsageError as err:
         return warn(err.message, err.fix or "")
-    if c.offline and location.folder is None:
+    if c.options.offline and location.folder is None:
         return skip(f"--offline: the wheelhouse {location.given} was not asked")
     with tempfile.TemporaryDirectory(prefix="flagtree-cpu-doctor-") as scratch:
         wheels, why = read_wheels(location, UI(quiet=True, stderr=io.StringIO()), Path(scratch))

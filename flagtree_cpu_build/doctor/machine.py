@@ -121,7 +121,7 @@ def _sve_length(c: DoctorContext) -> tuple[int | None, str | None]:
     """The SVE vector length in bits and where it came from: on this machine what prctl says a process of the
     target interpreter runs with (else doctor's own process), over the kernel's default; a snapshot's files."""
     if c.live:
-        target = c.python if c.python.exists() else None
+        target = c.options.python if c.options.python.exists() else None
         bits = sve_length_from_prctl(target)
         if bits is None and target is not None:
             bits = sve_length_from_prctl(None)

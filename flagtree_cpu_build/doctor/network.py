@@ -44,7 +44,7 @@ def _routes(c: DoctorContext) -> list[tuple[str, list[_Route]]]:
             found.append((f"sources.{name}", [_Route(endpoint, None, False)]))
     for name, artifact in c.recipe.artifacts.items():
         routes = []
-        for url in candidate_urls(artifact.url, c.mirrors):
+        for url in candidate_urls(artifact.url, c.options.mirrors):
             endpoint, local = _endpoint(url), _local_path(url)
             if endpoint or local:
                 routes.append(_Route(endpoint, local, url != artifact.url))
@@ -78,7 +78,7 @@ def _proxy_for(c: DoctorContext, host: str, port: int) -> tuple[str, int] | None
 
 @check("network.hosts", "network", "Recipe hosts reachable", live_only=True)
 def network_hosts(c: DoctorContext) -> Outcome:
-    if c.offline:
+    if c.options.offline:
         return skip("--offline")
     targets = _routes(c)
     endpoints = list(dict.fromkeys(r.endpoint for _, routes in targets for r in routes if r.endpoint))

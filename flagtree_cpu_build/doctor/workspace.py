@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 from ..extract import read_stamp
-from ..plans import PlanItem, Scope
+from ..plans import PlanItem
 from ..state import read_state
 from .facts import existing_parent, python_facts
 from .kit import DoctorContext, Outcome, check, fail, ok, skip, warn
@@ -49,7 +49,7 @@ def _all_plans(c: DoctorContext) -> list[PlanItem]:
         from ..ui import UI
 
         ctx = StageContext(c.recipe, c.workspace, c.host, UI(quiet=True))
-        c.cache["plans"] = plan_all(ctx, Scope(python=c.python))  # asks no server
+        c.cache["plans"] = plan_all(ctx, c.options)  # asks no server
     return c.cache["plans"]
 
 
@@ -164,7 +164,7 @@ def workspace_runtime_env(c: DoctorContext) -> Outcome:
     only_with = runtime.only_with
     installed: set[str] = set()
     if any(name in only_with for name, _ in missing):
-        facts = python_facts(c) if c.python.exists() else None
+        facts = python_facts(c) if c.options.python.exists() else None
         installed = {d for d in only_with.values() if facts and facts["found"].get(d)}
     # a variable that matters only with a distribution is no news while that distribution is absent
     important = [(name, text) for name, text in missing if name not in only_with or only_with[name] in installed]

@@ -11,11 +11,10 @@ on them. A contract test holds ``will`` against what ``setup`` then reports.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from ..mirrors import MirrorRule
+    from ..errors import FlagtreeCpuError
 
 Will = Literal["ok", "created", "updated", "skipped", "stop"]
 _RANK = {"ok": 0, "skipped": 0, "updated": 1, "created": 2, "stop": 3}
@@ -31,7 +30,12 @@ class PlanItem:
     reason: str = ""
     data: dict[str, Any] = field(default_factory=dict)
     will: Will = "ok"  # what the stage's run would report for this item
-    exit_code: int | None = None  # with will == "stop": the exit code the run would stop with
+    stop: type[FlagtreeCpuError] | None = None  # with will == "stop": the error the run would stop with
+
+    @property
+    def exit_code(self) -> int | None:
+        """The exit code the run would stop with (the error class carries it); None unless ``will`` is stop."""
+        return int(self.stop.exit_code) if self.stop is not None else None
 
     @property
     def current(self) -> bool:
@@ -47,19 +51,3 @@ def stage_will(items: list[PlanItem]) -> Will | None:
     if not items:
         return None
     return max((i.will for i in items), key=lambda w: _RANK[w])
-
-
-@dataclass(frozen=True)
-class Scope:
-    """Which parts setup would run, what it may ask the network, and where downloads are cached."""
-
-    python: Path
-    cache_dir: Path | None = None
-    skip_build: bool = False
-    skip_validate: bool = False
-    model: Path | None = None
-    offline: bool = False
-    update: bool = False  # setup --update: refs are resolved again instead of read from the lock
-    ask_network: bool = False  # dry-run online: resolve refs and ask servers for download sizes
-    mirrors: tuple[MirrorRule, ...] = ()  # asked before the original URL, as the download would be
-    wheelhouse: str | None = None  # setup --wheelhouse: asked before the build runs (prebuilt.py)

@@ -16,12 +16,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import PlanItem, Scope
+from ..errors import ArtifactError
+from . import PlanItem
 
 if TYPE_CHECKING:
     from ..artifact_cache import ArtifactCache
     from ..lockfile import Lock
     from ..recipe import Artifact, Recipe
+    from ..stages import RunOptions
 
 
 def is_current(stamp: dict[str, Any] | None, expected: Mapping[str, str] | str | None, url: str,
@@ -52,17 +54,17 @@ def layout_changes(stamp: Mapping[str, Any], artifact: Artifact) -> list[str]:
     return [key for key, value in stamp_layout(artifact).items() if stamp.get(key, defaults[key]) != value]
 
 
-def plan_artifacts(recipe: Recipe, lock: Lock | None, scope: Scope,
+def plan_artifacts(recipe: Recipe, lock: Lock | None, options: RunOptions,
                    from_files: dict[str, Path] | None = None) -> list[PlanItem]:
     from ..artifact_cache import ArtifactCache
     from ..workspace import user_cache_dir
 
-    cache = ArtifactCache((scope.cache_dir or user_cache_dir(os.environ)) / "downloads", ui=None)
-    return [_plan_one(name, artifact, lock, scope, cache, (from_files or {}).get(name))
+    cache = ArtifactCache((options.cache_dir or user_cache_dir(os.environ)) / "downloads", ui=None)
+    return [_plan_one(name, artifact, lock, options, cache, (from_files or {}).get(name))
             for name, artifact in recipe.artifacts.items()]
 
 
-def _plan_one(name: str, artifact: Artifact, lock: Lock | None, scope: Scope, cache: ArtifactCache,
+def _plan_one(name: str, artifact: Artifact, lock: Lock | None, options: RunOptions, cache: ArtifactCache,
               from_file: Path | None) -> PlanItem:
     from ..extract import read_stamp
     from ..lockfile import expected_digests
@@ -88,10 +90,10 @@ def _plan_one(name: str, artifact: Artifact, lock: Lock | None, scope: Scope, ca
                         "updated" if there else "created")
     if foreign:
         return PlanItem("artifacts", name, "conflict", now, f"stop: move {dest} away or give --from {name}=FILE",
-                        "not ours, and no tarball to check it against", data, "stop", 4)
-    planned = _download(name, artifact, lock, scope, cache, now, data, "updated" if there else "created")
-    if scope.offline:  # fetch --offline stops here (exit 4); the plan still says how much is missing
-        return replace(planned, action=f"stop: --offline forbids it: {planned.action}", will="stop", exit_code=4)
+                        "not ours, and no tarball to check it against", data, "stop", ArtifactError)
+    planned = _download(name, artifact, lock, options, cache, now, data, "updated" if there else "created")
+    if options.offline:  # fetch --offline stops here (exit 4); the plan still says how much is missing
+        return replace(planned, action=f"stop: --offline forbids it: {planned.action}", will="stop", stop=ArtifactError)
     return planned
 
 
@@ -107,7 +109,7 @@ def _local_copy(name: str, artifact: Artifact, expected: Mapping[str, str], cach
     return f"the tarball at {beside}" if beside.is_file() else None
 
 
-def _download(name: str, artifact: Artifact, lock: Lock | None, scope: Scope, cache: ArtifactCache, now: str,
+def _download(name: str, artifact: Artifact, lock: Lock | None, options: RunOptions, cache: ArtifactCache, now: str,
               data: dict[str, Any], will: str) -> PlanItem:
     from ..download import parse_source_note
     from ..lockfile import locked_artifact
@@ -117,7 +119,7 @@ def _download(name: str, artifact: Artifact, lock: Lock | None, scope: Scope, ca
     note = parse_source_note(part) or {}
     have = part.stat().st_size if part.is_file() and note.get("url") == artifact.url else 0
     locked = locked_artifact(lock, name, artifact.url)
-    size = _download_size(artifact, locked.size if locked else None, note, scope)
+    size = _download_size(artifact, locked.size if locked else None, note, options)
     data["download_bytes"] = None if size is None else max(size - have, 0)
     what = f"download {name} {human_bytes(size) if size else '(size unknown)'}"
     if have:
@@ -125,7 +127,8 @@ def _download(name: str, artifact: Artifact, lock: Lock | None, scope: Scope, ca
     return PlanItem("artifacts", name, "missing", now, what, "not cached", data, will)  # type: ignore[arg-type]
 
 
-def _download_size(artifact: Artifact, locked_size: int | None, note: dict[str, Any], scope: Scope) -> int | None:
+def _download_size(artifact: Artifact, locked_size: int | None, note: dict[str, Any],
+                   options: RunOptions) -> int | None:
     """The download's size from what is known here before asking a server: the lock, a partial download's
     record of what the server said, the recipe, a local file; then (dry-run, online) the server."""
     from ..mirrors import candidate_urls
@@ -133,12 +136,12 @@ def _download_size(artifact: Artifact, locked_size: int | None, note: dict[str, 
     for known in (locked_size, note.get("total"), artifact.size):
         if known:
             return int(known)
-    for url in candidate_urls(artifact.url, scope.mirrors):  # where the download would come from, in order
+    for url in candidate_urls(artifact.url, options.mirrors):  # where the download would come from, in order
         local = url[len("file://"):] if url.startswith("file://") else None
         if local is not None or "://" not in url:
             path = Path(local or url).expanduser()
             size = path.stat().st_size if path.is_file() else None
-        elif scope.ask_network and not scope.offline:
+        elif options.ask_network and not options.offline:
             from ..download import remote_size
 
             size = remote_size(url)

@@ -5,15 +5,15 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from . import PlanItem, Scope
+from . import PlanItem
 
 if TYPE_CHECKING:
-    from ..stages import StageContext
+    from ..stages import RunOptions, StageContext
 
 STAMP = "build-editable.json"  # an editable recipe's stamp (stamp_path: the one a recipe keeps)
 
 
-def plan_build(ctx: StageContext, scope: Scope, earlier: list[PlanItem]) -> list[PlanItem]:
+def plan_build(ctx: StageContext, options: RunOptions, earlier: list[PlanItem]) -> list[PlanItem]:
     """``earlier``: the plans of the stages before (when one is not current, the build is judged as it will
     be once they have run)."""
     from ..build import build_freshness
@@ -22,8 +22,8 @@ def plan_build(ctx: StageContext, scope: Scope, earlier: list[PlanItem]) -> list
 
     if ctx.recipe.build is None:
         return []
-    asked = _wheelhouse_note(ctx, scope)
-    if scope.skip_build:
+    asked = _wheelhouse_note(ctx, options)
+    if options.skip_build:
         return [PlanItem("build", "build", "skipped", "--skip-build", will="skipped")]
     stamp = read_state(stamp_path(ctx.recipe, ctx.workspace), needs=("digest", "components"))
     if stamp is None:
@@ -35,10 +35,10 @@ def plan_build(ctx: StageContext, scope: Scope, earlier: list[PlanItem]) -> list
         data["origin"] = stamp["origin"]
     inputs_ready = all(i.current for i in earlier)
     if inputs_ready:
-        reasons = build_freshness(ctx, scope.python)
+        reasons = build_freshness(ctx, options.python)
     else:  # judged as it will be once sync and fetch have brought in what the pins say
         assumed, unknown = _pinned_inputs(earlier)
-        reasons = unknown or [_as_move(r) for r in build_freshness(ctx, scope.python, assume=assumed)]
+        reasons = unknown or [_as_move(r) for r in build_freshness(ctx, options.python, assume=assumed)]
     if not reasons:
         why = "up to date" if inputs_ready else "the stages above restore what it was built from"
         return [PlanItem("build", "build", "ok", f"{why} (stamp {stamp['digest'][:12]}{came})", data=data)]
@@ -46,14 +46,14 @@ def plan_build(ctx: StageContext, scope: Scope, earlier: list[PlanItem]) -> list
                      "; ".join(reasons) + asked, {**data, "reasons": reasons}, "updated")]
 
 
-def _wheelhouse_note(ctx: StageContext, scope: Scope) -> str:
+def _wheelhouse_note(ctx: StageContext, options: RunOptions) -> str:
     """What the dry run adds when a wheelhouse is configured: it is asked before the build (not now)."""
     import os
 
     from ..wheelhouse import configured
 
     assert ctx.recipe.build is not None
-    chosen = configured(scope.wheelhouse, os.environ, ctx.recipe.build.wheelhouse)
+    chosen = configured(options.wheelhouse, os.environ, ctx.recipe.build.wheelhouse)
     return f" (the wheelhouse {chosen[0]} is asked first)" if chosen else ""
 
 

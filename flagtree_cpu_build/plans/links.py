@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..errors import SourceError
 from . import PlanItem
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ def plan_link_items(ctx: StageContext, *, sources_ready: bool) -> list[PlanItem]
     blocked = plan.with_state("conflict", "dangling")
     if blocked:
         return [PlanItem("links", subject, "conflict", summary, f"stop: {blocked[0].path}: {blocked[0].detail}",
-                         "something is in the way", data, "stop", 3)]
+                         "something is in the way", data, "stop", SourceError)]
     todo = counts["create"] + counts["update"]
     return [PlanItem("links", subject, "missing", summary, f"create or fix {todo} links", "not in place", data,
                      "created" if counts["create"] else "updated")]

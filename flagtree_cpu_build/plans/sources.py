@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import PlanItem, Scope
+from ..errors import SourceError
+from . import PlanItem
 
 if TYPE_CHECKING:
     from ..lockfile import Lock, SourceLock
     from ..recipe import Source
-    from ..stages import StageContext
+    from ..stages import RunOptions, StageContext
 
 
 def wanted_commit(source: Source, entry: SourceLock | None, *, update: bool = False) -> str | None:
@@ -30,28 +31,29 @@ def wanted_commit(source: Source, entry: SourceLock | None, *, update: bool = Fa
     return None
 
 
-def plan_sources(ctx: StageContext, lock: Lock | None, scope: Scope, *, count_changes: bool = True) -> list[PlanItem]:
+def plan_sources(ctx: StageContext, lock: Lock | None, options: RunOptions, *,
+                 count_changes: bool = True) -> list[PlanItem]:
     """``count_changes=False`` (build's preflight, which only asks "current?") skips counting the local
     changes of a checkout that is at its pin: they decide nothing there, and git status is the slow part."""
-    return [_plan_one(ctx, name, lock, scope, count_changes) for name in ctx.recipe.sources_in_order()]
+    return [_plan_one(ctx, name, lock, options, count_changes) for name in ctx.recipe.sources_in_order()]
 
 
-def _plan_one(ctx: StageContext, name: str, lock: Lock | None, scope: Scope, count_changes: bool) -> PlanItem:
+def _plan_one(ctx: StageContext, name: str, lock: Lock | None, options: RunOptions, count_changes: bool) -> PlanItem:
     from ..errors import FlagtreeCpuError
     from ..gitcmd import head, modified_files, submodules_off
 
     source = ctx.recipe.sources[name]
     checkout = ctx.workspace.root / ctx.recipe.source_path(name)
-    wanted = wanted_commit(source, lock.sources.get(name) if lock else None, update=scope.update)
+    wanted = wanted_commit(source, lock.sources.get(name) if lock else None, update=options.update)
     tip = None
-    if wanted is None and scope.ask_network and not scope.offline:
+    if wanted is None and options.ask_network and not options.offline:
         tip = _tip(source.url, source.ref or "HEAD", name)
     data: dict[str, object] = {"path": str(checkout), "pin": wanted or tip}
     pin = f"@{(wanted or tip or '')[:7]}" if wanted or tip else f"({source.ref}, resolved when cloned)"
     if not (checkout / ".git").exists():
         if checkout.exists() and not (checkout.is_dir() and not any(checkout.iterdir())):
             return PlanItem("sources", name, "conflict", f"{checkout} exists but is not a git checkout",
-                            f"stop: move {checkout} away", "something is in the way", data, "stop", 3)
+                            f"stop: move {checkout} away", "something is in the way", data, "stop", SourceError)
         return PlanItem("sources", name, "missing", f"not checked out at {checkout}", f"clone {name} {pin}",
                         "missing", data, "created")
     at = head(checkout) or ""
@@ -73,7 +75,7 @@ def _plan_one(ctx: StageContext, name: str, lock: Lock | None, scope: Scope, cou
         if changed:
             return PlanItem("sources", name, "dirty", f"at {at[:12]}, the pin is {target[:12]}{dirty}",
                             f"stop: {name} has local changes (commit or stash them, or --allow-dirty)",
-                            "at another commit", data, "stop", 3)
+                            "at another commit", data, "stop", SourceError)
         reason = "at another commit" if wanted else f"the tip of {source.ref!r} is another commit"
         return PlanItem("sources", name, "differs", f"at {at[:12]}, the pin is {target[:12]}",
                         f"move {name} {at[:7]} -> {target[:7]}", reason, data, "updated")

@@ -8,20 +8,20 @@ from typing import TYPE_CHECKING, Any
 
 from ..digest import hash_text
 from ..state import read_state, write_state
-from . import PlanItem, Scope
+from . import PlanItem
 
 if TYPE_CHECKING:
-    from ..stages import StageContext
+    from ..stages import RunOptions, StageContext
 
 LAST_REPORT = "last-validation.json"
 
 
-def plan_validate(ctx: StageContext, scope: Scope, built_current: bool) -> list[PlanItem]:
+def plan_validate(ctx: StageContext, options: RunOptions, built_current: bool) -> list[PlanItem]:
     """``built_current``: every earlier item is current (a build to come makes any old result stale)."""
     if not ctx.recipe.checks:
         return []
-    if scope.skip_build or scope.skip_validate:  # --skip-build skips validation too: name the flag given
-        why = "--skip-build" if scope.skip_build else "--skip-validate"
+    if options.skip_build or options.skip_validate:  # --skip-build skips validation too: name the flag given
+        why = "--skip-build" if options.skip_build else "--skip-validate"
         return [PlanItem("validation", "kernels", "skipped", why, will="skipped")]
     last = last_validation(ctx)
     checks = len(ctx.recipe.checks)
@@ -35,7 +35,7 @@ def plan_validate(ctx: StageContext, scope: Scope, built_current: bool) -> list[
     data = {"last": {"ok": last.get("ok"), "started": last.get("started"), "summary": summary}}
     if not last.get("ok"):
         return [PlanItem("validation", "kernels", "failed", when, run, "failed last time", data, "created")]
-    if built_current and current_validation(ctx, scope.python, scope.model):
+    if built_current and current_validation(ctx, options.python, options.model):
         return [PlanItem("validation", "kernels", "ok", f"passed for this build: {when}", data=data)]
     reason = "after the build" if not built_current else "the build, interpreter or expectations changed since"
     return [PlanItem("validation", "kernels", "stale", f"passed before: {when}", run, reason, data, "created")]

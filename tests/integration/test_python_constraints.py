@@ -292,3 +292,19 @@ def test_the_dry_run_plan_shows_preinstalled_packages_and_conflicts(world: World
     assert conflict["items"][0]["detail"] == ("fixture-lib==2.0: cannot be met together with the constraint "
                                               "fixture-lib==1.0")
     assert world.asked() == []
+
+
+def test_the_dry_run_exits_with_the_code_and_kind_the_real_setup_stops_with(world: World) -> None:
+    """A recipe that contradicts itself stops setup with a recipe error (exit 2, code "recipe"); the dry run's
+    verdict is that same error, not a generic one (it used to exit 1 with code "error")."""
+    recipe = str(world.recipe({"build": ["fixture-lib==2.0"], "constraints": ["fixture-lib==1.0"]}))
+
+    def run(*extra: str) -> Result:
+        return CliRunner().invoke(app, ["-w", str(world.ws), "--recipe", recipe, "setup", "--json", "--skip-validate",
+                                        "--ignore-host", "--python", str(world.python), *extra])
+
+    planned, real = run("--dry-run"), run()
+    assert real.exit_code == 2 and error_of(real.stdout)["code"] == "recipe"
+    assert planned.exit_code == real.exit_code
+    assert error_of(planned.stdout)["code"] == error_of(real.stdout)["code"]
+    assert result_of(planned.stdout)["would_stop"]["exit_code"] == 2

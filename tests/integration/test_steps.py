@@ -12,8 +12,8 @@ import pytest
 
 from flagtree_cpu_build.build import build_freshness
 from flagtree_cpu_build.context import ContextRequest, open_context
-from flagtree_cpu_build.plans import Scope
 from flagtree_cpu_build.plans.build import plan_build
+from flagtree_cpu_build.stages import RunOptions
 from flagtree_cpu_build.ui import UI
 from tests.integration.test_build import BuildWorkspace, bws  # noqa: F401  (the fixture)
 
@@ -76,7 +76,7 @@ def freshness(workspace: BuildWorkspace, sets: tuple[str, ...]) -> list[str]:
     ctx = open_context(ContextRequest(recipe="flagtree-cpu-arm64", overrides=tuple(overrides),
                                       workdir=str(workspace.ws.root), python=workspace.python), UI())
     reasons = build_freshness(ctx, workspace.python)
-    [plan] = plan_build(ctx, Scope(python=workspace.python), [])
+    [plan] = plan_build(ctx, RunOptions(python=workspace.python), [])
     assert plan.current == (not reasons), (plan, reasons)  # the plan reads the same stamp
     return reasons
 

@@ -26,6 +26,7 @@ from flagtree_cpu_build.host import read_host
 from flagtree_cpu_build.placeholders import placeholder_values
 from flagtree_cpu_build.recipe import resolve, select_variants
 from flagtree_cpu_build.recipe.files import load_recipe
+from flagtree_cpu_build.stages import RunOptions
 from flagtree_cpu_build.workspace import Workspace
 
 REQUIRED = {"asimd", "sve2", "i8mm", "bf16"}
@@ -74,7 +75,7 @@ def context(root: Path, tmp_path: Path, *, live: bool = False, python: Path | No
     environ = {"HOME": str(tmp_path)}
     resolved = resolve(recipe, ws.root, placeholder_values(recipe, ws, host, environ), environ)
     return DoctorContext(resolved, ws, host, read_cpu(root), Path("/") if live else root,
-                         python or ws.venv_dir / "bin" / "python", environ, euid=1000)
+                         RunOptions(python=python or ws.venv_dir / "bin" / "python"), environ, euid=1000)
 
 
 # --- /proc/cpuinfo of another architecture than uname's ---------------------------------------------------------

@@ -16,6 +16,7 @@ from flagtree_cpu_build.host import read_host
 from flagtree_cpu_build.placeholders import placeholder_values
 from flagtree_cpu_build.recipe import resolve, select_variants
 from flagtree_cpu_build.recipe.files import load_recipe
+from flagtree_cpu_build.stages import RunOptions
 from flagtree_cpu_build.workspace import Workspace
 
 HOSTS = Path(__file__).resolve().parent.parent / "fixtures" / "hosts"
@@ -32,8 +33,8 @@ def context_for(root: Path, tmp_path: Path, recipe: str = BUNDLED, *, euid: int 
     loaded = select_variants(load_recipe(recipe, variant=variant), host.os_id, host.arch)
     ws = Workspace(tmp_path / "ws")
     resolved = resolve(loaded, ws.root, placeholder_values(loaded, ws, host, environ), environ)
-    return DoctorContext(resolved, ws, host, read_cpu(root), root, ws.venv_dir / "bin" / "python", environ,
-                         euid=euid)
+    return DoctorContext(resolved, ws, host, read_cpu(root), root, RunOptions(python=ws.venv_dir / "bin" / "python"),
+                         environ, euid=euid)
 
 
 def report_for(snapshot: str | Path, tmp_path: Path, only: tuple[str, ...] = (), *, euid: int | None = 1000,
@@ -183,7 +184,8 @@ def test_toolchain_install_fixes_use_sudo_only_when_not_root(tmp_path: Path, mon
     recipe = select_variants(load_recipe("flagtree-cpu-arm64"), host.os_id, host.arch)
     ws = Workspace(tmp_path / "ws")
     resolved = resolve(recipe, ws.root, placeholder_values(recipe, ws, host, {"HOME": str(tmp_path)}))
-    context = DoctorContext(resolved, ws, host, read_cpu(), Path("/"), ws.venv_dir / "bin" / "python",
+    python = ws.venv_dir / "bin" / "python"
+    context = DoctorContext(resolved, ws, host, read_cpu(), Path("/"), RunOptions(python=python),
                             {"HOME": str(tmp_path), "PATH": str(empty)}, euid=euid)
     findings = run_doctor(context, (*TOOLCHAIN, "toolchain.build-commands")).findings
     assert [f.id for f in findings if f.status == "ok"] == []
@@ -315,7 +317,6 @@ def test_a_missing_toolchain_names_its_path_the_variant_and_the_override(tmp_pat
 
 
 def test_preflight_lists_a_missing_toolchain(tmp_path: Path) -> None:
-    from types import SimpleNamespace
 
     from flagtree_cpu_build.errors import DoctorFailed
     from flagtree_cpu_build.preflight import PREFLIGHT_FOR_BUILD, run_preflight
@@ -325,8 +326,7 @@ def test_preflight_lists_a_missing_toolchain(tmp_path: Path) -> None:
     assert "toolchain.provisioned" in PREFLIGHT_FOR_BUILD and "host.devices" in PREFLIGHT_FOR_BUILD
     context = context_for(Path("/"), tmp_path, toolchain_recipe(tmp_path), variant="sdk")
     stage = StageContext(context.recipe, context.workspace, context.host, UI(quiet=True))
-    options = SimpleNamespace(python=context.python, offline=True, skip_build=False, ignore_host=False,
-                              install_system_packages=False)
+    options = RunOptions(python=context.options.python, offline=True)
     with pytest.raises(DoctorFailed) as raised:
         run_preflight(stage, options)
     listed = [d for d in raised.value.details if d.startswith("toolchain.provisioned: ")]

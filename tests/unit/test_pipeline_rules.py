@@ -6,9 +6,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from flagtree_cpu_build.doctor import Finding
-from flagtree_cpu_build.pipeline import SetupOptions, _summary
+from flagtree_cpu_build.pipeline import _summary
 from flagtree_cpu_build.preflight import PREFLIGHT_FOR_BUILD, blocking, preflight_checks
-from flagtree_cpu_build.stages import Action, StageResult
+from flagtree_cpu_build.stages import Action, RunOptions, StageResult
 from flagtree_cpu_build.system_packages import missing_system_packages, system_install_argv
 
 PY = Path("/venv/bin/python")
@@ -36,14 +36,14 @@ def test_missing_system_packages_reads_dpkg_status(tmp_path: Path) -> None:
 
 
 def test_skip_build_leaves_out_the_checks_only_a_build_needs() -> None:
-    assert set(PREFLIGHT_FOR_BUILD) <= set(preflight_checks(SetupOptions(PY)))
-    assert not set(PREFLIGHT_FOR_BUILD) & set(preflight_checks(SetupOptions(PY, skip_build=True)))
+    assert set(PREFLIGHT_FOR_BUILD) <= set(preflight_checks(RunOptions(python=PY)))
+    assert not set(PREFLIGHT_FOR_BUILD) & set(preflight_checks(RunOptions(python=PY, skip_build=True)))
 
 
 def test_ignore_host_turns_failures_into_warnings_except_a_missing_git() -> None:
     findings = [finding("host.arch", "fail"), finding("toolchain.git", "fail"), finding("resources.disk", "warn")]
-    assert [f.id for f in blocking(findings, SetupOptions(PY))] == ["host.arch", "toolchain.git"]
-    assert [f.id for f in blocking(findings, SetupOptions(PY, ignore_host=True))] == ["toolchain.git"]
+    assert [f.id for f in blocking(findings, RunOptions(python=PY))] == ["host.arch", "toolchain.git"]
+    assert [f.id for f in blocking(findings, RunOptions(python=PY, ignore_host=True))] == ["toolchain.git"]
 
 
 def test_the_summary_line_counts_many_changes_and_names_few() -> None:
