@@ -7,8 +7,9 @@ from ``--from``, the download cache, a tarball lying next to the destination (th
 ``wget`` leaves one), or a download (mirrors first; ``stream``); it is verified against every
 digest the recipe states (sha256, md5, sha512) and the lock's sha256, or — trust on first use,
 only when no digest is known at all — recorded in the lock with a warning. sha256 is always
-computed: it keys the download cache and the lock, whatever the recipe states. Zip archives,
-plain files, ``root.find`` and ``after_unpack`` are ``artifact_tree``'s.
+computed: it keys the download cache and the lock, whatever the recipe states. How each kind
+(tarball, zip, plain file) is unpacked is ``artifact_kinds``' table; ``root.find`` and
+``after_unpack`` are ``artifact_tree``'s.
 
 Bytes become the artifact's remembered identity (a cache blob, its notes, the lock entry)
 only once their tarball has unpacked: a damaged, truncated or hostile file is dropped
@@ -30,13 +31,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .archive import ZSTD_SUFFIXES, TarballProblem, limits_for, zstd_decompressor, zstd_unsupported
+from .archive import TarballProblem, limits_for
 from .artifact_cache import ArtifactCache, url_key
-from .artifact_tree import finish, tree_differences, unpack_artifact
+from .artifact_kinds import kind_of
+from .artifact_tree import finish, tree_differences
 from .digest import hash_file_all, mismatches
 from .diskspace import require_free, tree_hint
 from .errors import ArtifactError, UsageError
-from .extract import STAMP_NAME, differences_from, read_stamp, stamp_problem, write_markers
+from .extract import STAMP_NAME, read_stamp, stamp_problem, write_markers
 from .lockfile import ArtifactLock, Lock, expected_digests, locked_artifact, read_lock, update_lock
 from .mirrors import MirrorRule
 from .partials import PartialFolder, sweep
@@ -157,7 +159,9 @@ def _fetch_one(name: str, artifact: Artifact, expected: dict[str, str], cache: A
                             digest=_other_digests(artifact, stamp))
         return _Outcome(Action(name, "ok", f"published at {dest}", {"sha256": stamp["sha256"], "path": str(dest)}),
                         lock)
-    _check_readable(name, artifact)
+    refuse = kind_of(artifact).refuse_unreadable
+    if refuse is not None:
+        refuse(name, artifact.url)
     with cache.locked(url_key(artifact.url)):
         got = _local_tarball(name, artifact, expected, cache, options, dest)
         if got is None:
@@ -172,13 +176,6 @@ def _fetch_one(name: str, artifact: Artifact, expected: dict[str, str], cache: A
             return _install(name, artifact, dest, got, expected, cache, ctx)
         finally:
             got.release()
-
-
-def _check_readable(name: str, artifact: Artifact) -> None:
-    """A zstd tarball this Python cannot read is refused before it is downloaded (its URL says so)."""
-    path = artifact.url.split("?", 1)[0].lower()
-    if artifact.kind == "tarball" and path.endswith(ZSTD_SUFFIXES) and zstd_decompressor() is None:
-        raise zstd_unsupported(name, artifact.url)
 
 
 def _install(name: str, artifact: Artifact, dest: Path, got: Tarball, expected: dict[str, str],
@@ -221,8 +218,8 @@ def _unpack_file(name: str, artifact: Artifact, dest: Path, got: Tarball, ctx: S
     folder = PartialFolder.create(dest)
     try:
         with folder.writing():
-            unpack_artifact(artifact, got.path, folder.tree, ui=ctx.ui, label=name, stop=folder.stop,
-                            limits=limits_for(name, artifact.unpacked_size, artifact.unpacked_entries))
+            kind_of(artifact).unpack(artifact, got.path, folder.tree, ui=ctx.ui, label=name, stop=folder.stop,
+                                     limits=limits_for(name, artifact.unpacked_size, artifact.unpacked_entries))
     except BaseException:
         folder.remove()
         raise
@@ -316,8 +313,9 @@ def _adopt(name: str, dest: Path, got: Tarball, artifact: Artifact, ctx: StageCo
     """A tree someone else unpacked (or whose stamp was damaged): keep it if it matches the tarball, else
     leave it alone and say so."""
     limits = limits_for(name, artifact.unpacked_size, artifact.unpacked_entries)
-    if artifact.kind == "tarball" and not artifact.root.find and not artifact.after_unpack:
-        differences = differences_from(got.path, dest, strip=artifact.root.strip, limits=limits, label=name)
+    listing = kind_of(artifact).differences
+    if listing is not None and not artifact.root.find and not artifact.after_unpack:
+        differences = listing(artifact, got.path, dest, label=name, limits=limits)
     else:  # no listing maps onto the published tree: unpack it beside, then compare the two trees
         differences = _differences_by_unpacking(name, dest, got, artifact, ctx, limits)
     version = dest / artifact.version_file if artifact.version_file else None
@@ -338,7 +336,8 @@ def _differences_by_unpacking(name: str, dest: Path, got: Tarball, artifact: Art
     folder = PartialFolder.create(dest)
     try:
         with folder.writing():
-            unpack_artifact(artifact, got.path, folder.tree, ui=ctx.ui, label=name, limits=limits, stop=folder.stop)
+            kind_of(artifact).unpack(artifact, got.path, folder.tree, ui=ctx.ui, label=name, limits=limits,
+                                     stop=folder.stop)
         finish(folder.tree, artifact, label=name, ui=ctx.ui)
         ours = (STAMP_NAME, artifact.version_file) if artifact.version_file else (STAMP_NAME,)
         return tree_differences(folder.tree, dest, ignore=ours)

@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..artifact_kinds import DEFAULT_KIND
 from . import PlanItem, Scope
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ def stamp_layout(artifact: Artifact) -> dict[str, Any]:
 def layout_changes(stamp: Mapping[str, Any], artifact: Artifact) -> list[str]:
     """The layout keys whose recorded value differs from the recipe's (a key the stamp lacks: a stamp from before
     it was recorded, taken to hold the default, so trees published by older versions stay current)."""
-    defaults = {"kind": "tarball", "strip": artifact.root.strip, "find": None, "after_unpack": []}
+    defaults = {"kind": DEFAULT_KIND, "strip": artifact.root.strip, "find": None, "after_unpack": []}
     return [key for key, value in stamp_layout(artifact).items() if stamp.get(key, defaults[key]) != value]
 
 
