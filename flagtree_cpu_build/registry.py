@@ -75,12 +75,15 @@ def _plan_artifacts(ctx: StageContext, lock: Lock | None, scope: Scope, earlier:
 
 def _run_artifacts(ctx: StageContext, options: SetupOptions, report: SetupReport) -> StageResult:
     from .fetch import FetchOptions, run_fetch
+    from .lockfile import read_lock
     from .stages import Action, StageResult
 
     if not ctx.recipe.artifacts:
         return StageResult("fetch", (Action("fetch", "skipped", "the recipe has no artifacts"),))
+    plan = _plan_artifacts(ctx, read_lock(ctx.workspace.lock_file), scope_of(options), [])
     return run_fetch(ctx, FetchOptions(offline=options.offline, require_hashes=options.require_hashes,
-                                       frozen=options.frozen, cache_dir=options.cache_dir, mirrors=options.mirrors))
+                                       frozen=options.frozen, cache_dir=options.cache_dir, mirrors=options.mirrors),
+                     plan)
 
 
 def _plan_links(ctx: StageContext, lock: Lock | None, scope: Scope, earlier: list[PlanItem]) -> list[PlanItem]:

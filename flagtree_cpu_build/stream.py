@@ -30,7 +30,6 @@ from .artifact_kinds import Unpack, kind_of
 from .diskspace import DiskFull, both_hint, cache_hint, require_free, same_file_system, tree_hint
 from .download import Downloader, discard_part
 from .growing import ConsumerFailed, GrowingFile, StreamAborted, StreamStale
-from .mirrors import MirrorRule, candidate_urls
 from .partials import PartialFolder
 from .progress import human_bytes
 from .recipe import Artifact
@@ -94,18 +93,15 @@ class _Unpacker(threading.Thread):
 
 
 def download_and_unpack(name: str, artifact: Artifact, expected: Mapping[str, str], cache: ArtifactCache,
-                        ctx: StageContext, mirrors: Sequence[MirrorRule]) -> Tarball:
-    """Download ``artifact`` (mirrors first) while unpacking it; every digest in ``expected`` must match. The
-    Tarball's ``tree`` holds the unpacked tree, or is None when the file had to start over or its kind is not
-    unpacked as it arrives (then fetch unpacks the finished file)."""
-    dest = Path(artifact.path)
+                        ctx: StageContext, candidates: Sequence[str], dest: Path) -> Tarball:
+    """Download ``artifact`` from ``candidates`` (in order: mirrors first) while unpacking it beside ``dest``;
+    every digest in ``expected`` must match. The Tarball's ``tree`` holds the unpacked tree, or is None when the
+    file had to start over or its kind is not unpacked as it arrives (then fetch unpacks the finished file)."""
     unpack = kind_of(artifact).unpack_stream
     if unpack is None:
         downloader = Downloader(ctx.ui, on_size=_space_check(name, artifact, cache, dest))
-        result = downloader.fetch(candidate_urls(artifact.url, mirrors), cache.part_path, label=name,
-                                  expected=expected)
+        result = downloader.fetch(candidates, cache.part_path, label=name, expected=expected)
         return Tarball(result.sha256, result.part, result.url, "download", url=result.url, digests=result.digests)
-    candidates = candidate_urls(artifact.url, mirrors)
     folder = PartialFolder.create(dest)
     growing = GrowingFile(stops=(folder.stop, ctx.ui.cancel))
     unpacker = _Unpacker(name, artifact, unpack, folder, growing, ctx)

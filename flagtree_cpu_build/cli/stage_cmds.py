@@ -272,7 +272,7 @@ def fetch(
     Triton looks ($TRITON_HOME/.triton/llvm/<name>/) with the version.txt FlagTree's setup.py expects. When the
     published tree is current, fetch does no network I/O.
     """
-    from ..fetch import FetchOptions, run_fetch
+    from ..fetch import FetchOptions, plan_fetch, run_fetch
     from ..mirrors import parse_mirrors
 
     opts, stage_ctx, _ = opened(ctx)
@@ -282,7 +282,7 @@ def fetch(
                                  from_files=named_paths("--from", from_files or [], list(stage_ctx.recipe.artifacts),
                                                         "artifacts"))
     with exclusive(opts, stage_ctx, "fetch"):
-        result = run_fetch(stage_ctx, fetch_options)
+        result = run_fetch(stage_ctx, fetch_options, plan_fetch(stage_ctx, fetch_options))
     render.stage_result(opts.ui, result, "artifact")
 
 
