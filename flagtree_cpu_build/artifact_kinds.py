@@ -140,11 +140,12 @@ ArtifactKind = Literal[tuple(KINDS)]  # type: ignore[valid-type]
 FOLDER_KINDS = tuple(name for name, kind in KINDS.items() if kind.folders)
 
 
+def _in_words(words: list[str]) -> str:
+    return ", ".join(words[:-1]) + ", or " + words[-1] if len(words) > 1 else words[0]
+
+
+KINDS_SUMMARY = _in_words([kind.summary for kind in KINDS.values()])  # "tarball (...), zip, or a plain file"
+
+
 def kind_of(artifact: Artifact) -> Kind:
     return KINDS[artifact.kind]
-
-
-def summary() -> str:
-    """The kinds in words, for the recipe's documentation: "tarball (...), zip, or a plain file"."""
-    words = [kind.summary for kind in KINDS.values()]
-    return ", ".join(words[:-1]) + ", or " + words[-1] if len(words) > 1 else words[0]

@@ -13,8 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from ..artifact_kinds import DEFAULT_KIND, FOLDER_KINDS, KINDS, ArtifactKind
-from ..artifact_kinds import summary as kinds_summary
+from ..artifact_kinds import DEFAULT_KIND, FOLDER_KINDS, KINDS, KINDS_SUMMARY, ArtifactKind
 from .checks import (
     check_arches,
     check_artifact_sizes,
@@ -266,7 +265,7 @@ class Artifact:
     digest: dict[str, str] = spec("expected digests: md5, sha256 and/or sha512 (any one verifies the download; "
                                   "sha256 is also computed, as the cache key)", default_factory=dict,
                                   checks=check_digests)
-    kind: ArtifactKind = spec(kinds_summary(), default=DEFAULT_KIND)
+    kind: ArtifactKind = spec(KINDS_SUMMARY, default=DEFAULT_KIND)
     path: str = spec("where the unpacked tree is published (relative = inside the workdir)",
                      interpolate=True, checks=(check_no_artifact_placeholders, check_placeholders))
     root: ArtifactRoot = spec("which folder of the archive is published", default_factory=ArtifactRoot)
@@ -288,10 +287,9 @@ class Artifact:
     def check(self, ctx: Context, path: Path_) -> None:
         check_artifact_sizes(self, ctx, path)
         check_digest_agrees(self, ctx, path)
-        kind = KINDS.get(self.kind)
-        if kind is not None and not kind.folders and (self.root.strip or self.root.find or self.after_unpack):
-            ctx.report(path + ("kind",), f"{kind.summary} has no folders: root and after_unpack do not apply",
-                       f"remove them, or set kind: {' / '.join(FOLDER_KINDS)}")
+        if not KINDS[self.kind].folders and (self.root.strip or self.root.find or self.after_unpack):
+            ctx.report(path + ("kind",), f"{KINDS[self.kind].summary} has no folders: root and after_unpack do not "
+                       "apply", f"remove them, or set kind: {' / '.join(FOLDER_KINDS)}")
 
     def expected_digests(self) -> dict[str, str]:
         """Every digest the recipe states, lower-case (sha256 from either key)."""

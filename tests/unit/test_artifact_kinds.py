@@ -12,7 +12,7 @@ import pytest
 
 from flagtree_cpu_build import recipe as recipe_package
 from flagtree_cpu_build.archive import TarballProblem, limits_for
-from flagtree_cpu_build.artifact_kinds import KINDS, summary
+from flagtree_cpu_build.artifact_kinds import KINDS, KINDS_SUMMARY
 from flagtree_cpu_build.recipe import Artifact
 from flagtree_cpu_build.recipe.inputs import ArtifactRoot
 from flagtree_cpu_build.recipe.json_schema import recipe_json_schema
@@ -42,8 +42,8 @@ def test_the_recipe_accepts_and_documents_exactly_the_kinds_of_the_table() -> No
     assert get_args(hints["kind"]) == tuple(KINDS) == ("tarball", "zip", "file")
     [schema] = _kind_schemas(recipe_json_schema())
     assert schema["enum"] == list(KINDS)
-    assert summary() == "tarball (gz, xz, bz2 or plain tar), zip, or a plain file"
-    assert summary() in schema.get("description", "")
+    assert KINDS_SUMMARY == "tarball (gz, xz, bz2 or plain tar), zip, or a plain file"
+    assert KINDS_SUMMARY in schema.get("description", "")
 
 
 def _artifact(kind: str) -> Artifact:
