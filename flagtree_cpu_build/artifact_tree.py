@@ -1,5 +1,6 @@
 """What becomes an artifact's published tree besides a tarball's members: zip archives, plain files,
-``root.find`` (publish the folder that holds an entry) and ``after_unpack`` clean-ups.
+``root.find`` (publish the folder that holds an entry) and ``after_unpack`` clean-ups. Which of these a
+kind uses is ``artifact_kinds``' table.
 
 A zip is read member by member under the tarball's rules (``extract``): no absolute paths, no
 ``..``, no link that leads outside the tree, nothing special; bytes and entries are counted against
@@ -25,15 +26,17 @@ import time
 import zipfile
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from .archive import TarballProblem, UnpackLimits
 from .diskspace import is_disk_full
 from .errors import ArtifactError
-from .extract import _Extractor, _refusal, _Unsafe, check_links, unpack, unpacking_errors
-from .recipe import Artifact
-from .ui import UI
+from .extract import _Extractor, _refusal, _Unsafe, check_links, unpacking_errors
+
+if TYPE_CHECKING:  # the recipe's model reads ``artifact_kinds``, which calls in here: no import back at run time
+    from .recipe import Artifact
+    from .ui import UI
 
 _CHUNK = 1 << 20
 _MAX_LINK_TARGET = 4096  # PATH_MAX: a zip "symlink" holding more is not one
@@ -46,17 +49,6 @@ def file_name(url: str) -> str:
     path = urlparse(url).path if "://" in url else url
     name = unquote(path.rstrip("/").rsplit("/", 1)[-1])
     return name if name not in ("", ".", "..") else "download"
-
-
-def unpack_artifact(artifact: Artifact, source: Path, tree: Path, *, ui: UI, label: str, limits: UnpackLimits,
-                    stop: threading.Event | None = None) -> None:
-    """Unpack the downloaded file ``source`` into the new folder ``tree`` as the artifact's kind says."""
-    if artifact.kind == "zip":
-        unpack_zip(source, tree, strip=artifact.root.strip, ui=ui, label=label, limits=limits, stop=stop)
-    elif artifact.kind == "file":
-        place_file(source, tree, file_name(artifact.url), label=label)
-    else:
-        unpack(source, tree, strip=artifact.root.strip, ui=ui, label=label, limits=limits, stop=stop)
 
 
 def place_file(source: Path, tree: Path, name: str, *, label: str) -> None:

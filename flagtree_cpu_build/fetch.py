@@ -1,14 +1,17 @@
 """The fetch stage: every recipe artifact downloaded (or reused), verified, and published
 where the build — and FlagTree's own setup.py — will look for it.
 
-For each artifact: if our stamp in the published tree says it is the expected file,
-there is nothing to do (no network, no reading the tree). Otherwise the tarball comes
-from ``--from``, the download cache, a tarball lying next to the destination (the guide's
-``wget`` leaves one), or a download (mirrors first; ``stream``); it is verified against every
-digest the recipe states (sha256, md5, sha512) and the lock's sha256, or — trust on first use,
-only when no digest is known at all — recorded in the lock with a warning. sha256 is always
-computed: it keys the download cache and the lock, whatever the recipe states. Zip archives,
-plain files, ``root.find`` and ``after_unpack`` are ``artifact_tree``'s.
+The run acts on the artifacts' plan (``plans/artifacts``, computed for the same options): an
+item the plan found current has nothing to do (no network, no reading the tree) but its
+version file mended. For the others the plan's item carries the digests the file must have,
+where a download comes from (mirrors first), the download cache, and what is at the
+destination. The tarball comes from ``--from``, the download cache, a tarball lying next to
+the destination (the guide's ``wget`` leaves one), or a download (``stream``); it is verified
+against every digest the recipe states (sha256, md5, sha512) and the lock's sha256, or —
+trust on first use, only when no digest is known at all — recorded in the lock with a
+warning. sha256 is always computed: it keys the download cache and the lock, whatever the
+recipe states. How each kind (tarball, zip, plain file) is unpacked is ``artifact_kinds``'
+table; ``root.find`` and ``after_unpack`` are ``artifact_tree``'s.
 
 Bytes become the artifact's remembered identity (a cache blob, its notes, the lock entry)
 only once their tarball has unpacked: a damaged, truncated or hostile file is dropped
@@ -16,35 +19,38 @@ entirely — the cache is as if it had never been downloaded — and the message
 again. A tarball that hits an unpack limit or a full disk is kept for the next run.
 
 A tree at the destination that we did not publish is verified against the tarball by
-listing and adopted, or left alone with a message: never clobbered. Nothing else under
-``~/.triton/llvm`` is touched, except our own half-made folders whose process is gone
-(``partials``).
+listing and adopted, or left alone with a message: never clobbered. The destination is
+looked at again under the publish lock, so a tree unpacked there after the plan is treated
+the same way. Nothing else under ``~/.triton/llvm`` is touched, except our own half-made
+folders whose process is gone (``partials``).
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .archive import ZSTD_SUFFIXES, TarballProblem, limits_for, zstd_decompressor, zstd_unsupported
+from .archive import TarballProblem, limits_for
 from .artifact_cache import ArtifactCache, url_key
-from .artifact_tree import finish, tree_differences, unpack_artifact
+from .artifact_kinds import kind_of
+from .artifact_tree import finish, tree_differences
 from .digest import hash_file_all, mismatches
 from .diskspace import require_free, tree_hint
 from .errors import ArtifactError, UsageError
-from .extract import STAMP_NAME, differences_from, read_stamp, stamp_problem, write_markers
-from .lockfile import ArtifactLock, Lock, expected_digests, locked_artifact, read_lock, update_lock
+from .extract import STAMP_NAME, read_stamp, stamp_problem, write_markers
+from .lockfile import ArtifactLock, Lock, locked_artifact, read_lock, update_lock
 from .partials import PartialFolder, sweep
-from .plans.artifacts import is_current, stamp_layout
+from .plans import PlanItem
+from .plans.artifacts import FetchFacts, is_current, other_digests, stamp_layout
 from .probes import artifact_pin_failures
 from .progress import human_bytes
 from .recipe import Artifact
 from .stages import Action, RunOptions, StageContext, StageResult
 from .stream import Tarball, download_and_unpack, retry_fix
-from .workspace import user_cache_dir
 
 
 @dataclass(frozen=True)
@@ -54,7 +60,9 @@ class _Outcome:
     warning: str | None = None
 
 
-def run_fetch(ctx: StageContext, options: RunOptions) -> StageResult:
+def run_fetch(ctx: StageContext, options: RunOptions, plan: Sequence[PlanItem]) -> StageResult:
+    """Publish what ``plan`` (``plans/artifacts.plan_artifacts`` for the same options) says is not current, with
+    the digests, URLs, cache and destination its items carry; a current item only has its version file mended."""
     start = time.monotonic()
     ws, recipe = ctx.workspace, ctx.recipe
     _check_named_files(options)
@@ -63,22 +71,26 @@ def run_fetch(ctx: StageContext, options: RunOptions) -> StageResult:
     if pin_failures:  # the source is here and disagrees: stop before downloading the wrong LLVM
         raise ArtifactError("the recipe's artifacts do not match its sources", details=tuple(pin_failures),
                             fix="pin compatible versions, or update the artifact url and digest")
+    work = [(item, recipe.artifacts[item.subject], FetchFacts.of(item)) for item in plan if item.area == "artifacts"]
     lock = read_lock(ws.lock_file)
-    expected = {name: _expected(name, artifact, lock, options) for name, artifact in recipe.artifacts.items()}
-    cache = ArtifactCache((options.cache_dir or user_cache_dir(os.environ)) / "downloads", ctx.ui)
-    cache.sweep()
+    for item, artifact, facts in work:
+        _check_hash_rules(item.subject, artifact, facts, lock, options)
+    caches = {facts.cache: ArtifactCache(Path(facts.cache), ctx.ui) for _, _, facts in work}
+    for cache in caches.values():
+        cache.sweep()
     missing_offline: list[str] = []
     outcomes: dict[str, _Outcome] = {}
-    published = {Path(a.path).name for a in recipe.artifacts.values()}
-    for name, artifact in recipe.artifacts.items():
-        sweep(Path(artifact.path).parent, ctx.ui.info, ctx.ui.warn, published=published)
-        outcome = _fetch_one(name, artifact, expected[name], cache, ctx, options, missing_offline)
+    published = {Path(item.data["path"]).name for item, _, _ in work}
+    for item, artifact, facts in work:
+        sweep(Path(item.data["path"]).parent, ctx.ui.info, ctx.ui.warn, published=published)
+        outcome = (_published(item, artifact, facts) if item.current else
+                   _fetch_one(item, artifact, facts, caches[facts.cache], ctx, options, missing_offline))
         if outcome is not None:
-            outcomes[name] = outcome
+            outcomes[item.subject] = outcome
     if missing_offline:
         raise ArtifactError(
-            f"{len(missing_offline)} artifact(s) are not in the download cache ({cache.root}) and --offline "
-            "forbids downloading", details=tuple(missing_offline),
+            f"{len(missing_offline)} artifact(s) are not in the download cache "
+            f"({', '.join(caches)}) and --offline forbids downloading", details=tuple(missing_offline),
             fix="on a connected machine run `flagtree-cpu fetch --cache-dir DIR` and copy DIR here (then "
             "--cache-dir DIR), or download each URL and import it: flagtree-cpu fetch --offline --from NAME=FILE")
     new_entries = {name: o.lock for name, o in outcomes.items() if o.lock is not None}
@@ -101,72 +113,60 @@ def _check_named_files(options: RunOptions) -> None:
                              fix="give the path of the tarball you downloaded (e.g. ~/Downloads/llvm-....tar.gz)")
 
 
-def _expected(name: str, artifact: Artifact, lock: Lock | None, options: RunOptions) -> dict[str, str]:
-    """Every digest the download must match (algorithm -> hex); empty: trust on first use."""
-    entry = locked_artifact(lock, name, artifact.url)
+def _check_hash_rules(name: str, artifact: Artifact, facts: FetchFacts, lock: Lock | None,
+                      options: RunOptions) -> None:
+    """--frozen and --require-hashes, held against the digests the plan expects (empty: trust on first use)."""
     stated = artifact.expected_digests()
     if stated:  # a stated digest counts for --require-hashes, whichever algorithm it is
+        entry = locked_artifact(lock, name, artifact.url)
         if options.frozen and (entry is None or not entry.agrees_with(stated)):
             recorded = _shown({**entry.digest, "sha256": entry.sha256}) if entry else "nothing"
             raise ArtifactError(f"--frozen: the lock records {recorded} for artifact {name}, the recipe says "
                                 f"{_shown(stated)}", fix="run `flagtree-cpu fetch` without --frozen and commit the "
                                 "updated lock file")
-        return expected_digests(lock, name, artifact)
-    if entry:
-        return {"sha256": entry.sha256.lower()}
-    if options.require_hashes or options.frozen:
+    elif not facts.expected and (options.require_hashes or options.frozen):
         flag = "--require-hashes" if options.require_hashes else "--frozen"
         raise ArtifactError(f"{flag}: artifact {name} has no sha256 (nor md5 or sha512) in the recipe or the lock "
                             f"file, so its download could not be verified ({artifact.url})",
                             fix=f"add `sha256:` to artifacts.{name} (sha256sum of the file; or `digest: {{md5: ...}}` "
                             "with the digest its publisher lists), or run `flagtree-cpu fetch` once without it to "
                             "record the digest in the lock file")
-    return {}
 
 
 def _shown(digests: dict[str, str]) -> str:
     return ", ".join(f"{algorithm} {value.lower()}" for algorithm, value in sorted(digests.items()))
 
 
-def _other_digests(artifact: Artifact, digests: dict[str, str]) -> dict[str, str]:
-    """The digests besides sha256 the recipe states, as computed: what the stamp and the lock record."""
-    return {a: digests[a] for a in sorted(artifact.expected_digests()) if a != "sha256" and a in digests}
+def _published(item: PlanItem, artifact: Artifact, facts: FetchFacts) -> _Outcome:
+    """A tree the plan found current: its version file mended, its stamp's facts recorded in the lock."""
+    dest = Path(item.data["path"])
+    _repair_version_file(dest, artifact)
+    sha = item.data["sha256"]
+    lock = ArtifactLock(url=artifact.url, sha256=sha, size=facts.size, digest=facts.digest)
+    return _Outcome(Action(item.subject, "ok", f"published at {dest}", {"sha256": sha, "path": str(dest)}), lock)
 
 
-def _fetch_one(name: str, artifact: Artifact, expected: dict[str, str], cache: ArtifactCache, ctx: StageContext,
+def _fetch_one(item: PlanItem, artifact: Artifact, facts: FetchFacts, cache: ArtifactCache, ctx: StageContext,
                options: RunOptions, missing_offline: list[str]) -> _Outcome | None:
-    dest = Path(artifact.path)
-    stamp = read_stamp(dest)
-    # the one rule status, doctor and build's preflight read too
-    if is_current(stamp, expected, artifact.url, artifact):
-        assert stamp is not None
-        _repair_version_file(dest, artifact)
-        lock = ArtifactLock(url=artifact.url, sha256=stamp["sha256"], size=stamp.get("size"),
-                            digest=_other_digests(artifact, stamp))
-        return _Outcome(Action(name, "ok", f"published at {dest}", {"sha256": stamp["sha256"], "path": str(dest)}),
-                        lock)
-    _check_readable(name, artifact)
+    """A tree the plan found missing, different or foreign: its bytes from a local file or a download."""
+    name, dest, expected = item.subject, Path(item.data["path"]), facts.expected
+    refuse = kind_of(artifact).refuse_unreadable
+    if refuse is not None:
+        refuse(name, artifact.url)
     with cache.locked(url_key(artifact.url)):
-        got = _local_tarball(name, artifact, expected, cache, options, dest)
+        got = _local_tarball(name, artifact, facts, cache)  # under the lock: another process may have cached it
         if got is None:
-            if _is_foreign(dest):
+            if facts.tree == "foreign":
                 raise _foreign_tree_error(name, dest, artifact)
             if options.offline:
                 known = _shown(expected) if expected else "sha256 unknown (trusted on first use)"
                 missing_offline.append(f"{name}: {artifact.url} ({known})")
                 return None
-            got = download_and_unpack(name, artifact, expected, cache, ctx, options.mirrors)
+            got = download_and_unpack(name, artifact, expected, cache, ctx, facts.candidates, dest)
         try:
             return _install(name, artifact, dest, got, expected, cache, ctx)
         finally:
             got.release()
-
-
-def _check_readable(name: str, artifact: Artifact) -> None:
-    """A zstd tarball this Python cannot read is refused before it is downloaded (its URL says so)."""
-    path = artifact.url.split("?", 1)[0].lower()
-    if artifact.kind == "tarball" and path.endswith(ZSTD_SUFFIXES) and zstd_decompressor() is None:
-        raise zstd_unsupported(name, artifact.url)
 
 
 def _install(name: str, artifact: Artifact, dest: Path, got: Tarball, expected: dict[str, str],
@@ -174,16 +174,18 @@ def _install(name: str, artifact: Artifact, dest: Path, got: Tarball, expected: 
     warning = None if expected else (f"artifact {name}: no digest in the recipe; trusting it on first use and "
                                      f"recording sha256 {got.sha} in the lock file")
     size = got.path.stat().st_size
-    others = _other_digests(artifact, got.digests)
+    others = other_digests(artifact, got.digests)
     lock = ArtifactLock(url=artifact.url, sha256=got.sha, size=size, served_from=got.origin, digest=others)
     data: dict[str, Any] = {"sha256": got.sha, "path": str(dest), "served_from": got.origin, **others}
+    # Under the publish lock the destination is looked at again: since the plan, another process may have
+    # published these very bytes, or someone may have unpacked a tree there, which must not be replaced.
     with cache.locked(f"publish-{url_key(str(dest))}"):
         stamp = read_stamp(dest)
         if is_current(stamp, {**others, "sha256": got.sha}, artifact.url, artifact):
             _keep(got, cache, artifact)  # another process published these very bytes meanwhile
             return _Outcome(Action(name, "ok", f"published at {dest}", data), lock, warning)
         try:
-            if _is_foreign(dest):
+            if _is_foreign(dest):  # what the plan foresaw ("foreign"), or a tree unpacked since: checked, adopted
                 _adopt(name, dest, got, artifact, ctx)
                 _keep(got, cache, artifact)
                 return _Outcome(Action(name, "updated", f"existing tree at {dest} matches the tarball; adopted",
@@ -209,8 +211,8 @@ def _unpack_file(name: str, artifact: Artifact, dest: Path, got: Tarball, ctx: S
     folder = PartialFolder.create(dest)
     try:
         with folder.writing():
-            unpack_artifact(artifact, got.path, folder.tree, ui=ctx.ui, label=name, stop=folder.stop,
-                            limits=limits_for(name, artifact.unpacked_size, artifact.unpacked_entries))
+            kind_of(artifact).unpack(artifact, got.path, folder.tree, ui=ctx.ui, label=name, stop=folder.stop,
+                                     limits=limits_for(name, artifact.unpacked_size, artifact.unpacked_entries))
     except BaseException:
         folder.remove()
         raise
@@ -245,16 +247,16 @@ def _forget(problem: TarballProblem, got: Tarball, cache: ArtifactCache, artifac
     return problem
 
 
-def _local_tarball(name: str, artifact: Artifact, expected: dict[str, str], cache: ArtifactCache,
-                   options: RunOptions, dest: Path) -> Tarball | None:
+def _local_tarball(name: str, artifact: Artifact, facts: FetchFacts, cache: ArtifactCache) -> Tarball | None:
     """The tarball without the network: --from, the cache, or one left next to the destination."""
-    if name in options.fetch.from_files:
-        source = options.fetch.from_files[name].expanduser()
+    expected = facts.expected
+    if facts.from_file is not None:
+        source = Path(facts.from_file).expanduser()
         return _imported(cache, source, artifact, expected, f"--from {source}")
     sha = expected.get("sha256") or cache.sha_seen_at(artifact.url)
     if sha and (blob := cache.blob(sha)) and (digests := _verified(blob, sha, expected)) is not None:
         return Tarball(sha, blob, "download cache", "cache", digests=digests)
-    beside = dest.parent / artifact.url.rstrip("/").rsplit("/", 1)[-1]
+    beside = Path(facts.beside)
     if beside.is_file():  # the install guide's `wget` into ~/.triton/llvm leaves the tarball there
         return _imported(cache, beside, artifact, expected, f"tarball found at {beside}")
     return None
@@ -304,8 +306,9 @@ def _adopt(name: str, dest: Path, got: Tarball, artifact: Artifact, ctx: StageCo
     """A tree someone else unpacked (or whose stamp was damaged): keep it if it matches the tarball, else
     leave it alone and say so."""
     limits = limits_for(name, artifact.unpacked_size, artifact.unpacked_entries)
-    if artifact.kind == "tarball" and not artifact.root.find and not artifact.after_unpack:
-        differences = differences_from(got.path, dest, strip=artifact.root.strip, limits=limits, label=name)
+    listing = kind_of(artifact).differences
+    if listing is not None and not artifact.root.find and not artifact.after_unpack:
+        differences = listing(artifact, got.path, dest, label=name, limits=limits)
     else:  # no listing maps onto the published tree: unpack it beside, then compare the two trees
         differences = _differences_by_unpacking(name, dest, got, artifact, ctx, limits)
     version = dest / artifact.version_file if artifact.version_file else None
@@ -317,7 +320,7 @@ def _adopt(name: str, dest: Path, got: Tarball, artifact: Artifact, ctx: StageCo
             details=tuple(differences),
             fix=f"move it away (mv {dest} {dest}.manual) so flagtree-cpu can publish the verified tree there")
     write_markers(dest, url=artifact.url, sha256=got.sha, size=got.path.stat().st_size,
-                  version_file=artifact.version_file, digests=_other_digests(artifact, got.digests),
+                  version_file=artifact.version_file, digests=other_digests(artifact, got.digests),
                   layout=stamp_layout(artifact))
 
 
@@ -326,7 +329,8 @@ def _differences_by_unpacking(name: str, dest: Path, got: Tarball, artifact: Art
     folder = PartialFolder.create(dest)
     try:
         with folder.writing():
-            unpack_artifact(artifact, got.path, folder.tree, ui=ctx.ui, label=name, limits=limits, stop=folder.stop)
+            kind_of(artifact).unpack(artifact, got.path, folder.tree, ui=ctx.ui, label=name, limits=limits,
+                                     stop=folder.stop)
         finish(folder.tree, artifact, label=name, ui=ctx.ui)
         ours = (STAMP_NAME, artifact.version_file) if artifact.version_file else (STAMP_NAME,)
         return tree_differences(folder.tree, dest, ignore=ours)
@@ -337,6 +341,8 @@ def _differences_by_unpacking(name: str, dest: Path, got: Tarball, artifact: Art
 def _repair_version_file(dest: Path, artifact: Artifact) -> None:
     """Our tree lost its version.txt (someone cleaned up): without it setup.py would wipe ~/.triton/llvm."""
     if artifact.version_file:
+        if not dest.is_dir():  # removed since the plan found it published
+            raise ArtifactError(f"{dest} went away while fetch ran", fix="run the same command again to publish it")
         version = dest / artifact.version_file
         if version.is_dir() and not version.is_symlink():
             raise ArtifactError(f"{version} should hold the URL FlagTree's setup.py checks, but is a folder",

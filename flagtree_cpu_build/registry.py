@@ -56,7 +56,7 @@ def _run_artifacts(ctx: StageContext, options: RunOptions, plan: list[PlanItem])
 
     if not ctx.recipe.artifacts:
         return StageResult("fetch", (Action("fetch", "skipped", "the recipe has no artifacts"),))
-    return run_fetch(ctx, options)
+    return run_fetch(ctx, options, plan)
 
 
 def _plan_links(ctx: StageContext, lock: Lock | None, options: RunOptions, earlier: list[PlanItem]) -> list[PlanItem]:

@@ -11,8 +11,9 @@ after bytes were unpacked, the finished file is unpacked instead.
 Before any body is written, the free space is checked for the rest of the download and the
 unpacked tree (the server's Content-Length, the recipe's ``unpacked_size``).
 
-Only tarballs are unpacked as they arrive: a zip's table of contents is at its end, and a plain
-file has nothing to unpack, so those are downloaded first and handled by ``fetch``.
+Only the kinds whose ``artifact_kinds`` entry has an ``unpack_stream`` (tarballs) are unpacked as they
+arrive: a zip's table of contents is at its end, and a plain file has nothing to unpack, so those are
+downloaded first and handled by ``fetch``.
 """
 
 from __future__ import annotations
@@ -25,11 +26,10 @@ from typing import Literal
 
 from .archive import LimitExceeded, TarballProblem, limits_for
 from .artifact_cache import ArtifactCache
+from .artifact_kinds import Unpack, kind_of
 from .diskspace import DiskFull, both_hint, cache_hint, require_free, same_file_system, tree_hint
 from .download import Downloader, discard_part
-from .extract import unpack
 from .growing import ConsumerFailed, GrowingFile, StreamAborted, StreamStale
-from .mirrors import MirrorRule, candidate_urls
 from .partials import PartialFolder
 from .progress import human_bytes
 from .recipe import Artifact
@@ -70,19 +70,20 @@ class _Unpacker(threading.Thread):
     """Unpacks the growing file; its outcome is read after ``done`` (an Event: a join interrupted by
     Ctrl-C would not wait)."""
 
-    def __init__(self, name: str, artifact: Artifact, folder: PartialFolder, growing: GrowingFile,
+    def __init__(self, name: str, artifact: Artifact, unpack: Unpack, folder: PartialFolder, growing: GrowingFile,
                  ctx: StageContext):
         super().__init__(name=f"unpack {name}", daemon=True)
         self.label, self.artifact, self.folder, self.growing, self.ctx = name, artifact, folder, growing, ctx
+        self.unpack = unpack
         self.error: BaseException | None = None
         self.done = threading.Event()
 
     def run(self) -> None:
         try:
             with self.folder.writing():
-                unpack(None, self.folder.tree, strip=self.artifact.strip_components, ui=self.ctx.ui,
-                       label=self.label, reader=self.growing, stop=self.folder.stop,
-                       limits=limits_for(self.label, self.artifact.unpacked_size, self.artifact.unpacked_entries))
+                self.unpack(self.artifact, self.growing, self.folder.tree, ui=self.ctx.ui, label=self.label,
+                            stop=self.folder.stop,
+                            limits=limits_for(self.label, self.artifact.unpacked_size, self.artifact.unpacked_entries))
         except BaseException as exc:  # noqa: BLE001 - judged by the downloading thread
             self.error = exc
             if not isinstance(exc, (StreamStale, StreamAborted)):
@@ -92,20 +93,18 @@ class _Unpacker(threading.Thread):
 
 
 def download_and_unpack(name: str, artifact: Artifact, expected: Mapping[str, str], cache: ArtifactCache,
-                        ctx: StageContext, mirrors: Sequence[MirrorRule]) -> Tarball:
-    """Download ``artifact`` (mirrors first) while unpacking it; every digest in ``expected`` must match. The
-    Tarball's ``tree`` holds the unpacked tree, or is None when the file had to start over or is not a tarball
-    (then fetch unpacks the finished file)."""
-    dest = Path(artifact.path)
-    if artifact.kind != "tarball":
+                        ctx: StageContext, candidates: Sequence[str], dest: Path) -> Tarball:
+    """Download ``artifact`` from ``candidates`` (in order: mirrors first) while unpacking it beside ``dest``;
+    every digest in ``expected`` must match. The Tarball's ``tree`` holds the unpacked tree, or is None when the
+    file had to start over or its kind is not unpacked as it arrives (then fetch unpacks the finished file)."""
+    unpack = kind_of(artifact).unpack_stream
+    if unpack is None:
         downloader = Downloader(ctx.ui, on_size=_space_check(name, artifact, cache, dest))
-        result = downloader.fetch(candidate_urls(artifact.url, mirrors), cache.part_path, label=name,
-                                  expected=expected)
+        result = downloader.fetch(candidates, cache.part_path, label=name, expected=expected)
         return Tarball(result.sha256, result.part, result.url, "download", url=result.url, digests=result.digests)
-    candidates = candidate_urls(artifact.url, mirrors)
     folder = PartialFolder.create(dest)
     growing = GrowingFile(stops=(folder.stop, ctx.ui.cancel))
-    unpacker = _Unpacker(name, artifact, folder, growing, ctx)
+    unpacker = _Unpacker(name, artifact, unpack, folder, growing, ctx)
     downloader = Downloader(ctx.ui, watcher=growing, on_size=_space_check(name, artifact, cache, dest))
     try:
         with ctx.ui.concurrent():

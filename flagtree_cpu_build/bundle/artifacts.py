@@ -20,8 +20,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..archive import TarballProblem, TarStream, limits_for, members
+from ..archive import TarballProblem
 from ..artifact_cache import ArtifactCache, url_key
+from ..artifact_kinds import kind_of
 from ..digest import hash_file_all, mismatches
 from ..download import Downloader, discard_part
 from ..errors import ArtifactError
@@ -120,18 +121,10 @@ _ZIP_DAMAGE = (zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError, NotImpl
 
 
 def _read_through(name: str, artifact: Artifact, path: Path, ctx: StageContext) -> None:
-    size = path.stat().st_size
-    with ctx.ui.progress(f"checking {name}", total=size, unit="bytes") as task:
-        if artifact.kind == "tarball":
-            limits = limits_for(name, artifact.unpacked_size, artifact.unpacked_entries)
-            with open(path, "rb") as raw:
-                for _tar, _member in members(TarStream(raw, name, limits, lambda: size, task.update)):
-                    pass
-        elif artifact.kind == "zip":
-            with zipfile.ZipFile(path) as archive:
-                bad = archive.testzip()
-            if bad is not None:
-                raise TarballProblem(f"{name} is not a readable zip: {bad} is damaged")
+    read_through = kind_of(artifact).read_through  # None: a plain file, whole once its bytes are
+    with ctx.ui.progress(f"checking {name}", total=path.stat().st_size, unit="bytes") as task:
+        if read_through is not None:
+            read_through(artifact, path, label=name, progress=task.update)
 
 
 def _meta(name: str, artifact: Artifact, digests: dict[str, str]) -> dict[str, Any]:

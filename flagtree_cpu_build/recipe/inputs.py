@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from ..artifact_kinds import DEFAULT_KIND, FOLDER_KINDS, KINDS, KINDS_SUMMARY, ArtifactKind
 from .checks import (
     check_arches,
     check_artifact_sizes,
@@ -264,8 +265,7 @@ class Artifact:
     digest: dict[str, str] = spec("expected digests: md5, sha256 and/or sha512 (any one verifies the download; "
                                   "sha256 is also computed, as the cache key)", default_factory=dict,
                                   checks=check_digests)
-    kind: Literal["tarball", "zip", "file"] = spec("tarball (gz, xz, bz2 or plain tar), zip, or a plain file",
-                                                   default="tarball")
+    kind: ArtifactKind = spec(KINDS_SUMMARY, default=DEFAULT_KIND)
     path: str = spec("where the unpacked tree is published (relative = inside the workdir)",
                      interpolate=True, checks=(check_no_artifact_placeholders, check_placeholders))
     root: ArtifactRoot = spec("which folder of the archive is published", default_factory=ArtifactRoot)
@@ -287,9 +287,9 @@ class Artifact:
     def check(self, ctx: Context, path: Path_) -> None:
         check_artifact_sizes(self, ctx, path)
         check_digest_agrees(self, ctx, path)
-        if self.kind == "file" and (self.root.strip or self.root.find or self.after_unpack):
-            ctx.report(path + ("kind",), "a plain file has no folders: root and after_unpack do not apply",
-                       "remove them, or set kind: tarball / zip")
+        if not KINDS[self.kind].folders and (self.root.strip or self.root.find or self.after_unpack):
+            ctx.report(path + ("kind",), f"{KINDS[self.kind].summary} has no folders: root and after_unpack do not "
+                       "apply", f"remove them, or set kind: {' / '.join(FOLDER_KINDS)}")
 
     def expected_digests(self) -> dict[str, str]:
         """Every digest the recipe states, lower-case (sha256 from either key)."""

@@ -5,9 +5,11 @@ cannot read."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import platform
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,13 @@ import pytest
 import yaml
 from typer.testing import CliRunner, Result
 
+from flagtree_cpu_build.artifact_kinds import KINDS, Kind
 from flagtree_cpu_build.cli import app
+from flagtree_cpu_build.context import ContextRequest, open_context
+from flagtree_cpu_build.fetch import run_fetch
+from flagtree_cpu_build.registry import plan_stage, stage_named
+from flagtree_cpu_build.stages import RunOptions
+from flagtree_cpu_build.ui import UI
 from tests.support.envelope import result_of
 from tests.support.fetching import cache_root
 from tests.support.httpserver import LoopbackHTTPServer
@@ -37,13 +45,17 @@ class Kit:
     def serve(self, name: str, archive: Tarball) -> str:
         return self.server.serve(f"/releases/{name}", archive.data)
 
-    def fetch(self, artifact: dict[str, Any], *args: str, sources: dict[str, Any] | None = None,
-              json_out: bool = False) -> Result:
+    def write_recipe(self, artifact: dict[str, Any], sources: dict[str, Any] | None = None) -> Path:
         data = {"schema_version": 2, "name": "kinds-fixture", "platform": {"host": {"arch": [HOST]}},
                 "sources": sources or {},
                 "artifacts": {"tool": {"path": str(self.dest), **artifact}}}
         recipe = self.root / "kinds.yaml"
         recipe.write_text(json.dumps(data, indent=1))  # JSON is YAML
+        return recipe
+
+    def fetch(self, artifact: dict[str, Any], *args: str, sources: dict[str, Any] | None = None,
+              json_out: bool = False) -> Result:
+        recipe = self.write_recipe(artifact, sources)
         return CliRunner().invoke(app, ["-w", str(self.ws), "--recipe", str(recipe), *(["--json"] if json_out else []),
                                         "fetch", *args])
 
@@ -246,6 +258,31 @@ def test_a_tree_someone_else_unpacked_from_a_zip_is_adopted_when_it_matches(kit:
     assert result.exit_code == 4 and "share/doc.txt: a file of 7 bytes, the archive has a file of 5 bytes" in \
         result.stderr
     assert (kit.dest / "share/doc.txt").read_bytes() == b"edited\n"  # left alone
+
+
+def test_a_new_kind_is_one_table_entry_and_its_unpack_function(kit: Kit, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gzip-compressed single file, added only as an entry of `artifact_kinds.KINDS`: fetch plans it, downloads
+    it, unpacks it with the entry's function, stamps it, and finds it current afterwards."""
+    payload = b"#!/bin/sh\necho tool\n"
+    blob = Tarball(gzip.compress(payload))
+    url = kit.serve("tool.gz", blob)
+
+    def unpack_gz(artifact: Any, source: Any, tree: Path, **_: Any) -> None:
+        tree.mkdir(parents=True)
+        (tree / "tool").write_bytes(gzip.decompress(Path(source).read_bytes()))
+
+    monkeypatch.setitem(KINDS, "gzfile", Kind("a gzip-compressed file", folders=False, unpack=unpack_gz))
+    recipe = kit.write_recipe({"url": url, "sha256": blob.sha256})
+    ctx = open_context(ContextRequest(recipe=str(recipe), workdir=str(kit.ws)), UI())
+    # the recipe's accepted values are read from the table when the model is imported: set the kind on the loaded one
+    tool = replace(ctx.recipe.artifacts["tool"], kind="gzfile")
+    ctx = replace(ctx, recipe=replace(ctx.recipe, artifacts={"tool": tool}))
+    options = RunOptions(python=Path())
+    [action] = run_fetch(ctx, options, plan_stage(stage_named("artifacts"), ctx, options)).actions
+    assert action.status == "created", action
+    assert (kit.dest / "tool").read_bytes() == payload and kit.stamp()["kind"] == "gzfile"
+    [again] = plan_stage(stage_named("artifacts"), ctx, options)
+    assert again.current, again
 
 
 # --- source pins, before any download --------------------------------------------------------------------
