@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from .errors import SourceError
-from .gitcmd import run_git
+from .gitcmd import remote_refs
 from .lockfile import Lock, SourceLock
 from .recipe import Recipe, Source
 
@@ -71,11 +71,7 @@ def lock_applies(entry: SourceLock, source: Source) -> bool:
 def ls_remote(url: str, ref: str, name: str) -> str:
     if _SHA.fullmatch(ref):
         return ref
-    out = run_git(["ls-remote", url, ref], url=url, source=name)
-    refs = {}
-    for line in out.splitlines():
-        sha, _, refname = line.partition("\t")
-        refs[refname] = sha
+    refs = remote_refs(url, ref, source=name)
     for candidate in (f"refs/heads/{ref}", f"refs/tags/{ref}^{{}}", f"refs/tags/{ref}", ref):
         if candidate in refs:
             return refs[candidate]

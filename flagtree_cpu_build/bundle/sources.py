@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 
 from ..errors import SourceError
 from ..gitcache import GitCache
-from ..gitcmd import git_result, has_commit, run_git
+from ..gitcmd import has_commit, refs_under
+from ..gitops import delete_ref, set_ref, write_bundle
 from ..lockfile import read_lock
 from ..sources import SyncOptions, run_sync
 
@@ -80,9 +81,7 @@ def bundle_mirrors(stack: list[StageContext], cache_root: Path, staging: Path) -
             _pin(mirror, commits)
             target = staging / f"{mirror.name}.bundle"
             target.unlink(missing_ok=True)
-            # one pack thread: the same mirror gives the same bytes (a --since bundle leaves it out then)
-            run_git(["-c", "pack.threads=1", "bundle", "create", "--quiet", str(target), "--all"], cwd=mirror,
-                    url=url)
+            write_bundle(mirror, target, url=url)  # the same mirror gives the same bytes
             bundles.append(GitBundle(target, url, mirror.name, tuple(sorted(commits))))
             task.update(done + 1, len(wanted), detail=mirror.name)
     return bundles
@@ -105,10 +104,9 @@ def _holding(cache: GitCache, url: str, commits: list[str]) -> Path:
 def _pin(mirror: Path, commits: set[str]) -> None:
     """Exactly one ref per pinned commit under PINS_PREFIX (old pins dropped: the bundle carries what is pinned
     now, and the branches and tags the mirror has)."""
-    status, out, _ = git_result(["for-each-ref", "--format=%(refname)", PINS_PREFIX], cwd=mirror)
-    have = set(out.split()) if status == 0 else set()
+    have = refs_under(mirror, PINS_PREFIX)
     for ref in sorted(have - {PINS_PREFIX + c for c in commits}):
-        run_git(["update-ref", "-d", ref], cwd=mirror)
+        delete_ref(mirror, ref)
     for commit in sorted(commits):
         if PINS_PREFIX + commit not in have:
-            run_git(["update-ref", PINS_PREFIX + commit, commit], cwd=mirror)
+            set_ref(mirror, PINS_PREFIX + commit, commit)
