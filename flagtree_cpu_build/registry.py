@@ -61,10 +61,14 @@ def _plan_sources(ctx: StageContext, lock: Lock | None, scope: Scope, earlier: l
 
 
 def _run_sources(ctx: StageContext, options: SetupOptions, report: SetupReport) -> StageResult:
+    from .lockfile import read_lock
     from .sources import SyncOptions, run_sync
 
+    # the plan sync acts on: refs asked of the server unless --offline or --frozen forbid it
+    scope = scope_of(options, ask_network=not options.frozen)
+    plan = _plan_sources(ctx, read_lock(ctx.workspace.lock_file), scope, [])
     return run_sync(ctx, SyncOptions(update=options.update, frozen=options.frozen, offline=options.offline,
-                                     allow_dirty=options.allow_dirty, git_cache=options.git_cache))
+                                     allow_dirty=options.allow_dirty, git_cache=options.git_cache), plan)
 
 
 def _plan_artifacts(ctx: StageContext, lock: Lock | None, scope: Scope, earlier: list[PlanItem]) -> list[PlanItem]:

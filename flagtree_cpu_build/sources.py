@@ -1,10 +1,11 @@
 """The sync stage: every recipe source checked out at its pinned commit — never at the cost
 of the user's work.
 
-For each source (parents before the sources nested inside them): clone it if missing
-(through the git cache when there is one), or move an existing checkout to its pin after
-checking that nothing would be lost; bring submodules to their recorded gitlinks; verify
-HEAD. Once every source is there, apply the recipe's patches
+Sync acts on its plan (``plans/sources``, computed once by the caller: ``plan_sync``, or setup's
+registry): for each planned source (parents before the sources nested inside them), at the
+commit the plan decided, clone it if missing (through the git cache when there is one), or move
+an existing checkout to its pin after checking that nothing would be lost; bring submodules to
+their recorded gitlinks; verify HEAD. Once every source is there, apply the recipe's patches
 (a patch may come from another source's checkout), record everything in the lock file, and run
 the recipe's compatibility checks. What this module refuses to do, and why:
 
@@ -16,15 +17,16 @@ the recipe's compatibility checks. What this module refuses to do, and why:
   interrupted clone (``partials``: also those older versions left), and the only files it
   overwrites are those its own interrupted checkout left half written (``checkouts``).
 
-Pins come from ``pins``, submodules are brought to their gitlinks by ``submodules``, and
-recipe patches are applied and taken back by ``source_patches``.
+The plan decides each pin by the rule in ``pins`` (``pinned``); ``pins.settle_pins`` holds it to
+--frozen and --offline and asks the server for a tip the plan could not. Submodules are brought to
+their gitlinks by ``submodules``, and recipe patches are applied and taken back by ``source_patches``.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -36,7 +38,9 @@ from .gitcmd import effective_url, has_commit, head, modified_files, remote_url,
 from .gitops import clone, fetch_commit, fetch_origin, init_with_origin, set_ref
 from .lockfile import PatchLock, SourceLock, empty_lock, read_lock, update_lock, write_lock
 from .partials import PartialFolder, clear_leftovers
-from .pins import Pin, resolve_pins, same_repository
+from .pins import Pin, resolve_pins, same_repository, settle_pins
+from .plans import PlanItem, Scope
+from .plans.sources import plan_sources, planned_pin
 from .probes import check_sources
 from .recipe import Source
 from .source_patches import SourcePatches
@@ -98,16 +102,28 @@ def chosen_git_cache(ws: Workspace, given: Path | None) -> Path | None:
     return given or (seeded if seeded.is_dir() else None)
 
 
-def run_sync(ctx: StageContext, options: SyncOptions) -> StageResult:
+def plan_sync(ctx: StageContext, options: SyncOptions) -> list[PlanItem]:
+    """The sources plan sync acts on: refs asked of the server now unless --offline or --frozen forbid it (their
+    changes are counted only where they decide between moving and stopping)."""
+    scope = Scope(python=Path(), offline=options.offline, update=options.update,
+                  ask_network=not (options.offline or options.frozen))
+    return plan_sources(ctx, read_lock(ctx.workspace.lock_file), scope, count_changes=False)
+
+
+def run_sync(ctx: StageContext, options: SyncOptions, plan: Sequence[PlanItem]) -> StageResult:
+    """Every source of ``plan`` (the sources plan, ``plan_sync``) at the commit the plan decided for it."""
     start = time.monotonic()
     ws, recipe = ctx.workspace, ctx.recipe
+    items = [item for item in plan if item.area == "sources"]
+    if sorted(i.subject for i in items) != sorted(recipe.sources):
+        raise ValueError(f"the sources plan names {[i.subject for i in items]}, the recipe {list(recipe.sources)}")
     old = read_lock(ws.lock_file)
-    pins = resolve_pins(recipe, old, options)
+    pins = settle_pins(recipe, old, {item.subject: planned_pin(item) for item in items}, options)
     options = replace(options, git_cache=chosen_git_cache(ws, options.git_cache))
     cache = GitCache(options.git_cache, ctx.ui) if options.git_cache else None
     actions, warnings, entries = [], [], {}
-    syncers = [_SourceSync(recipe.sources[name], pins[name], ws.root / recipe.source_path(name), ctx, options, cache,
-                           old.sources.get(name) if old else None) for name in recipe.sources_in_order()]
+    syncers = [_SourceSync(recipe.sources[i.subject], pins[i.subject], Path(i.data["path"]), ctx, options, cache,
+                           old.sources.get(i.subject) if old else None) for i in items]
     for syncer in syncers:
         syncer.checkout()
     for syncer in syncers:  # every checkout is in place: a patch may come from another source

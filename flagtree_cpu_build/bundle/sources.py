@@ -23,7 +23,7 @@ from ..gitcache import GitCache
 from ..gitcmd import has_commit, refs_under
 from ..gitops import delete_ref, set_ref, write_bundle
 from ..lockfile import read_lock
-from ..sources import SyncOptions, run_sync
+from ..sources import SyncOptions, plan_sync, run_sync
 
 if TYPE_CHECKING:
     from ..stages import StageContext, StageResult
@@ -46,7 +46,11 @@ def bundle_cache(stack: list[StageContext]) -> Path:
 
 def sync_stack(stack: list[StageContext], cache_root: Path) -> list[StageResult]:
     """`sync` of every recipe of the stack, bottom first, through the bundle's git cache."""
-    return [run_sync(ctx, SyncOptions(git_cache=cache_root)) for ctx in stack]
+    results = []
+    for ctx in stack:
+        options = SyncOptions(git_cache=cache_root)
+        results.append(run_sync(ctx, options, plan_sync(ctx, options)))
+    return results
 
 
 def pinned_commits(stack: list[StageContext]) -> dict[str, set[str]]:

@@ -204,12 +204,12 @@ def sync(
     """
     opts, stage_ctx, _ = opened(ctx)
     named = named_paths("--source-path", source_paths or [], list(stage_ctx.recipe.sources), "sources")
-    from ..sources import SyncOptions, run_sync  # after the options are known to be good: git is slow to import
+    from ..sources import SyncOptions, plan_sync, run_sync  # after the options are known to be good: git is slow
 
     sync_options = SyncOptions(update=update, frozen=frozen, offline=offline, allow_dirty=allow_dirty, force=force,
                                git_cache=git_cache.expanduser() if git_cache else None, source_paths=named)
     with exclusive(opts, stage_ctx, "sync"):
-        result = run_sync(stage_ctx, sync_options)
+        result = run_sync(stage_ctx, sync_options, plan_sync(stage_ctx, sync_options))
     render.stage_result(opts.ui, result, "source")
 
 
