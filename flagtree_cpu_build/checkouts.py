@@ -27,7 +27,8 @@ from . import halfmade
 from .atomic import write_atomic
 from .digest import hash_bytes
 from .errors import SourceError
-from .gitcmd import blob_starts_with, git_result, head, modified_files, object_format, run_git
+from .gitcmd import blob_starts_with, content_ids, head, index_entries, modified_files, object_format, tree_entries
+from .gitops import checkout_detached
 
 MARKER_NAME = "flagtree-cpu-checkout.json"
 SELF = "."  # the marker key of a move of the repository itself; other keys are submodule paths
@@ -146,9 +147,8 @@ def move_to(repo: Path, commit: str, *, force: bool = False) -> None:
     every change is the tool's own."""
     unfinished_before = SELF in _read_marker(repo)
     with marked(repo, {SELF: (commit, [head(repo)])}):
-        status, _out, err = git_result(["checkout", "--detach", "--quiet", *(["--force"] if force else []),
-                                        commit], cwd=repo)
-        if status != 0:
+        err = checkout_detached(repo, commit, force=force)
+        if err is not None:
             if "\nAborting" in f"\n{err}" and not unfinished_before:
                 forget(repo, [SELF])  # git refused before writing anything: no debris of ours exists
             raise SourceError(f"git refused to move {repo} to {commit[:12]}; nothing was discarded",
@@ -176,14 +176,14 @@ def user_changes(repo: Path, commits: Sequence[str], target: str) -> list[str]:
     """Paths a forced checkout of ``target`` would overwrite whose content — in the working tree or
     staged in the index — is in none of ``commits``. A file that is empty, or holds the first bytes of its
     content at one of them, is not the user's: git was stopped between creating it and writing its last byte."""
-    trees = {c: _tree(repo, c) for c in dict.fromkeys([*commits, target])}
-    index = _index(repo)
+    trees = {c: tree_entries(repo, c) for c in dict.fromkeys([*commits, target])}
+    index = index_entries(repo)
     candidates = set(modified_files(repo, submodules=False))
     # files the interrupted checkout wrote before it could record them in the index
     candidates |= {p for p in trees[target] if p not in index and os.path.lexists(repo / p)}
     known: dict[str, set[str]] = {}
     for tree in trees.values():
-        for path, (kind, sha) in tree.items():
+        for path, (_mode, kind, sha) in tree.items():
             known.setdefault(path, set()).add(sha if kind == "blob" else f"{kind}:{sha}")
     submodules = {p for p, shas in known.items() if any(s.startswith("commit:") for s in shas)}
     paths = sorted(candidates - submodules)  # a forced checkout does not touch submodule contents
@@ -201,31 +201,6 @@ def _cut_short(repo: Path, path: str, known: set[str]) -> bool:
     return full.stat().st_size == 0 or any(blob_starts_with(repo, sha, full) for sha in blobs)
 
 
-def _index(repo: Path) -> dict[str, str]:
-    """Path -> staged blob id (empty when git has not written an index yet)."""
-    entries = {}
-    for entry in run_git(["ls-files", "--stage", "-z"], cwd=repo).split("\0"):
-        meta, _, path = entry.partition("\t")
-        if path:
-            entries[path] = meta.split()[1]
-    return entries
-
-
-def _tree(repo: Path, commit: str) -> dict[str, tuple[str, str]]:
-    """Path -> (object type, id) of every entry of ``commit``; empty when the commit is not here
-    (a recorded commit whose fetch was interrupted: no file can have come from it)."""
-    status, out, _err = git_result(["ls-tree", "-r", "-z", "--full-tree", commit], cwd=repo)
-    if status != 0:
-        return {}
-    entries = {}
-    for entry in out.split("\0"):
-        meta, _, path = entry.partition("\t")
-        if path:
-            _mode, kind, sha = meta.split()
-            entries[path] = (kind, sha)
-    return entries
-
-
 def _content_ids(repo: Path, paths: Sequence[str]) -> dict[str, str | None]:
     """The blob id each working-tree path would have (None: missing; "" for a folder, which no blob is)."""
     ids: dict[str, str | None] = {}
@@ -240,11 +215,7 @@ def _content_ids(repo: Path, paths: Sequence[str]) -> dict[str, str | None]:
             files.append(path)
         else:
             ids[path] = ""
-    for start in range(0, len(files), 500):  # stay far below the argument-length limit
-        batch = files[start:start + 500]
-        # with the path, git applies the same filters (eol, clean) it applied when committing
-        out = run_git(["hash-object", "--", *batch], cwd=repo)
-        ids.update(zip(batch, out.split(), strict=True))
+    ids.update(content_ids(repo, files))
     return ids
 
 

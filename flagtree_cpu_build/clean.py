@@ -2,8 +2,11 @@
 
 Like `brew cleanup` and `spack clean`, in three scopes:
 
-* always: half-made folders whose maker is provably gone (a SIGKILLed unpack), beside the
-  published trees and in the download cache;
+* always: half-made folders whose maker is provably gone (a SIGKILLed unpack or clone), beside the
+  published trees, in the download cache, beside the recipe's checkouts and in the workspace's own
+  git caches (bundle import's and bundle create's) — also the half-made clones and mirrors older
+  versions left (``.<name>.flagtree-cpu-partial``, ``<mirror>.partial``), under the workspace's or
+  the mirror's lock their makers held. One that a process still writes into is left alone, named;
 * ``--downloads``: the download cache — verified tarballs, partial downloads, their notes — and the
   workspace's unfinished wheel downloads from a wheelhouse. The published trees stay, so nothing
   breaks; an offline re-setup would need the tarball again;
@@ -28,11 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from .artifact_cache import url_key
+from .bundle.sources import bundle_cache
 from .download import source_note
 from .extract import read_stamp
+from .halfmade import discard, users
 from .locking import Held, exclusive
-from .partials import abandoned
+from .partials import abandoned, leftovers, leftovers_in
 from .prebuilt import downloads_dir, partial_downloads
+from .sources import bundle_git_cache
 from .stages import StageContext
 from .workspace import user_cache_dir
 
@@ -95,10 +101,18 @@ def run_clean(ctx: StageContext, options: CleanOptions) -> CleanReport:
 
 def _half_made(ctx: StageContext, downloads: Path) -> Iterator[CleanItem]:
     folders = {Path(a.path).parent for a in ctx.recipe.artifacts.values()} | {downloads / "partial"}
-    for parent in sorted(folders):
-        for path, pid in abandoned(parent):
-            yield CleanItem("half-made folder", path, disk_usage(path), True,
-                            f"left by flagtree-cpu pid {pid}, which is no longer running")
+    found = {path: (pid, None) for parent in sorted(folders) for path, pid in abandoned(parent)}
+    ws = ctx.workspace
+    for name in ctx.recipe.sources:  # clones: an old-named one was made under the workspace's lock
+        for path, pid in leftovers(ws.root / ctx.recipe.source_path(name), kind="clone"):
+            found[path] = (pid, ws.busy_lock)
+    for root in (bundle_git_cache(ws), bundle_cache([ctx])):  # mirrors: an old-named one under the mirror's
+        for path, pid, mirror in leftovers_in(root, kind="mirror"):
+            found[path] = (pid, mirror.with_suffix(".lock"))
+    for path, (pid, lock) in sorted(found.items()):
+        why = (f"left by flagtree-cpu pid {pid}, which is no longer running" if pid is not None else
+               "left half made by an interrupted run of an older flagtree-cpu")
+        yield CleanItem("half-made folder", path, disk_usage(path), True, why, None if pid is not None else lock)
 
 
 def _downloads(root: Path) -> Iterator[CleanItem]:
@@ -162,6 +176,10 @@ def _blob_url(blob: Path) -> str | None:
 def _remove(item: CleanItem) -> CleanItem:
     if not item.removed:
         return item
+    writers = users(item.path) if item.kind == "half-made folder" else []
+    if writers:  # a git a killed run left behind: removing would race it
+        return CleanItem(item.kind, item.path, item.size, False, f"still being written by pid {writers[0].pid} "
+                         f"({writers[0].command}): left alone; stop it (kill {writers[0].pid}) and clean again")
     if item.lock is None or not item.lock.parent.is_dir():
         _delete(item)
         return item
@@ -184,6 +202,9 @@ def _delete(item: CleanItem) -> None:
         path.with_name(path.name + ".json").unlink(missing_ok=True)
     elif item.kind == "partial download":
         source_note(path).unlink(missing_ok=True)
+    elif item.kind == "half-made folder":
+        discard(path)  # renamed aside first: a half-removed folder never keeps its name
+        return
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)
     else:

@@ -5,23 +5,24 @@
 hard-links the objects (no copy, no network), yet ``origin`` stays the recipe's URL and
 the checkout does not depend on the cache afterwards (unlike ``--reference``, which
 breaks when the cache is cleaned). Submodule URLs are mirrored and rewritten the same
-way. Mirrors are updated only when a pinned commit is missing, under a file lock.
+way. Mirrors are updated only when a pinned commit is missing, under a file lock; a mirror is made
+in a half-made folder of ours (``partials``) and renamed into place whole, also when `bundle import`
+seeds one (``create``).
 """
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from . import halfmade
 from .digest import hash_text
-from .gitcmd import has_commit, run_git
+from .gitcmd import has_commit
+from .gitops import fetch_commit, fetch_origin, init_mirror
 from .locking import exclusive
+from .partials import PartialFolder, clear_leftovers
 from .ui import UI
-
-_FETCH_REFSPECS = ("+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
 
 
 class GitCache:
@@ -36,38 +37,48 @@ class GitCache:
     def has(self, url: str) -> bool:
         return (self.mirror_path(url) / "HEAD").is_file()
 
-    def ensure(self, url: str, commit: str | None, *, offline: bool = False) -> Path:
-        """The mirror of ``url``, created or updated so that it holds ``commit``."""
+    @contextmanager
+    def locked(self, url: str) -> Iterator[Path]:
+        """The mirror of ``url``, for as long as no one else may make, update or seed it."""
         mirror = self.mirror_path(url)
         with exclusive(mirror.with_suffix(".lock"), on_wait=self.ui.info):
+            yield mirror
+
+    def ensure(self, url: str, commit: str | None, *, offline: bool = False) -> Path:
+        """The mirror of ``url``, created or updated so that it holds ``commit``."""
+        with self.locked(url) as mirror:
             if not (mirror / "HEAD").is_file():
                 if offline:
                     return mirror  # nothing to offer; the caller reports the missing commit
-                self._create(url, mirror)
+                self.create(url, lambda tree: self._mirror_from_origin(url, tree))
             elif commit and not has_commit(mirror, commit) and not offline:
                 with self.ui.progress(f"updating cache of {url}") as task:
-                    run_git(["fetch", "--progress", "--prune", "origin"], cwd=mirror, url=url, progress=task)
+                    fetch_origin(mirror, url=url, prune=True, progress=task)
                 if not has_commit(mirror, commit):
-                    run_git(["fetch", "--progress", "origin", commit], cwd=mirror, url=url, check=False)
+                    fetch_commit(mirror, commit, url=url)  # a commit no branch or tag holds, where served by id
         return mirror
 
-    def _create(self, url: str, mirror: Path) -> None:
-        partial = mirror.with_name(mirror.name + ".partial")
-        if os.path.lexists(partial):  # our own interrupted attempt (the name is ours): once nothing writes into it
-            halfmade.clear(partial, f"an interrupted mirror of {url}", on_wait=self.ui.info)
-        partial.mkdir(parents=True)
+    def create(self, url: str, fill: Callable[[Path], None]) -> Path:
+        """The mirror of ``url``, made by ``fill(folder)`` in a half-made folder of ours (``partials``) and put in
+        place whole; the caller holds ``locked(url)``. A fill that does not finish leaves nothing: a first fetch
+        keeps nothing git could resume from."""
+        mirror = self.mirror_path(url)
+        clear_leftovers(mirror, f"an interrupted mirror of {url}", on_wait=self.ui.info, kind="mirror")
+        folder = PartialFolder.create(mirror, tree=mirror.name)
         try:
-            run_git(["init", "--quiet", "--bare"], cwd=partial)
-            run_git(["remote", "add", "origin", url], cwd=partial)
-            for i, refspec in enumerate(_FETCH_REFSPECS):
-                run_git(["config", "--add" if i else "--replace-all", "remote.origin.fetch", refspec], cwd=partial)
-            with self.ui.progress(f"mirroring {url} into the git cache") as task:
-                run_git(["fetch", "--progress", "origin"], cwd=partial, url=url, progress=task)
+            with folder.writing():
+                folder.tree.mkdir()
+                fill(folder.tree)
+            folder.publish(mirror)
         except BaseException:
-            # a first fetch that did not finish keeps nothing git could resume from
-            halfmade.discard(partial)
+            folder.remove()
             raise
-        partial.rename(mirror)
+        return mirror
+
+    def _mirror_from_origin(self, url: str, tree: Path) -> None:
+        init_mirror(tree, url)
+        with self.ui.progress(f"mirroring {url} into the git cache") as task:
+            fetch_origin(tree, url=url, progress=task)
 
     def rewrites(self, urls: Iterable[str]) -> list[tuple[str, str]]:
         """``-c`` pairs sending each mirrored URL to its mirror, for one git command."""

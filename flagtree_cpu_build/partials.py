@@ -1,9 +1,12 @@
 """Half-made folders of our own: named so a later run recognizes them, owned so it can prove
-their maker is gone, and removed on every way out.
+their maker is gone, and removed on every way out. The one scheme for everything the tool makes
+in steps: unpacked trees, imported tarballs, bundle imports, clones and git-cache mirrors.
 
 A tree is unpacked into ``.<name>.flagtree-cpu-partial-<pid>/tree`` beside its destination
 and swapped into place when complete (the replaced tree leaves inside the same folder); an
-imported tarball is copied into such a folder in the download cache. Each folder holds
+imported tarball is copied into such a folder in the download cache; a clone or a mirror is made
+in ``.<name>.flagtree-cpu-partial-<pid>/<name>`` (so git's messages name it) and renamed into
+place. Each folder holds
 ``owner.json`` — pid, process start time, boot id, host name, pid namespace — and its maker
 holds an flock on that file for as long as it uses the folder.
 
@@ -11,7 +14,10 @@ Every fetch removes such folders when the lock is free *and* the record proves t
 gone: the same host, and a later boot, or that pid not running or running another program
 since (pid reuse). Nothing else is touched: a folder without a record, a record from another
 machine sharing the home folder, a similar name made by someone else. Folders left by older
-versions of the tool (no record) are named in a warning with the command that removes them.
+versions of the tool (no record) are named in a warning with the command that removes them —
+except the half-made clones and mirrors of older versions (``.<name>.flagtree-cpu-partial``,
+``<name>.partial``): their makers held the workspace or mirror lock the caller holds now, so
+``clear_leftovers`` removes them like its own (``halfmade.clear``: never while a git still writes).
 
 Ctrl-C and SIGTERM remove the folder on the way out (the code that made it removes it on any
 exception); at interpreter exit, a folder still in use — by a worker thread that was still
@@ -34,12 +40,15 @@ from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .halfmade import discard, remove_tree, sweep_trash
+from .halfmade import clear, discard, remove_tree, sweep_trash
 
 TAG = "flagtree-cpu-partial"
 OWNER = "owner.json"
 _NAME = re.compile(rf"^\.(?P<name>.+)\.{TAG}-(?P<pid>\d+)(?:-\d+)?$")
 _LEGACY = re.compile(r"^\.(?P<name>.+)\.flagtree-cpu-(?P<kind>partial|old)(?:-(?P<pid>\d+))?$")
+_RESERVED = (OWNER, "old")  # the owner record; where publish puts the tree it replaces
+# what older versions called a half-made clone (sources) and git-cache mirror: ``kind`` of clear_leftovers
+LEGACY_NAMES = {"clone": ".{}.flagtree-cpu-partial", "mirror": "{}.partial"}
 _LIVE: dict[int, PartialFolder] = {}
 _LIVE_LOCK = threading.Lock()
 
@@ -105,8 +114,9 @@ def _running(pid: int, start: object) -> bool:
 class PartialFolder:
     """A folder beside ``beside`` that only this process writes into, until published or removed."""
 
-    def __init__(self, path: Path, owner_fd: int):
+    def __init__(self, path: Path, owner_fd: int, tree: str = "tree"):
         self.path = path
+        self._tree = tree
         self.stop = threading.Event()  # set at exit: the writer stops at its next step
         self._idle = threading.Event()
         self._idle.set()
@@ -114,7 +124,11 @@ class PartialFolder:
         self._lock = threading.Lock()
 
     @classmethod
-    def create(cls, beside: Path) -> PartialFolder:
+    def create(cls, beside: Path, *, tree: str = "tree") -> PartialFolder:
+        """``tree``: the name of what is made inside (a clone keeps its checkout's name: git's messages say it;
+        a name the folder's own files have, or a hidden one, is "tree" instead)."""
+        if not tree or tree in _RESERVED or "/" in tree or tree.startswith("."):
+            tree = "tree"
         beside.parent.mkdir(parents=True, exist_ok=True)
         base = beside.with_name(f".{beside.name}.{TAG}-{os.getpid()}")
         for n in range(100):
@@ -131,14 +145,14 @@ class PartialFolder:
         fcntl.flock(fd, fcntl.LOCK_EX)
         os.write(fd, json.dumps({**identity(), "created": time.time()}).encode())
         os.rename(path / ".owner.tmp", path / OWNER)
-        folder = cls(path, fd)
+        folder = cls(path, fd, tree)
         with _LIVE_LOCK:
             _LIVE[id(folder)] = folder
         return folder
 
     @property
     def tree(self) -> Path:
-        return self.path / "tree"
+        return self.path / self._tree
 
     @contextmanager
     def writing(self) -> Iterator[None]:
@@ -228,14 +242,53 @@ def abandoned(parent: Path) -> list[tuple[Path, int]]:
     for entry in entries:
         path = Path(entry.path)
         if _NAME.match(entry.name) and entry.is_dir(follow_symlinks=False) and (path / OWNER).exists():
-            pid = _remove_if_gone(path, remove=False)
+            pid = _remove_if_gone(path, remove=None)
             if pid is not None:
                 found.append((path, pid))
     return found
 
 
-def _remove_if_gone(path: Path, *, remove: bool = True) -> int | None:
-    """Remove ``path`` when its owner is provably gone; the pid it had, or None when it stays."""
+def leftovers(beside: Path, kind: str | None = None) -> list[tuple[Path, int | None]]:
+    """The half-made folders made for ``beside`` whose maker is provably gone (with its pid); with ``kind``
+    (a key of LEGACY_NAMES) also the one an older version left under that kind's old name (pid None: it has
+    no record, and the caller holds the lock its maker held: the workspace's, or the mirror's)."""
+    return [(path, pid) for path, pid, made_for in leftovers_in(beside.parent, kind) if made_for == beside]
+
+
+def leftovers_in(parent: Path, kind: str | None = None) -> list[tuple[Path, int | None, Path]]:
+    """What ``leftovers`` finds in ``parent``, for any name: (folder, pid or None, the path it was made for)."""
+    found: list[tuple[Path, int | None, Path]] = []
+    for path, pid in abandoned(parent):
+        named = _NAME.match(path.name)
+        if named is not None:
+            found.append((path, pid, parent / named["name"]))
+    if kind is None:
+        return found
+    prefix, suffix = LEGACY_NAMES[kind].split("{}")
+    try:
+        names = sorted(os.listdir(parent))
+    except (FileNotFoundError, NotADirectoryError):
+        return found
+    for name in names:
+        if name.startswith(prefix) and name.endswith(suffix) and len(name) > len(prefix) + len(suffix):
+            found.append((parent / name, None, parent / name[len(prefix):len(name) - len(suffix)]))
+    return found
+
+
+def clear_leftovers(beside: Path, what: str, *, on_wait: Callable[[str], None], kind: str | None = None) -> None:
+    """Remove the ``leftovers`` of ``beside`` (``what``: "an interrupted clone of flagtree") once nothing writes
+    into them: a git a killed run left behind is waited for, and named if it does not stop (``halfmade.clear``,
+    WorkspaceBusy)."""
+    for path, pid in leftovers(beside, kind):
+        if pid is None:
+            clear(path, what, on_wait=on_wait)
+        else:  # under the owner record's lock again: the proof holds while the folder goes
+            _remove_if_gone(path, remove=lambda p: clear(p, what, on_wait=on_wait))
+
+
+def _remove_if_gone(path: Path, *, remove: Callable[[Path], None] | None = remove_tree) -> int | None:
+    """Remove ``path`` (with ``remove``; None: only ask) when its owner is provably gone; the pid it had, or
+    None when it stays."""
     try:
         fd = os.open(path / OWNER, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
@@ -253,9 +306,9 @@ def _remove_if_gone(path: Path, *, remove: bool = True) -> int | None:
             return None
         if not owner_gone(record):
             return None
-        if remove:
+        if remove is not None:
             try:
-                remove_tree(path)
+                remove(path)
             except OSError:
                 return None  # left for the next sweep
         return int(record["pid"])

@@ -13,8 +13,7 @@ the recipe's patch when the lock proves that exact text was applied; otherwise s
 naming the path and the repair — it never guesses what to take back from a checkout.
 
 ``git apply`` runs at the top of the repository that holds the folder (a submodule is its own
-repository) with ``--directory`` for a folder below it: run from a subfolder, git would silently
-skip every path outside it.
+repository) with ``--directory`` for a folder below it (``gitops``'s patch verbs).
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from urllib.parse import quote
 from .atomic import write_atomic
 from .digest import hash_bytes
 from .errors import SourceError
-from .gitcmd import git_result, git_succeeds, run_git
+from .gitops import apply_patch, is_patch, patch_applies, patch_rejections
 from .regular_file import TooLarge, read_regular
 
 MAX_PATCH_BYTES = 64 << 20  # the patches recipes carry are kilobytes
@@ -75,9 +74,6 @@ class PatchState:
     def where(self) -> Path:
         return self.checkout / self.directory if self.directory else self.checkout
 
-    def git_apply(self, *args: str) -> list[str]:
-        return ["apply", *([f"--directory={self.directory}"] if self.directory else []), *args]
-
     def copies(self) -> dict[str, Path]:
         """Every applied patch's copy, checked (and rebuilt where the lock proves what it held)."""
         if not os.path.lexists(self.folder):
@@ -111,7 +107,7 @@ class PatchState:
         if text is not None:
             if _sha256(text) in (recorded, recipe_text and _sha256(recipe_text)):
                 return copy
-            if recorded is None and git_succeeds(self.git_apply("--stat", str(copy)), cwd=self.checkout):
+            if recorded is None and is_patch(self.checkout, copy, directory=self.directory):
                 return copy  # nothing to compare it with, and it is a whole patch: trust it
         if recipe_text is not None and _sha256(recipe_text) == recorded and not copy.is_dir():
             self.save(copy.name, recipe_text)  # the lock proves this exact text was applied
@@ -163,20 +159,18 @@ def apply_patches(source: str, patches: Sequence[PatchFile], state: PatchState) 
         copy = copies.get(patch.copy_name)
         if copy is not None and _read(copy) != content:
             # the recipe's patch changed since we applied it: take the old text back first
-            if git_succeeds(state.git_apply("--check", "-R", str(copy)), cwd=repo):
-                run_git(state.git_apply("-R", str(copy)), cwd=repo)
+            if patch_applies(repo, copy, directory=state.directory, reverse=True):
+                apply_patch(repo, copy, directory=state.directory, reverse=True)
             state.forget(patch.copy_name)
-        if git_succeeds(state.git_apply("--check", "-R", str(patch.path)), cwd=repo):
+        if patch_applies(repo, patch.path, directory=state.directory, reverse=True):
             applied_now = False
-        elif git_succeeds(state.git_apply("--check", str(patch.path)), cwd=repo):
-            run_git(state.git_apply("--whitespace=nowarn", str(patch.path)), cwd=repo)
+        elif patch_applies(repo, patch.path, directory=state.directory):
+            apply_patch(repo, patch.path, directory=state.directory)
             applied_now = True
         else:
-            _status, _out, err = git_result(state.git_apply("--check", "-v", str(patch.path)), cwd=repo)
-            rejected = tuple(line for line in err.splitlines() if line.startswith("error:"))
             raise SourceError(
                 f"patch {patch.label} does not apply to source {source} ({state.where}); nothing was changed",
-                details=rejected or tuple(err.splitlines()[-5:]),
+                details=tuple(patch_rejections(repo, patch.path, directory=state.directory)),
                 fix=patch.fix or f"the patch was made for another version: update {patch.path} for the pinned "
                 "commit, or pin the commit it was made for",
             )
@@ -192,8 +186,8 @@ def revert_patches(state: PatchState, keep: Sequence[str] | None = None) -> list
     for name, copy in state.copies().items():
         if keep is not None and name in keep:
             continue
-        if git_succeeds(state.git_apply("--check", "-R", str(copy)), cwd=state.checkout):
-            run_git(state.git_apply("-R", str(copy)), cwd=state.checkout)
+        if patch_applies(state.checkout, copy, directory=state.directory, reverse=True):
+            apply_patch(state.checkout, copy, directory=state.directory, reverse=True)
             reverted.append(name)
             state.forget(name)
     return reverted

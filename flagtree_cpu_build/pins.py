@@ -1,14 +1,16 @@
 """Which commit each recipe source must be at: the recipe's pin, else the lock file's, else the
-branch or tag resolved now on the server (``git ls-remote``)."""
+branch or tag resolved now on the server (``git ls-remote``). ``pinned`` is that rule, once: the sources
+plan (``plans/sources``) decides with it, sync acts on the plan, and `lock` resolves with it here."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from .errors import SourceError
-from .gitcmd import run_git
+from .gitcmd import remote_refs
 from .lockfile import Lock, SourceLock
 from .recipe import Recipe, Source
 
@@ -16,6 +18,7 @@ if TYPE_CHECKING:
     from .stages import RunOptions
 
 _SHA = re.compile(r"[0-9a-f]{40}")
+Origin = Literal["recipe", "lock", "ref"]  # where a pin comes from
 
 
 @dataclass(frozen=True)
@@ -24,27 +27,50 @@ class Pin:
     url: str
     ref: str | None
     commit: str
-    resolved_from: Literal["recipe", "lock", "ref"]
+    resolved_from: Origin
+
+
+def pinned(source: Source, entry: SourceLock | None, *, update: bool = False) -> tuple[str | None, Origin]:
+    """The one rule for which commit a source must be at, and where it comes from: the recipe's pin, else the
+    lock's entry when it was recorded for the same repository and ref (and the refs are not being resolved
+    again, ``update``), else the ref's tip on the server — None here: only the caller knows whether it may ask."""
+    if source.commit:
+        return source.commit.lower(), "recipe"
+    if entry is not None and not update and lock_applies(entry, source):
+        return entry.commit, "lock"
+    return None, "ref"
 
 
 def resolve_pins(recipe: Recipe, lock: Lock | None, options: RunOptions) -> dict[str, Pin]:
     """The commit of every source: the recipe's pin, else the lock's, else the ref resolved now."""
+    decided = {name: pinned(recipe.sources[name], lock.sources.get(name) if lock else None, update=options.update)
+               for name in recipe.sources_in_order()}
+    return settle_pins(recipe, lock, decided, options)
+
+
+def settle_pins(recipe: Recipe, lock: Lock | None, decided: Mapping[str, tuple[str | None, Origin]],
+                options: RunOptions) -> dict[str, Pin]:
+    """The pins of the sources ``decided`` names (as ``pinned`` decided: commit, origin), in its order: with
+    --frozen the lock must already say each one; a ref whose tip is not known yet is resolved on the server,
+    which --offline forbids. Raises SourceError naming every source the frozen lock does not answer for."""
     pins: dict[str, Pin] = {}
     frozen_problems = []
-    for name in recipe.sources_in_order():
+    for name, (commit, origin) in decided.items():
         source = recipe.sources[name]
         entry = lock.sources.get(name) if lock else None
-        if source.commit:
-            if options.frozen and (entry is None or entry.commit != source.commit.lower()):
+        if origin == "recipe" and commit is not None:
+            if options.frozen and (entry is None or entry.commit != commit):
                 locked = entry.commit[:12] if entry else "nothing"
-                frozen_problems.append(f"{name}: the lock records {locked}, the recipe pins {source.commit[:12]}")
-            pins[name] = Pin(name, source.url, source.ref, source.commit.lower(), "recipe")
-        elif entry and lock_applies(entry, source) and not options.update:
-            pins[name] = Pin(name, source.url, source.ref, entry.commit, "lock")
+                frozen_problems.append(f"{name}: the lock records {locked}, the recipe pins {commit[:12]}")
+            pins[name] = Pin(name, source.url, source.ref, commit, "recipe")
+        elif origin == "lock" and commit is not None:
+            pins[name] = Pin(name, source.url, source.ref, commit, "lock")
         elif options.frozen:
             why = ("the lock has no entry" if entry is None else
                    f"the lock records {entry.url} @ {entry.ref}, the recipe says {source.url} @ {source.ref}")
             frozen_problems.append(f"{name}: follows {source.ref!r} and {why}")
+        elif commit is not None:  # the ref's tip, asked of the server by whoever decided
+            pins[name] = Pin(name, source.url, source.ref, commit, "ref")
         elif options.offline:
             raise SourceError(f"source {name} follows {source.ref!r}, which needs the network to resolve, "
                               "and --offline forbids it", fix="pin the commit in the recipe, or run "
@@ -66,11 +92,7 @@ def lock_applies(entry: SourceLock, source: Source) -> bool:
 def ls_remote(url: str, ref: str, name: str) -> str:
     if _SHA.fullmatch(ref):
         return ref
-    out = run_git(["ls-remote", url, ref], url=url, source=name)
-    refs = {}
-    for line in out.splitlines():
-        sha, _, refname = line.partition("\t")
-        refs[refname] = sha
+    refs = remote_refs(url, ref, source=name)
     for candidate in (f"refs/heads/{ref}", f"refs/tags/{ref}^{{}}", f"refs/tags/{ref}", ref):
         if candidate in refs:
             return refs[candidate]

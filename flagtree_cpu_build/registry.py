@@ -32,15 +32,20 @@ def _ready(items: list[PlanItem], *areas: str) -> bool:
 
 
 def _plan_sources(ctx: StageContext, lock: Lock | None, options: RunOptions, earlier: list[PlanItem]) -> list[PlanItem]:
+    from dataclasses import replace
+
     from .plans.sources import plan_sources
 
+    if options.for_run:  # the commit each source moves to is decided here, once: the run takes it from the item
+        return plan_sources(ctx, lock, replace(options, ask_network=not (options.offline or options.frozen)),
+                            count_changes=False)
     return plan_sources(ctx, lock, options)
 
 
 def _run_sources(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> StageResult:
     from .sources import run_sync
 
-    return run_sync(ctx, options)
+    return run_sync(ctx, options, plan)
 
 
 def _plan_artifacts(ctx: StageContext, lock: Lock | None, options: RunOptions,
@@ -164,7 +169,9 @@ def plan_stage(stage: Stage, ctx: StageContext, options: RunOptions, earlier: li
 def run_stage(stage: Stage, ctx: StageContext, options: RunOptions) -> StageResult:
     """Plan the stage, then run it on that plan: what `setup` does for each stage and each subcommand
     does for its own."""
-    return stage.run(ctx, options, plan_stage(stage, ctx, options))
+    from dataclasses import replace
+
+    return stage.run(ctx, options, plan_stage(stage, ctx, replace(options, for_run=True)))
 
 
 def stage_named(name: str) -> Stage:

@@ -17,7 +17,7 @@ from pathlib import Path
 from urllib.parse import quote, unquote
 
 from .errors import SourceError
-from .gitcmd import git_result, modified_files
+from .gitcmd import modified_files, toplevel, tree_entry
 from .patches import PatchFile, PatchOutcome, PatchState, apply_patches, copy_name, patched_paths, revert_patches
 from .recipe import Recipe
 from .recipe.checks import find_patch
@@ -162,17 +162,16 @@ def _repository_of(checkout: Path, folder: str) -> tuple[Path, str] | str:
     target = checkout / folder
     if not target.is_dir():
         return f"{target} is not a folder"
-    status, top, _err = git_result(["rev-parse", "--show-toplevel"], cwd=target)
-    if status != 0:
+    repo = toplevel(target)
+    if repo is None:
         return f"{target} is not inside a git checkout"
-    repo = Path(top)
     inside = os.path.relpath(target.resolve(), repo.resolve())
     if inside == ".":
         return repo, ""
-    _status, entry, _err = git_result(["ls-tree", "HEAD", "--", inside], cwd=repo)
-    if entry.startswith("160000"):
+    entry = tree_entry(repo, "HEAD", inside)
+    if entry is not None and entry.kind == "commit":
         return f"{folder} is a submodule that is not checked out ({target} is empty)"
-    if not entry.startswith("040000"):
+    if entry is None or entry.kind != "tree":
         return f"{folder} is not a folder git tracks in {repo}"
     return repo, inside
 

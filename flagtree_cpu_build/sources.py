@@ -1,40 +1,46 @@
 """The sync stage: every recipe source checked out at its pinned commit — never at the cost
 of the user's work.
 
-For each source (parents before the sources nested inside them): clone it if missing
-(through the git cache when there is one), or move an existing checkout to its pin after
-checking that nothing would be lost; bring submodules to their recorded gitlinks; verify
-HEAD. Once every source is there, apply the recipe's patches (a patch may come from another
-source's checkout), record everything in the lock file, and run the recipe's compatibility
-checks. What this module refuses to do, and why:
+Sync acts on its plan (``plans/sources``, made once for the run by ``registry.run_stage``, for
+`sync` and setup alike): for each planned source (parents before the sources nested inside them), at the
+commit the plan decided, clone it if missing (through the git cache when there is one), or move
+an existing checkout to its pin after checking that nothing would be lost; bring submodules to
+their recorded gitlinks; verify HEAD. Once every source is there, apply the recipe's patches
+(a patch may come from another source's checkout), record everything in the lock file, and run
+the recipe's compatibility checks. What this module refuses to do, and why:
 
 * move a checkout with changes to tracked files (they would mix with another version)
   unless ``--allow-dirty`` — and even then git itself refuses if they conflict;
 * move a detached HEAD whose commits no branch, tag or remote keeps, unless ``--force``;
 * touch a checkout whose ``origin`` is another repository than the recipe's;
-* delete or ``reset --hard`` anything. The only folders it removes are its own
-  ``.<name>.flagtree-cpu-partial`` leftovers of an interrupted clone, and the only files it
+* delete or ``reset --hard`` anything. The only folders it removes are its own leftovers of an
+  interrupted clone (``partials``: also those older versions left), and the only files it
   overwrites are those its own interrupted checkout left half written (``checkouts``).
 
-Pins come from ``pins``, submodules are brought to their gitlinks by ``submodules``, and
-recipe patches are applied and taken back by ``source_patches``.
+The plan decides each pin by the rule in ``pins`` (``pinned``); ``pins.settle_pins`` holds it to
+--frozen and --offline and asks the server for a tip the plan could not. Submodules are brought to
+their gitlinks by ``submodules``, and recipe patches are applied and taken back by ``source_patches``.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from . import halfmade
 from .atomic import replace_symlink
 from .checkouts import finish_move, interrupted_move, interrupted_submodule_moves, move_to, settle
 from .errors import SourceError
 from .gitcache import GitCache
-from .gitcmd import effective_url, git_result, has_commit, head, modified_files, remote_url, run_git
+from .gitcmd import effective_url, has_commit, head, modified_files, remote_url, unkept_commits
+from .gitops import clone, fetch_commit, fetch_origin, init_with_origin, set_ref
 from .lockfile import PatchLock, SourceLock, empty_lock, read_lock, update_lock, write_lock
-from .pins import Pin, resolve_pins, same_repository
+from .partials import PartialFolder, clear_leftovers
+from .pins import Pin, resolve_pins, same_repository, settle_pins
+from .plans import PlanItem
+from .plans.sources import planned_pin
 from .probes import check_sources
 from .recipe import Source
 from .source_patches import SourcePatches
@@ -85,23 +91,27 @@ def chosen_git_cache(ws: Workspace, given: Path | None) -> Path | None:
     return given or (seeded if seeded.is_dir() else None)
 
 
-def run_sync(ctx: StageContext, options: RunOptions) -> StageResult:
+def run_sync(ctx: StageContext, options: RunOptions, plan: Sequence[PlanItem]) -> StageResult:
+    """Every source of ``plan`` (the sources plan, made for this run: ``registry.run_stage``) at the commit the
+    plan decided for it."""
     start = time.monotonic()
     ws, recipe = ctx.workspace, ctx.recipe
+    items = [item for item in plan if item.area == "sources"]
+    if sorted(i.subject for i in items) != sorted(recipe.sources):
+        raise ValueError(f"the sources plan names {[i.subject for i in items]}, the recipe {list(recipe.sources)}")
     old = read_lock(ws.lock_file)
-    pins = resolve_pins(recipe, old, options)
+    pins = settle_pins(recipe, old, {item.subject: planned_pin(item) for item in items}, options)
     options = replace(options, git_cache=chosen_git_cache(ws, options.git_cache))
     cache = GitCache(options.git_cache, ctx.ui) if options.git_cache else None
     actions, warnings, entries = [], [], {}
-    syncers = [_SourceSync(name, recipe.sources[name], pins[name], ws.root / recipe.source_path(name), ctx, options,
-                           cache, old.sources.get(name) if old else None) for name in recipe.sources_in_order()]
+    syncers = [_SourceSync(recipe.sources[i.subject], pins[i.subject], Path(i.data["path"]), ctx, options, cache,
+                           old.sources.get(i.subject) if old else None) for i in items]
     for syncer in syncers:
         syncer.checkout()
     for syncer in syncers:  # every checkout is in place: a patch may come from another source
-        name = syncer.name
         action, entry, warning = syncer.finish()
         actions.append(action)
-        entries[name] = entry
+        entries[syncer.name] = entry
         if warning:
             warnings.append(warning)
     if not options.frozen:
@@ -126,13 +136,13 @@ def _pin_data(pin: Pin) -> dict[str, str | None]:
 
 
 class _SourceSync:
-    def __init__(self, name: str, source: Source, pin: Pin, dest: Path, ctx: StageContext,
+    def __init__(self, source: Source, pin: Pin, dest: Path, ctx: StageContext,
                  options: RunOptions, cache: GitCache | None, locked: SourceLock | None = None):
-        self.name, self.source, self.pin, self.dest = name, source, pin, dest
+        self.name, self.source, self.pin, self.dest = pin.name, source, pin, dest
         self.ui = ctx.ui
         self.ws: Workspace = ctx.workspace
         self.options, self.cache = options, cache
-        self.patches = SourcePatches(name, ctx.recipe, ctx.workspace.root, ctx.workspace.recipe_state / "patches",
+        self.patches = SourcePatches(pin.name, ctx.recipe, ctx.workspace.root, ctx.workspace.recipe_state / "patches",
                                      {p.file: p.sha256 for p in locked.patches} if locked else {})
         self.notes: list[str] = []
         self.path = dest  # the checkout (where a --source-path link points), known once checkout() ran
@@ -148,6 +158,9 @@ class _SourceSync:
             raise SourceError(f"{self.dest} links to {os.readlink(self.dest)}, which no longer exists",
                               fix=f"point it at a clone with --source-path {self.name}=PATH, or remove the link "
                               f"(rm {self.dest}) to let flagtree-cpu clone there")
+        # a clone of ours a killed run left half made (also under an older version's name); beside the workspace's
+        # path only, never beside a clone of the user's that --source-path links to
+        clear_leftovers(self.dest, f"an interrupted clone of {self.name}", on_wait=self.ui.info, kind="clone")
         status, detail = self._bring_to_pin(checkout)
         submodules, moved, finished = self._sync_submodules(checkout)
         if moved and status == "ok":
@@ -262,7 +275,7 @@ class _SourceSync:
                 "anyway (git still refuses if they conflict; nothing is discarded)")
 
     def _check_no_lost_commits(self, checkout: Path, target: str) -> None:
-        lost = _commits_only_on_head(checkout)
+        lost = unkept_commits(checkout)  # earlier pins (refs/flagtree-cpu/*) keep theirs
         if lost and not self.options.force:
             raise SourceError(
                 f"{checkout} has {len(lost)} commit{'s' if len(lost) > 1 else ''} that no branch, tag or remote "
@@ -277,45 +290,36 @@ class _SourceSync:
         return self.cache.rewrites(urls) if self.cache else []
 
     def _clone(self, dest: Path) -> None:
-        url, commit = self.source.url, self.pin.commit
-        partial = dest.with_name(f".{dest.name}.flagtree-cpu-partial")
-        if os.path.lexists(partial):  # our own interrupted clone (the name is ours): once nothing writes into it
-            halfmade.clear(partial, f"an interrupted clone of {self.name}", on_wait=self.ui.info)
         if self.cache:
-            self.cache.ensure(url, commit, offline=self.options.offline)
+            self.cache.ensure(self.source.url, self.pin.commit, offline=self.options.offline)
         elif self.options.offline:
             raise SourceError(f"source {self.name} is not checked out at {dest} and --offline forbids cloning",
                               fix="sync once with network, or use --git-cache with a cache filled elsewhere")
-        dest.parent.mkdir(parents=True, exist_ok=True)
+        folder = PartialFolder.create(dest, tree=dest.name)  # a later run knows it, and whether we are gone
         try:
-            self._clone_into(partial, dest)
+            with folder.writing():
+                self._clone_into(folder.tree)
+            if dest.is_dir():
+                dest.rmdir()  # _needs_clone accepted it only because it is empty
+            folder.publish(dest)
         except BaseException:
-            halfmade.discard(partial)  # ours, and useless half-made; our git has been stopped
+            folder.remove()  # ours, and useless half-made; our git has been stopped
             raise
 
-    def _clone_into(self, partial: Path, dest: Path) -> None:
+    def _clone_into(self, partial: Path) -> None:
         url, commit = self.source.url, self.pin.commit
         config = self._config([url])
         with self.ui.progress(f"cloning {self.name}") as task:
             if self.source.shallow and not self.cache:
-                run_git(["init", "--quiet", str(partial)])
-                run_git(["remote", "add", "origin", url], cwd=partial)
-                # --progress: the stall watchdog sees a slow but live transfer
-                fetched = git_result(["fetch", "--progress", "--depth", "1", "origin", commit], cwd=partial,
-                                     url=url, progress=task)[0] == 0
-                if not fetched:  # the server does not serve commits by id: fetch normally
-                    run_git(["fetch", "--progress", "origin"], cwd=partial, url=url, source=self.name,
-                            progress=task)
+                init_with_origin(partial, url)
+                if not fetch_commit(partial, commit, url=url, depth=1, progress=task):
+                    # the server does not serve commits by id: fetch normally
+                    fetch_origin(partial, url=url, source=self.name, progress=task)
             else:
-                args = ["clone", "--no-checkout", "--progress"]
-                if self.source.filter and not self.cache:
-                    args.append(f"--filter={self.source.filter}")
-                run_git([*args, url, str(partial)], config=config, url=url, source=self.name, progress=task)
+                clone(url, partial, filter_spec=None if self.cache else self.source.filter, config=config,
+                      progress=task, source=self.name)
         self._ensure_commit(partial, config)
         self._checkout(partial, commit)
-        if dest.is_dir():
-            dest.rmdir()  # _needs_clone accepted it only because it is empty
-        partial.rename(dest)
 
     def _move(self, checkout: Path, interrupted: list[str] | None) -> None:
         """Move to the pin; ``interrupted``: the commits of a checkout of ours that did not finish,
@@ -341,12 +345,8 @@ class _SourceSync:
             config = self._config([url])
         # fetch the pinned commit directly where the server allows it; else fetch normally
         with self.ui.progress(f"fetching {self.name}") as task:
-            # --progress: the stall watchdog sees a slow but live transfer
-            direct = git_result(["fetch", "--progress", "origin", commit], cwd=repo, config=config, url=url,
-                                progress=task)
-            if direct[0] != 0 or not has_commit(repo, commit):
-                run_git(["fetch", "--progress", "origin"], cwd=repo, config=config, url=url, source=self.name,
-                        progress=task)
+            if not fetch_commit(repo, commit, url=url, config=config, progress=task) or not has_commit(repo, commit):
+                fetch_origin(repo, url=url, config=config, source=self.name, progress=task)
         if not has_commit(repo, commit):
             raise SourceError(f"commit {commit} of source {self.name} is not in {url}",
                               fix=f"check sources.{self.name}.commit; it may have been force-pushed away")
@@ -356,7 +356,7 @@ class _SourceSync:
             finish_move(repo, commit, finish)
         else:
             move_to(repo, commit)
-        run_git(["update-ref", PIN_REF, commit], cwd=repo)
+        set_ref(repo, PIN_REF, commit)
 
     def _sync_submodules(self, checkout: Path) -> tuple[list, bool, str]:
         if self.source.submodules == "none" or not (checkout / ".gitmodules").is_file():
@@ -377,10 +377,3 @@ class _SourceSync:
         return (f"{self.name} has changes to {len(modified)} tracked file(s) at {checkout} "
                 f"({', '.join(modified[:3])}{', ...' if len(modified) > 3 else ''}); they are kept and the "
                 "build will include them")
-
-
-def _commits_only_on_head(repo: Path) -> list[str]:
-    """Commits reachable from HEAD but from no branch, tag, remote branch or earlier pin."""
-    status, out, _ = git_result(["log", "--format=%h %s", "--max-count=20", "HEAD", "--not", "--branches",
-                                 "--tags", "--remotes", "--glob=refs/flagtree-cpu/*"], cwd=repo)
-    return out.strip().splitlines() if status == 0 and out.strip() else []

@@ -131,6 +131,10 @@ class RunOptions:
     junit: Path | None = None  # write the validation as JUnit XML
     timeout: float | None = None  # per validation kernel
     ask_network: bool = False  # a plan (dry run online) may resolve refs and ask servers for download sizes
+    # the plan is the one the run that follows acts on (``registry.run_stage``), not one for status or a dry run:
+    # the sources plan resolves unpinned refs now (unless --offline or --frozen) and skips counting local
+    # changes where they decide nothing
+    for_run: bool = False
     sync: SyncExtras = field(default_factory=SyncExtras)
     fetch: FetchExtras = field(default_factory=FetchExtras)
     build: BuildExtras = field(default_factory=BuildExtras)

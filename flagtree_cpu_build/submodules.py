@@ -16,7 +16,8 @@ from pathlib import Path
 from .checkouts import finish_move, forget, interrupted_submodule_moves, marked, settle
 from .errors import SourceError
 from .gitcache import GitCache
-from .gitcmd import gitlink, has_commit, head, remote_url, run_git, submodule_status
+from .gitcmd import gitlink, gitmodules, has_commit, head, remote_url, submodule_status
+from .gitops import submodule_update
 from .lockfile import SubmoduleLock
 from .ui import UI
 
@@ -69,22 +70,11 @@ class SubmoduleSync:
                 self.cache.ensure(url, recorded, offline=self.offline)
         config = self.config(urls)
         with marked(repo, moves), self.ui.progress(f"updating submodules of {self.name}") as task:
-            run_git(["submodule", "update", "--init", "--progress"], cwd=repo, config=config,
-                    url=", ".join(urls), progress=task)
+            submodule_update(repo, config=config, url=", ".join(urls), progress=task)
         forget(repo, interrupted)  # entries of submodules this commit no longer has
         for path, _url in modules:
             if (repo / path / ".gitmodules").is_file():
                 self._update(repo / path)
-
-
-def gitmodules(repo: Path) -> list[tuple[str, str]]:
-    out = run_git(["config", "--file", ".gitmodules", "--get-regexp", r"^submodule\..*\.(path|url)$"], cwd=repo)
-    paths, urls = {}, {}
-    for line in out.splitlines():
-        key, _, value = line.partition(" ")
-        name, kind = key[len("submodule."):].rsplit(".", 1)
-        (paths if kind == "path" else urls)[name] = value
-    return [(paths[n], urls[n]) for n in paths if n in urls]
 
 
 def absolute_submodule_url(url: str, parent: str) -> str:

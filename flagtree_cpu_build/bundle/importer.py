@@ -30,15 +30,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .. import halfmade
 from ..artifact_cache import ArtifactCache, url_key
 from ..atomic import temporary_name, write_atomic
 from ..digest import hash_file
 from ..errors import FlagtreeCpuError
 from ..gitcache import GitCache
-from ..gitcmd import has_commit, run_git
+from ..gitcmd import has_commit
+from ..gitops import clone_bundle_mirror, fetch_bundle
 from ..lockfile import Lock, read_lock, write_lock
-from ..locking import exclusive
 from ..partials import PartialFolder, sweep
 from ..pythonenv import wheelhouse_dir
 from ..sources import bundle_git_cache
@@ -50,11 +49,6 @@ from .errors import BundleDamaged, BundleIncomplete, BundleMismatch
 from .fit import check_made_for, stack_of
 from .manifest import Manifest, Member
 from .trust import Authenticity, Trust, authenticate, check_digest
-
-# a bundle file is a local path: git must be allowed to read it whatever protocol.allow says
-_LOCAL_GIT = [("protocol.file.allow", "always")]
-# the refs a mirror of the git cache follows (gitcache.py): heads and tags, not a --mirror's everything
-_MIRROR_REFSPECS = ("+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
 
 
 @dataclass(frozen=True)
@@ -190,15 +184,13 @@ class _Seeder:
 
     def _seed_git(self, member: Member, bundle: Path) -> Action:
         url, commits = _meta(member, "url"), _commits(member)
-        mirror = self.mirrors.mirror_path(url)
-        with exclusive(mirror.with_suffix(".lock"), on_wait=self.ui.info):
-            with self.ui.progress(f"seeding the git mirror of {url}"):
-                if (mirror / "HEAD").is_file():
-                    run_git(["fetch", "--quiet", str(bundle), "+refs/*:refs/*"], cwd=mirror, config=_LOCAL_GIT)
-                    status = "updated"
-                else:
-                    self._clone_mirror(bundle, mirror, url, member)
-                    status = "created"
+        with self.mirrors.locked(url) as mirror, self.ui.progress(f"seeding the git mirror of {url}"):
+            if (mirror / "HEAD").is_file():
+                fetch_bundle(mirror, bundle)
+                status = "updated"
+            else:
+                self.mirrors.create(url, lambda tree: _mirror_of_bundle(bundle, tree, url, member))
+                status = "created"
             missing = [c for c in commits if not has_commit(mirror, c)]
         if missing:
             raise BundleDamaged(f"{member.name} does not hold commit {missing[0]} of {url} that the bundle's "
@@ -207,28 +199,6 @@ class _Seeder:
                                 "is kept")
         return Action(_subject(member), status, f"{_count(len(commits), 'pinned commit')} in {mirror.name}",
                       {"mirror": str(mirror), "url": url, "commits": commits})
-
-    def _clone_mirror(self, bundle: Path, mirror: Path, url: str, member: Member) -> None:
-        partial = mirror.with_name(mirror.name + ".partial")  # the git cache's own name for a half-made mirror
-        if os.path.lexists(partial):  # an interrupted seeding (or mirroring): once nothing writes into it
-            halfmade.clear(partial, f"an interrupted mirror of {url}", on_wait=self.ui.info)
-        partial.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            run_git(["clone", "--mirror", "--quiet", str(bundle), str(partial)], config=_LOCAL_GIT)
-            # origin is the recipe's URL, as for a mirror the git cache made: `sync` online updates it there
-            run_git(["config", "remote.origin.url", url], cwd=partial)
-            run_git(["config", "--unset", "remote.origin.mirror"], cwd=partial, check=False)
-            for i, refspec in enumerate(_MIRROR_REFSPECS):
-                run_git(["config", "--add" if i else "--replace-all", "remote.origin.fetch", refspec], cwd=partial)
-            missing = [c for c in _commits(member) if not has_commit(partial, c)]
-            if missing:
-                raise BundleDamaged(f"{member.name} does not hold commit {missing[0]} of {url} that the bundle's "
-                                    "manifest lists", details=tuple(missing),
-                                    fix="make the bundle again (flagtree-cpu bundle create)")
-        except BaseException:
-            halfmade.discard(partial)
-            raise
-        partial.rename(mirror)
 
     def _seed_artifact(self, member: Member, file: Path) -> Action:
         url, sha = _meta(member, "url"), member.sha256
@@ -335,6 +305,16 @@ def _move_into(src: Path, dest: Path) -> None:
             os.replace(tmp, dest)
         finally:
             tmp.unlink(missing_ok=True)
+
+
+def _mirror_of_bundle(bundle: Path, tree: Path, url: str, member: Member) -> None:
+    """A git-cache mirror of ``url`` made from the git bundle ``bundle`` (in the half-made folder ``tree``), holding
+    every commit the manifest lists for it."""
+    clone_bundle_mirror(bundle, tree, url)
+    missing = [c for c in _commits(member) if not has_commit(tree, c)]
+    if missing:
+        raise BundleDamaged(f"{member.name} does not hold commit {missing[0]} of {url} that the bundle's manifest "
+                            "lists", details=tuple(missing), fix="make the bundle again (flagtree-cpu bundle create)")
 
 
 def _bound(seed: Callable[[Member, Path], Action], member: Member) -> Callable[[Path], Action]:

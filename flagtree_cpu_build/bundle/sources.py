@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING
 
 from ..errors import SourceError
 from ..gitcache import GitCache
-from ..gitcmd import git_result, has_commit, run_git
+from ..gitcmd import has_commit, refs_under
+from ..gitops import delete_ref, set_ref, write_bundle
 from ..lockfile import read_lock
-from ..sources import run_sync
+from ..registry import run_stage, stage_named
 from ..stages import RunOptions
 
 if TYPE_CHECKING:
@@ -46,7 +47,8 @@ def bundle_cache(stack: list[StageContext]) -> Path:
 
 def sync_stack(stack: list[StageContext], cache_root: Path) -> list[StageResult]:
     """`sync` of every recipe of the stack, bottom first, through the bundle's git cache."""
-    return [run_sync(ctx, RunOptions(python=ctx.workspace.venv_dir / "bin" / "python", git_cache=cache_root))
+    sources = stage_named("sources")
+    return [run_stage(sources, ctx, RunOptions(python=ctx.workspace.venv_dir / "bin" / "python", git_cache=cache_root))
             for ctx in stack]
 
 
@@ -82,9 +84,7 @@ def bundle_mirrors(stack: list[StageContext], cache_root: Path, staging: Path) -
             _pin(mirror, commits)
             target = staging / f"{mirror.name}.bundle"
             target.unlink(missing_ok=True)
-            # one pack thread: the same mirror gives the same bytes (a --since bundle leaves it out then)
-            run_git(["-c", "pack.threads=1", "bundle", "create", "--quiet", str(target), "--all"], cwd=mirror,
-                    url=url)
+            write_bundle(mirror, target, url=url)  # the same mirror gives the same bytes
             bundles.append(GitBundle(target, url, mirror.name, tuple(sorted(commits))))
             task.update(done + 1, len(wanted), detail=mirror.name)
     return bundles
@@ -107,10 +107,9 @@ def _holding(cache: GitCache, url: str, commits: list[str]) -> Path:
 def _pin(mirror: Path, commits: set[str]) -> None:
     """Exactly one ref per pinned commit under PINS_PREFIX (old pins dropped: the bundle carries what is pinned
     now, and the branches and tags the mirror has)."""
-    status, out, _ = git_result(["for-each-ref", "--format=%(refname)", PINS_PREFIX], cwd=mirror)
-    have = set(out.split()) if status == 0 else set()
+    have = refs_under(mirror, PINS_PREFIX)
     for ref in sorted(have - {PINS_PREFIX + c for c in commits}):
-        run_git(["update-ref", "-d", ref], cwd=mirror)
+        delete_ref(mirror, ref)
     for commit in sorted(commits):
         if PINS_PREFIX + commit not in have:
-            run_git(["update-ref", PINS_PREFIX + commit, commit], cwd=mirror)
+            set_ref(mirror, PINS_PREFIX + commit, commit)

@@ -1,9 +1,10 @@
 """Which commit each source must be at, and what `sync` would do to get there.
 
-The one rule for "which commit": the recipe's pin, else the lock's entry when it was recorded for
-the same repository *and* the same ref (a changed ref is a new question), else the ref's tip,
-asked of the server only when the caller may use the network (``setup --dry-run`` online).
-``pins.resolve_pins`` (what sync moves to) uses the same rule; so status, doctor and build's
+The one rule for "which commit" is ``pins.pinned``: the recipe's pin, else the lock's entry when it
+was recorded for the same repository *and* the same ref (a changed ref is a new question), else the
+ref's tip, asked of the server only when the caller may use the network (``setup --dry-run`` online,
+and sync). Each item carries its decision (``data["pin"]``, ``data["pinned_by"]``; ``planned_pin``
+reads them back), and sync moves each source to exactly that: so status, doctor and build's
 preflight can never call a checkout current that sync would move.
 """
 
@@ -16,19 +17,22 @@ from . import PlanItem
 
 if TYPE_CHECKING:
     from ..lockfile import Lock, SourceLock
+    from ..pins import Origin
     from ..recipe import Source
     from ..stages import RunOptions, StageContext
 
 
 def wanted_commit(source: Source, entry: SourceLock | None, *, update: bool = False) -> str | None:
     """The commit the recipe or the lock pins; None when the ref must be resolved on the server."""
-    from ..pins import lock_applies
+    from ..pins import pinned
 
-    if source.commit:
-        return source.commit.lower()
-    if entry is not None and not update and lock_applies(entry, source):
-        return entry.commit
-    return None
+    return pinned(source, entry, update=update)[0]
+
+
+def planned_pin(item: PlanItem) -> tuple[str | None, Origin]:
+    """The commit the item's source is to be at, and where it comes from ("recipe", "lock", or "ref": the ref's tip
+    then, None when the plan did not ask the server)."""
+    return item.data.get("pin"), item.data["pinned_by"]
 
 
 def plan_sources(ctx: StageContext, lock: Lock | None, options: RunOptions, *,
@@ -41,14 +45,15 @@ def plan_sources(ctx: StageContext, lock: Lock | None, options: RunOptions, *,
 def _plan_one(ctx: StageContext, name: str, lock: Lock | None, options: RunOptions, count_changes: bool) -> PlanItem:
     from ..errors import FlagtreeCpuError
     from ..gitcmd import head, modified_files, submodules_off
+    from ..pins import pinned
 
     source = ctx.recipe.sources[name]
     checkout = ctx.workspace.root / ctx.recipe.source_path(name)
-    wanted = wanted_commit(source, lock.sources.get(name) if lock else None, update=options.update)
+    wanted, pinned_by = pinned(source, lock.sources.get(name) if lock else None, update=options.update)
     tip = None
     if wanted is None and options.ask_network and not options.offline:
         tip = _tip(source.url, source.ref or "HEAD", name)
-    data: dict[str, object] = {"path": str(checkout), "pin": wanted or tip}
+    data: dict[str, object] = {"path": str(checkout), "pin": wanted or tip, "pinned_by": pinned_by}
     pin = f"@{(wanted or tip or '')[:7]}" if wanted or tip else f"({source.ref}, resolved when cloned)"
     if not (checkout / ".git").exists():
         if checkout.exists() and not (checkout.is_dir() and not any(checkout.iterdir())):

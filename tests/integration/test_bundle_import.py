@@ -29,6 +29,7 @@ from tests.support.envelope import error_of, result_of
 from tests.support.gitworld import GitWorld, git
 from tests.support.hermetic import make_hermetic
 from tests.support.httpserver import LoopbackHTTPServer
+from tests.support.leftovers import killed_partial, old_partial
 from tests.support.tarballs import TOP, llvm_tarball
 from tests.support.venvs import build_venv, tiny_wheel
 
@@ -169,6 +170,17 @@ def test_import_seeds_the_caches_and_a_second_import_does_nothing(made: Made, bo
     assert "nothing to import" in third.stderr
     planned = board.run("setup", "--dry-run", "--bundle", str(made.path))
     assert planned.exit_code == 2 and "bundle import" in planned.stderr, planned.stderr
+
+
+def test_an_import_removes_the_half_made_mirrors_a_killed_import_left(made: Made, board: Board) -> None:
+    git_root = board.ws.root / ".flagtree-cpu" / "bundle" / "git"
+    names = sorted(str(m.meta["mirror"]) for m in made.manifest.members if m.kind == "git")
+    old = old_partial(git_root / f"{names[0]}.partial")  # the previous release's name for a half-made mirror
+    killed = killed_partial(git_root / names[1])  # this version's, with the owner record of a SIGKILLed import
+    result = board.run("bundle", "import", str(made.path))
+    assert result.exit_code == 0, result.stderr
+    assert not old.exists() and not killed.exists() and not list(git_root.glob("*partial*"))
+    assert all((git_root / name / "HEAD").is_file() for name in names)
 
 
 def _flip(bundle: Path, dest: Path, member: str, at: int = 100) -> Path:

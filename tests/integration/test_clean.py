@@ -18,6 +18,7 @@ from flagtree_cpu_build.locking import exclusive
 from tests.support.envelope import result_of
 from tests.support.fetching import URL_PATH, cache_root, fetch, fetch_process, triton_llvm, wait_for
 from tests.support.httpserver import Faults, LoopbackHTTPServer
+from tests.support.leftovers import killed_partial, old_partial
 from tests.support.tarballs import TOP, llvm_tarball
 
 OLD = "llvm-0ld0ld00-ubuntu-arm64"
@@ -120,3 +121,50 @@ def test_what_another_run_is_using_is_left_alone(tmp_path: Path, machine: dict) 
     item = next(i for i in result_of(result.stdout)["items"] if Path(i["path"]).name == OLD)
     assert item["removed"] is False and "in use by flagtree-cpu pid" in item["reason"]
     assert (triton_llvm() / OLD).is_dir()
+
+
+# --- half-made clones and git-cache mirrors: this version's and the previous release's -------------------------
+
+NOWHERE = "http://127.0.0.1:9/llvm.tar.gz"  # clean reads the recipe, never the network
+
+
+def test_clean_removes_half_made_clones_and_mirrors_of_killed_runs_old_names_too(tmp_path: Path) -> None:
+    ws, state = tmp_path / "ws", tmp_path / "ws" / ".flagtree-cpu"
+    left = [
+        old_partial(ws / ".FlagTree.flagtree-cpu-partial"),  # a clone the previous release left
+        killed_partial(ws / "FlagTree" / "third_party" / "triton-cpu"),  # a clone this version's killed run left
+        old_partial(state / "bundle" / "git" / "FlagTree-0123456789ab.git.partial"),  # a mirror bundle import left
+        killed_partial(state / "bundle-create" / "git" / "sleef-0123456789ab.git"),  # and bundle create
+    ]
+    kept = [old_partial(ws / ".notes.flagtree-cpu-partial"),  # no source of the recipe is called notes
+            old_partial(ws / "FlagTree.partial")]  # not a name flagtree-cpu ever gave a clone
+    planned = clean(tmp_path, NOWHERE, "--dry-run", "--json")
+    assert planned.exit_code == 0, planned.stderr
+    items = [i for i in result_of(planned.stdout)["items"] if i["kind"] == "half-made folder"]
+    assert sorted(Path(i["path"]) for i in items) == sorted(left) and all(i["removed"] for i in items)
+    assert all(p.exists() for p in left)
+
+    result = clean(tmp_path, NOWHERE)
+    assert result.exit_code == 0, result.stderr
+    assert not [p for p in left if os.path.lexists(p)] and all(p.is_dir() for p in kept)
+    assert not list(ws.rglob("*flagtree-cpu-removing*"))
+
+
+def test_clean_leaves_a_half_made_clone_that_another_run_or_a_git_still_uses(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    old = old_partial(ws / ".FlagTree.flagtree-cpu-partial")
+    killed = killed_partial(ws / "FlagTree" / "third_party" / "triton-cpu")
+    writer = subprocess.Popen(["sleep", "120"], cwd=killed)  # as a git a killed run left behind
+    try:
+        with exclusive(ws / ".flagtree-cpu" / "workspace.lock"):  # a sync holds the workspace
+            result = clean(tmp_path, NOWHERE, "--json")
+        assert result.exit_code == 0, result.stderr
+        reasons = {Path(i["path"]): i["reason"] for i in result_of(result.stdout)["items"] if not i["removed"]}
+        assert "in use by flagtree-cpu pid" in reasons[old]
+        assert f"still being written by pid {writer.pid}" in reasons[killed] and f"kill {writer.pid}" in reasons[killed]
+        assert old.is_dir() and killed.is_dir()
+    finally:
+        writer.kill()
+        writer.wait()
+    assert clean(tmp_path, NOWHERE).exit_code == 0
+    assert not old.exists() and not killed.exists()

@@ -1,6 +1,10 @@
 """A half-made folder the next run meets while something still writes into it — a git that outlived an older
 flagtree-cpu, or one that a killed run's watcher is still stopping: the run waits for the writer (bounded),
-or names it and exits 8; it never races it into exit 1 "Directory not empty". Real writer processes."""
+or names it and exits 8; it never races it into exit 1 "Directory not empty". Real writer processes.
+
+Clones and mirrors are half made in ``partials`` folders (``.<name>.flagtree-cpu-partial-<pid>``, with an owner
+record); the names the previous release used (``.<name>.flagtree-cpu-partial``, ``<mirror>.partial``) are still
+found and removed the same way, so a workspace that release left behind is cleaned up too."""
 
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from tests.support.cli import Workspace, new_workspace
 from tests.support.gitworld import GitWorld
 from tests.support.httpserver import LoopbackHTTPServer
 from tests.support.interrupt import wait_until
+from tests.support.leftovers import killed_partial
 from tests.support.tarballs import zip_with
 
 # Writes small files into FOLDER's subfolders as fast as a checkout does, for SECONDS; "inside": from a current
@@ -68,7 +73,18 @@ def start_writer(writers: list[subprocess.Popen], folder: Path, seconds: float, 
 
 
 def half_made_clone(ws: Workspace) -> Path:
-    return ws.root / ".FlagTree.flagtree-cpu-partial"
+    return ws.root / ".FlagTree.flagtree-cpu-partial"  # the previous release's name
+
+
+def test_a_killed_runs_half_made_clone_its_git_still_writes_is_waited_for_then_removed(ws: Workspace,
+                                                                                      writers) -> None:
+    left = killed_partial(ws.flagtree)  # this version's folder, the owner record of a SIGKILLed run
+    writer = start_writer(writers, left / "FlagTree", 3, "inside")  # the git that outlived it
+    result = ws.run("sync")
+    assert result.exit_code == 0, result.stderr
+    assert f"waiting for pid {writer.pid} (" in result.stderr and writer.poll() is not None
+    assert ws.head(ws.flagtree) == ws.flagtree_commit and not left.exists()
+    assert not list(ws.root.glob(".*flagtree-cpu-*"))
 
 
 def test_a_half_made_clone_still_being_written_is_waited_for_then_replaced(ws: Workspace, writers) -> None:
@@ -115,6 +131,20 @@ def test_a_half_made_git_cache_mirror_still_being_written_is_waited_for(ws: Work
     assert result.exit_code == 0, result.stderr
     assert f"waiting for pid {writer.pid} (" in result.stderr
     assert (mirror / "HEAD").is_file() and not mirror.with_name(mirror.name + ".partial").exists()
+
+
+def test_a_killed_runs_half_made_mirror_still_being_written_is_waited_for(ws: Workspace, writers, world: GitWorld,
+                                                                          tmp_path: Path) -> None:
+    cache = tmp_path / "git-cache"
+    assert ws.run("sync", "--git-cache", str(cache)).exit_code == 0
+    mirror = next(cache.glob("FlagTree-*.git"))
+    mirror.rename(mirror.with_name(mirror.name + ".moved"))  # a second workspace must mirror FlagTree again
+    left = killed_partial(mirror)
+    writer = start_writer(writers, left / mirror.name, 3, "inside")
+    result = new_workspace(world, tmp_path / "ws2").run("sync", "--git-cache", str(cache))
+    assert result.exit_code == 0, result.stderr
+    assert f"waiting for pid {writer.pid} (" in result.stderr
+    assert (mirror / "HEAD").is_file() and not left.exists() and not list(cache.glob("*partial*"))
 
 
 def test_bundle_create_removes_the_staging_folder_a_killed_run_left(tmp_path: Path,

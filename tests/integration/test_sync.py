@@ -9,9 +9,17 @@ from pathlib import Path
 import pytest
 import yaml
 
+from flagtree_cpu_build.context import ContextRequest, open_context
+from flagtree_cpu_build.lockfile import read_lock
+from flagtree_cpu_build.partials import PartialFolder
+from flagtree_cpu_build.registry import plan_stage, stage_named
+from flagtree_cpu_build.sources import run_sync
+from flagtree_cpu_build.stages import RunOptions
+from flagtree_cpu_build.ui import UI
 from tests.support.cli import Workspace, new_workspace
 from tests.support.gitworld import GitWorld, git
 from tests.support.httpserver import Faults
+from tests.support.leftovers import killed_partial
 
 
 @pytest.fixture
@@ -41,7 +49,7 @@ def test_fresh_sync_clones_nested_sources_at_their_pins(ws: Workspace) -> None:
     assert git("config", "remote.origin.url", cwd=ws.flagtree, env=world.env) == \
         "https://github.com/flagos-ai/FlagTree.git"
     assert "compatibility checks" in result.stderr and "created" in result.stderr
-    assert not list(ws.flagtree.parent.glob(".*partial"))
+    assert not list(ws.flagtree.parent.glob(".*partial*"))
 
 
 def test_lock_records_every_commit(ws: Workspace) -> None:
@@ -146,12 +154,47 @@ def test_submodule_moved_by_hand_is_put_back_to_its_gitlink(ws: Workspace) -> No
 
 
 def test_a_stale_partial_clone_of_ours_is_replaced(ws: Workspace) -> None:
-    partial = ws.root / ".FlagTree.flagtree-cpu-partial"
+    partial = ws.root / ".FlagTree.flagtree-cpu-partial"  # the name the previous release gave it
     partial.mkdir(parents=True)
     (partial / "half-written").write_text("from an interrupted run")
     synced(ws)
     assert not partial.exists()
     assert ws.head(ws.flagtree) == ws.world["flagtree"].commits["cpu-backend"]
+
+
+def test_a_clone_a_killed_run_left_half_made_is_removed(ws: Workspace) -> None:
+    left = killed_partial(ws.flagtree)  # with the owner record of a SIGKILLed run
+    synced(ws)
+    assert not left.exists()
+    assert not list(ws.root.rglob(".*flagtree-cpu-*")), "a half-made folder is left"
+    assert ws.head(ws.flagtree_cpu) == ws.world["flagtree-cpu"].commits["v33"]
+
+
+def test_a_half_made_clone_of_a_live_run_is_left_alone(ws: Workspace, tmp_path: Path) -> None:
+    live = PartialFolder.create(ws.flagtree)  # its maker (this process) is running: only it may remove it
+    try:
+        synced(ws)
+        assert (live.path / "owner.json").is_file()
+    finally:
+        live.remove()
+
+
+def test_sync_moves_each_source_to_the_commit_its_plan_decided(ws: Workspace, world: GitWorld) -> None:
+    """The commit comes from the plan, decided once: a branch that moves between the plan and the run does not
+    change what sync checks out and locks (before, the run resolved every pin again)."""
+    overrides = tuple(a for a in ws.argv() if a.startswith("sources."))
+    ctx = open_context(ContextRequest(recipe="flagtree-cpu-arm64", overrides=overrides, workdir=str(ws.root)), UI())
+    options = RunOptions(python=Path(), for_run=True)
+    plan = plan_stage(stage_named("sources"), ctx, options)
+    planned = next(item for item in plan if item.subject == "flagtree-cpu")
+    assert (planned.data["pin"], planned.data["pinned_by"]) == (world["flagtree-cpu"].commits["v33"], "ref")
+    later = world.advance("flagtree-cpu", "main", "README.md", "moved after the plan\n")
+    result = run_sync(ctx, options, plan)
+    assert ws.head(ws.flagtree_cpu) == planned.data["pin"] != later
+    action = next(a for a in result.actions if a.subject == "flagtree-cpu")
+    assert action.data["commit"] == planned.data["pin"] and action.data["resolved_from"] == "ref"
+    lock = read_lock(ws.lock_file)
+    assert lock is not None and lock.sources["flagtree-cpu"].commit == planned.data["pin"]
 
 
 def test_shallow_first_clone_fetches_only_the_pinned_commit(ws: Workspace) -> None:

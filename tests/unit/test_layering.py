@@ -3,8 +3,12 @@ no import cycles.
 
 Every module of ``flagtree_cpu_build`` is parsed with ``ast`` — nothing is imported — and every
 import statement counts, at module level or inside a function (a lazy import is still a
-dependency). A rule that fails names the file, the line and the rule; the last test runs the same
-checker on a small package made to break two rules, so this file cannot pass by checking nothing.
+dependency). A rule that fails names the file, the line and the rule; the last tests run the same
+checkers on small packages made to break the rules, so this file cannot pass by checking nothing.
+
+git is an effect without an import of its own: it is argv handed to a process. So git argv has a
+checker of its own (``git_argv_violations``): outside the git modules, no list or tuple that starts
+with the git program, and no call of the git runners (``run_git``, ``git_result``, ``git_succeeds``).
 """
 
 from __future__ import annotations
@@ -40,6 +44,11 @@ RULES = (
          ("proc.py",)),
     Rule("no core module imports the CLI", (f"{PACKAGE}.cli",), CLI),
 )
+# the git modules: queries (gitcmd), changes (gitops), running one git (gitrun, which only they import)
+GIT_MODULES = ("gitcmd.py", "gitops.py", "gitrun.py")
+RULES += (Rule("gitrun only in the git modules", (f"{PACKAGE}.gitrun",), GIT_MODULES),)
+GIT_RUNNERS = ("run_git", "git_result", "git_succeeds")
+GIT_ARGV = "git argv only in the git modules"
 
 
 @dataclass(frozen=True)
@@ -259,12 +268,56 @@ def describe_cycle(cycle: list[tuple[str, Import]]) -> str:
     return f"import cycle: {names} (imports at {edges})"
 
 
+def git_argv_violations(root: Path, package: str) -> list[Violation]:
+    """Git argv outside ``GIT_MODULES``: a list or tuple literal whose first element is the git program
+    (``"git"``, a path ending in ``/git``, ``shutil.which("git")``) where it can be argv — passed to a call,
+    built from variables, or carrying an option; not a subscript (``Literal["git", ...]``) or a constant of
+    plain words (``("git", "artifact", "wheel")``, the kinds of a bundle member) — and any call of a git
+    runner, however it was imported."""
+    found = []
+    for module in modules(root, package).values():
+        if _allowed(module.rel, GIT_MODULES):
+            continue
+        tree = ast.parse(module.path.read_text(encoding="utf-8"), str(module.path))
+        subscripted = {id(node.slice) for node in ast.walk(tree) if isinstance(node, ast.Subscript)}
+        passed = {id(arg) for node in ast.walk(tree) if isinstance(node, ast.Call)
+                  for arg in (*node.args, *(k.value for k in node.keywords))}
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.List, ast.Tuple)) and node.elts and _is_git_program(node.elts[0]) \
+                    and id(node) not in subscripted and (id(node) in passed or _argv_like(node.elts[1:])):
+                found.append(Violation(module.file, node.lineno, GIT_ARGV, f"argv {ast.unparse(node)[:60]}"))
+            elif isinstance(node, ast.Call) and _called_name(node.func) in GIT_RUNNERS:
+                found.append(Violation(module.file, node.lineno, GIT_ARGV, f"calls {_called_name(node.func)}"))
+    return sorted(set(found), key=lambda v: (v.file, v.line))
+
+
+def _is_git_program(node: ast.expr) -> bool:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value == "git" or node.value.endswith("/git")
+    return isinstance(node, ast.Call) and any(isinstance(a, ast.Constant) and a.value == "git" for a in node.args)
+
+
+def _argv_like(rest: list[ast.expr]) -> bool:
+    """Built from values (a variable, ``*args``, an f-string), or carrying an option: not a table of words."""
+    return any(not (isinstance(e, ast.Constant) and isinstance(e.value, str)) or e.value.startswith("-")
+               for e in rest)
+
+
+def _called_name(func: ast.expr) -> str | None:
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+
+
 # --- the package's rules -----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("rule", RULES, ids=[r.name for r in RULES])
 def test_effects_and_frameworks_stay_in_their_modules(rule: Rule) -> None:
     violations = rule_violations(REPO_ROOT, PACKAGE, rule)
+    assert not violations, "\n".join(map(str, violations))
+
+
+def test_git_argv_stays_in_the_git_modules() -> None:
+    violations = git_argv_violations(REPO_ROOT, PACKAGE)
     assert not violations, "\n".join(map(str, violations))
 
 
@@ -307,3 +360,30 @@ def test_checker_reports_a_forbidden_import_and_a_cycle(tmp_path: Path) -> None:
     cycles = import_cycles(tmp_path, "pkg")
     assert [describe_cycle(c) for c in cycles] == [
         "import cycle: pkg.a -> pkg.b -> pkg.sub -> pkg.a (imports at pkg/a.py:1; pkg/b.py:1; pkg/sub/__init__.py:1)"]
+
+
+def test_checker_reports_git_argv_outside_the_git_modules(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    (package / "bundle").mkdir(parents=True)
+    files = {
+        "__init__.py": "",
+        "gitcmd.py": "from .proc import start\n\n\ndef run_git(args):\n    return start(['git', *args])\n",
+        "gitops.py": "from .gitcmd import run_git\n\n\ndef clone(url):\n    run_git(['clone', url])\n",
+        "proc.py": "def start(argv):\n    return argv\n",
+        "sources.py": "from .gitcmd import run_git\n\nrun_git(['fetch', 'origin'])\n",
+        "patches.py": "from . import gitcmd\n\ngitcmd.git_result(['apply', '--check'])\n",
+        "build.py": "from .proc import start\n\nstart(['git', 'status'])\n",
+        "stamp.py": "import shutil\n\nARGV = (shutil.which('git'), '-C', 'x', 'rev-parse', 'HEAD')\n",
+        "pins.py": "def tip(url):\n    argv = ['/usr/bin/git', 'ls-remote', url]\n    return argv\n",
+        "bundle/kinds.py": "from typing import Literal\n\nKind = Literal['git', 'wheel']\nKINDS = ('git', 'wheel')\n",
+        "bundle/__init__.py": "",
+    }
+    for name, text in files.items():
+        (package / name).write_text(text)
+    assert [str(v) for v in git_argv_violations(tmp_path, "pkg")] == [
+        f"pkg/build.py:3: {GIT_ARGV}: argv ['git', 'status']",
+        f"pkg/patches.py:3: {GIT_ARGV}: calls git_result",
+        f"pkg/pins.py:2: {GIT_ARGV}: argv ['/usr/bin/git', 'ls-remote', url]",
+        f"pkg/sources.py:3: {GIT_ARGV}: calls run_git",
+        f"pkg/stamp.py:3: {GIT_ARGV}: argv (shutil.which('git'), '-C', 'x', 'rev-parse', 'HEAD')",
+    ]
