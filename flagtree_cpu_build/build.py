@@ -17,27 +17,25 @@ into ``{wheel_dir}``). Each kind keeps its own stamp (``build-editable.json``, `
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from . import compile_cache, prebuilt, pythonenv, stacking
 from .build_stamp import build_mode, products_of, reasons_to_build, stamp_components, stamp_path, write_stamp
-from .buildenv import BuildEnv, compute_build_env, toolchain_layers
+from .buildenv import BuildEnv, applicable_toolchains, build_environment, toolchain_missing
 from .cache_url import redact
 from .digest import hash_file
 from .envops import EnvFileError, EnvLayer, SourceScriptError
 from .errors import BuildError
-from .host import HostFacts
 from .links import plan_links
 from .lockfile import read_lock
 from .proc import log_path, run_logged
 from .progress import ProgressTask
-from .recipe import Recipe, Toolchain
+from .recipe import Recipe
 from .recipe.resolve import toolchain_override_var
 from .stages import Action, RunOptions, StageContext, StageResult
 from .state import make_state_dir, read_state
@@ -201,35 +199,6 @@ def _arch_gate(ctx: StageContext, options: RunOptions) -> None:
     raise BuildError(f"recipe {ctx.recipe.name} builds on {', '.join(host.arch)} and this machine is "
                      f"{ctx.host.arch}{why}",
                      fix=f"{instead}; or pass --ignore-host to try anyway (for testing)")
-
-
-def build_environment(recipe: Recipe, python: Path, *, offline: bool, host: HostFacts | None = None,
-                      workdir: Path | None = None, extra: Sequence[EnvLayer] = ()) -> BuildEnv:
-    """The build environment on this machine: the recipe's env operations, those of the toolchains that
-    apply here, then ``extra`` (a step's own), applied to os.environ, with the target interpreter's bin
-    first on PATH (where ``if_command`` commands such as ccache are looked up too). Relative ``source``
-    scripts are found under ``workdir``."""
-    assert recipe.build is not None
-    if host is None:
-        from .host import read_host
-
-        host = read_host()
-    facts = recipe.facts_on(host)
-    return compute_build_env(recipe.build, os.environ, offline=offline, path_prefix=str(python.parent),
-                             extra_ops=[*toolchain_layers(recipe, facts), *extra], workdir=workdir)
-
-
-def applicable_toolchains(recipe: Recipe, host: HostFacts) -> dict[str, Toolchain]:
-    """The pre-provisioned toolchains this host needs (their ``when`` matches)."""
-    return recipe.toolchains_on(recipe.facts_on(host))
-
-
-def toolchain_missing(toolchain: Toolchain) -> list[str]:
-    """What of a pre-provisioned toolchain is not on this machine: its folder, else the expected files in it."""
-    root = Path(toolchain.path)
-    if not root.is_dir():
-        return [str(root)]
-    return [str(root / f) for f in toolchain.expect if not (root / f).exists()]
 
 
 def _preflight(ctx: StageContext, options: RunOptions, build_env: BuildEnv,
