@@ -1,14 +1,19 @@
 """The build stage: the recipe's build command, in the right environment, watched and explained.
 
-Before anything runs, every input is checked — sources at their pins, links, the published
-artifacts, the pre-provisioned toolchains, the build prerequisites — and all missing ones are
-listed at once (with ``--offline`` that check is the contract: nothing is downloaded afterwards).
-The recipe's pre-build steps run before the build command, its post-install steps after it
-(``steps``). A build stamp (source trees, artifact digests, build command and the environment that
-matters, steps, Python, prerequisites and compilers) makes an unchanged re-run a one-second
-"up to date"; a changed one says what changed. The output goes to ``logs/build-<time>.log``;
-ninja's ``[N/M]`` lines drive a progress bar; a failure is diagnosed from the log with the
-recipe's known failures first.
+``run_build`` acts on the build's plan (``plans/build.py``: the mode, the stamp it would write, why it would run,
+the inputs it lacks), computed once with the run's own options. When the plan says current, it says "up to date"
+in about a second and runs nothing. Otherwise it goes prepare → build → verify → stamp:
+
+- prepare: every missing input is listed at once (with ``--offline`` that check is the contract: nothing is
+  downloaded afterwards), the interpreter and the build prerequisites are made ready, and a stacked recipe's
+  base is guarded (``stacking``); then a fleet's wheelhouse is asked for a fitting build (``prebuilt``);
+- build: the recipe's pre-build steps, its build command, its post-install steps (``steps``); the output goes
+  to ``logs/build-<time>.log``, ninja's ``[N/M]`` lines drive a progress bar, and a failure is diagnosed from the
+  log with the recipe's known failures first;
+- verify: what the build must leave (the steps' marks, the links, the base's kept distributions);
+- stamp: the build stamp (``build_stamp``: source trees, artifact digests, build command and the environment
+  that matters, steps, Python, prerequisites and compilers), so an unchanged re-run is "up to date" and a
+  changed one says what changed.
 
 A recipe's build ``mode`` is ``editable`` (``build`` installs into the target Python; ``build
 --wheel DIR`` makes a wheel instead) or ``wheel-only`` (``build`` always runs ``wheel_argv``
@@ -17,178 +22,175 @@ into ``{wheel_dir}``). Each kind keeps its own stamp (``build-editable.json``, `
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from . import compile_cache, prebuilt, pythonenv, stacking
-from .build_stamp import build_mode, products_of, reasons_to_build, stamp_components, stamp_path, write_stamp
-from .buildenv import BuildEnv, compute_build_env, toolchain_layers
+from .build_stamp import STAMP_KEYS, Reason, products_of, say, stale_reasons, stamp_components, write_stamp
+from .buildenv import BuildEnv, build_environment
 from .cache_url import redact
 from .digest import hash_file
 from .envops import EnvFileError, EnvLayer, SourceScriptError
 from .errors import BuildError
-from .host import HostFacts
 from .links import plan_links
-from .lockfile import read_lock
+from .plans import PlanItem
+from .plans.build import BuildItem, BuildPlan, check_prerequisites
 from .proc import log_path, run_logged
 from .progress import ProgressTask
-from .recipe import Recipe, Toolchain
-from .recipe.resolve import toolchain_override_var
+from .recipe import Recipe
 from .stages import Action, RunOptions, StageContext, StageResult
 from .state import make_state_dir, read_state
-from .steps import failure, missing_creates, run_steps, unverified
+from .steps import failure, run_steps, unverified
 from .ui import UI
 
-STAMP_KEYS = ("digest", "components")  # what a build stamp must hold to be compared at all
 _NINJA = re.compile(r"^\[(\d+)/(\d+)\]\s*(.*)")
 
 
-def run_build(ctx: StageContext, options: RunOptions) -> StageResult:
+def run_build(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> StageResult:
+    """Act on the build's plan (``plans.build.plan_build``, made with these options): "up to date", or prepare →
+    build → verify → stamp."""
     start = time.monotonic()
-    recipe, ws, ui = ctx.recipe, ctx.workspace, ctx.ui
-    if recipe.build is None:
-        raise BuildError(f"recipe {recipe.name} has no build section", fix="add `build:` to the recipe")
-    _arch_gate(ctx, options)
-    if not options.python.exists():  # report missing inputs before creating a venv a failing build would leave
-        early = missing_inputs(ctx)
-        if early:
-            raise _missing_inputs(early, options)
-    pythonenv.ensure_interpreter(options.python, ws, recipe.python.requires, ui)
-    try:
-        build_env = build_environment(recipe, options.python, offline=options.offline, host=ctx.host,
-                                      workdir=ws.root)
-    except (EnvFileError, SourceScriptError):  # a file the env reads (a source's, a toolchain's script) is not
-        # there yet: say everything that is missing, not only the first
-        early = [*stacking.base_problems(ctx), *missing_inputs(ctx)]
-        if early:
-            raise _missing_inputs(early, options) from None
-        raise
-    mode = build_mode(recipe, options.build.wheel_dir)
-    report = _preflight(ctx, options, build_env, mode)
-    kept = stacking.require_kept(ctx, options.python)
-    for conflict in build_env.conflicts:
-        ui.warn(f"inherited {conflict.describe()}")
-    components = stamp_components(recipe, ctx, options.python, build_env, report, mode)
-    stamp_file = stamp_path(recipe, ws, mode)
-    stored = read_state(stamp_file, needs=STAMP_KEYS, repair=True, notice=ui.warn)
-    built_before = stored is not None
-    gone = missing_creates(recipe, ctx.host) + unverified(recipe, ctx.host, options.python)
-    reasons = reasons_to_build(stored, components, report, options.python, gone,
-                               force=options.force)
-    if not reasons:
-        assert stored is not None
-        data = {"stamp": stored["digest"], **({"wheel": stored["wheel"]} if stored.get("wheel") else {}),
-                **({"wheelhouse": stored["origin"]} if isinstance(stored.get("origin"), dict) else {})}
-        if options.build.publish:
-            data["published"] = prebuilt.publish(ctx, options, components, stored.get("wheel"))
-        return StageResult("build", (Action("build", "ok", "up to date", data),), seconds=time.monotonic() - start)
-    step_options = {"logs_dir": ws.logs_dir, "ui": ui, "jobs": options.jobs, "verbose": options.verbose,
-                    "env_for": lambda step: build_environment(
-                        recipe, options.python, offline=options.offline, host=ctx.host, workdir=ws.root,
-                        extra=[EnvLayer(step.env, f"steps.{step.name}.env")])}
-    make_state_dir(ws.empty_dir)  # the recipe's env may point variables at it (an empty folder)
-    taken = prebuilt.take(ctx, options, components, stamp_file, start=start,
-                          post_install=lambda: run_steps("post-install", recipe, ctx.host, **step_options))
+    facts = _gate(ctx, options, plan)
+    if facts.current:
+        assert facts.build_env is not None and facts.components is not None
+        _warn_inherited(ctx.ui, facts.build_env)
+        return _up_to_date(ctx, options, facts.stored, facts.components, start)
+    ready = _prepare(ctx, options, facts)
+    if not ready.reasons:  # the plan could not compare before the prerequisites were there; now it is current
+        return _up_to_date(ctx, options, facts.stored, ready.components, start)
+    taken = _take_published(ctx, options, facts, ready, start)
     if taken is not None:
         return taken
-    for reason in reasons:
-        ui.info(f"building because {reason}")
-    pythonenv.constraints_file(recipe, ws)  # PIP_CONSTRAINT names it: the build's own pip runs keep to it
-    wheel_dir = _wheel_dir(ctx, options, mode)
-    wheels_before = _wheels(wheel_dir)
-    argv = list(recipe.build.wheel_argv if mode == "wheel" else recipe.build.argv)
-    if mode == "wheel" and not argv:
-        raise BuildError(f"recipe {recipe.name} has no build.wheel_argv", fix="add it to the recipe's build section")
-    if wheel_dir is not None:
-        wheel_dir.mkdir(parents=True, exist_ok=True)
-    cache = compile_cache.prepare(options.compile_cache, recipe.build.compile_cache, recipe.name, build_env.env,
-                                  ui.warn, base_dir=str(ws.root))
-    steps = run_steps("pre-build", recipe, ctx.host, **step_options)
-    result = _run(argv, recipe, ws.logs_dir, build_env, ui, options, cache.env if cache else {})
-    if not result.ok:
-        raise failure(result, recipe, options.jobs, "the build failed")
-    steps += run_steps("post-install", recipe, ctx.host, **step_options)
-    stacking.check_kept(ctx, options.python, kept)
-    still = unverified(recipe, ctx.host, options.python)
-    if still:  # the step ran and said nothing, but did not do its job (a patch script that found no pattern)
-        raise BuildError("the steps ran, but what they should have left is not there", details=tuple(still),
-                         fix="read the step's log in " + str(ws.logs_dir) + "; the distribution may be another "
-                         "version than the step's script knows")
-    broken = [link for link in plan_links(recipe, ws).links if link.state != "ok"]
-    if broken:
-        raise BuildError("the build changed the recipe's links", details=tuple(f"{b.path}: {b.detail}" for b in broken),
-                         fix="run `flagtree-cpu link`, then build again")
-    products = products_of(recipe)
-    wheel = _new_wheel(wheel_dir, wheels_before) if wheel_dir is not None else None
-    write_stamp(stamp_file, components, products, wheel, result.log)
-    prebuilt.forget_downloads(ws)  # a wheelhouse download that stalled before this build is of no use now
-    detail = f"built in {_duration(result.seconds)}; log {result.log}"
-    data: dict[str, Any] = {"log": str(result.log), "reasons": reasons}
-    if cache is not None:
-        data["compile_cache"], line = compile_cache.finish(cache, build_env.env, ui.warn)
-        detail += f"; {line}" if line else ""
-    if steps:
-        data["steps"] = steps
-    if wheel:
-        data["wheel"] = wheel
+    built = _build(ctx, options, facts, ready)
+    _verify(ctx, options, ready.kept)
+    return _stamp(ctx, options, facts, ready, built, start)
+
+
+@dataclass(frozen=True)
+class _Ready:
+    """What prepare made ready: the environment, the stamp the build will write, why it runs, what must stay."""
+
+    build_env: BuildEnv
+    components: dict[str, Any]
+    reasons: tuple[Reason, ...]
+    kept: dict[str, stacking.Installed]
+
+
+@dataclass(frozen=True)
+class _Built:
+    result: Any  # proc.run_logged's result (ok, log, seconds)
+    steps: list[dict[str, Any]]
+    cache: compile_cache.CacheSession | None
+    wheel_dir: Path | None
+    wheels_before: dict[Path, float]
+
+
+def _gate(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> BuildPlan:
+    """The build's plan, once the recipe has a build and this machine may run it."""
+    if ctx.recipe.build is None:
+        raise BuildError(f"recipe {ctx.recipe.name} has no build section", fix="add `build:` to the recipe")
+    _arch_gate(ctx, options)
+    facts = [i.facts for i in plan if isinstance(i, BuildItem) and i.facts is not None]
+    if len(facts) != 1:
+        raise ValueError(f"run_build acts on the build's plan (plans.build.plan_build), not on {plan!r}")
+    return facts[0]
+
+
+def _up_to_date(ctx: StageContext, options: RunOptions, stored: dict[str, Any] | None,
+                components: dict[str, Any], start: float) -> StageResult:
+    assert stored is not None
+    data = {"stamp": stored["digest"], **({"wheel": stored["wheel"]} if stored.get("wheel") else {}),
+            **({"wheelhouse": stored["origin"]} if isinstance(stored.get("origin"), dict) else {})}
     if options.build.publish:
-        data["published"] = prebuilt.publish(ctx, options, components, wheel)
-    status = "updated" if built_before else "created"
-    return StageResult("build", (Action("build", status, detail, data),), seconds=time.monotonic() - start)
+        data["published"] = prebuilt.publish(ctx, options, components, stored.get("wheel"))
+    return StageResult("build", (Action("build", "ok", "up to date", data),), seconds=time.monotonic() - start)
 
 
-def _wheel_dir(ctx: StageContext, options: RunOptions, mode: str) -> Path | None:
-    """Where the wheel goes: --wheel DIR, or for a wheel-only recipe the {wheel_dir} its wheel_argv names."""
-    if mode != "wheel":
-        return None
-    return options.build.wheel_dir or ctx.workspace.root / "dist"  # the {wheel_dir} default (placeholders.py)
+# --- prepare ---------------------------------------------------------------------------------------------------
 
 
-def build_freshness(ctx: StageContext, python: Path, *, offline: bool = False,
-                    assume: Mapping[str, Mapping[str, str]] | None = None) -> list[str]:
-    """Why `build` would run now; empty when it would say "up to date". Read-only (for status and plans).
+def _prepare(ctx: StageContext, options: RunOptions, facts: BuildPlan) -> _Ready:
+    """Refuse what is missing (all of it at once), make the interpreter and its prerequisites ready, guard a
+    stacked recipe's base; then the stamp this build will write, and why it runs."""
+    if facts.problems and not options.python.exists():  # before creating a venv a failing build would leave
+        raise _missing_inputs(list(facts.problems), options)
+    pythonenv.ensure_interpreter(options.python, ctx.workspace, ctx.recipe.python.requires, ctx.ui)
+    build_env = _environment(ctx, options, facts)
+    report = _prerequisites(ctx, options, facts, build_env)
+    kept = stacking.require_kept(ctx, options.python)
+    _warn_inherited(ctx.ui, build_env)
+    planned = report is facts.report and facts.components is not None
+    components = facts.components if planned else stamp_components(ctx.recipe, ctx, options.python, build_env,
+                                                                    report, facts.mode)
+    assert components is not None
+    reasons = facts.reasons if facts.decided else stale_reasons(ctx, options.python, facts.stored, components,
+                                                                report, force=options.force)
+    # the plan read a damaged stamp as none; the build moves it aside (and says so) before writing a new one
+    read_state(facts.stamp_file, needs=STAMP_KEYS, repair=True, notice=ctx.ui.warn)
+    make_state_dir(ctx.workspace.empty_dir)  # the recipe's env may point variables at it (an empty folder)
+    return _Ready(build_env, components, reasons, kept)
 
-    ``assume`` ({"sources": {name: commit}, "artifacts": {name: sha256}}) judges the build as it will be
-    once sync and fetch have brought those in (the dry run), instead of refusing while they are not there."""
-    recipe = ctx.recipe
-    if recipe.build is None:
-        return []
-    problems = missing_inputs(ctx) if assume is None else []
+
+def _take_published(ctx: StageContext, options: RunOptions, facts: BuildPlan, ready: _Ready,
+                    start: float) -> StageResult | None:
+    """A fleet's wheelhouse build that fits, installed instead of building here; None: build here."""
+    return prebuilt.take(ctx, options, ready.components, facts.stamp_file, start=start,
+                         post_install=lambda: run_steps("post-install", ctx.recipe, ctx.host,
+                                                        **_step_options(ctx, options)))
+
+
+def _environment(ctx: StageContext, options: RunOptions, facts: BuildPlan) -> BuildEnv:
+    if facts.build_env is not None:
+        return facts.build_env
+    try:
+        return build_environment(ctx.recipe, options.python, offline=options.offline, host=ctx.host,
+                                 workdir=ctx.workspace.root)
+    except (EnvFileError, SourceScriptError):  # a file the env reads (a source's, a toolchain's script) is not
+        # there yet: say everything that is missing, not only the first
+        if facts.problems:
+            raise _missing_inputs(list(facts.problems), options) from None
+        raise
+
+
+def _prerequisites(ctx: StageContext, options: RunOptions, facts: BuildPlan,
+                   build_env: BuildEnv) -> pythonenv.PythonReport:
+    """The build prerequisites, installed when missing; every missing input (the plan's, and prerequisites pip
+    may not install here) refused at once."""
+    recipe, ws = ctx.recipe, ctx.workspace
+    pythonenv.refuse_conflicts(recipe, recipe.python.build)  # the recipe contradicts itself: exit 2, nothing run
+    recheck = lambda: check_prerequisites(recipe, options.python, build_env, facts.mode)  # noqa: E731
+    report = facts.report if facts.report is not None else recheck()
+    pythonenv.require_preinstalled(report)  # a vendor's package pip must not (and cannot) provide
+    wheelhouse = pythonenv.offline_wheelhouse(ws) if options.offline else None
+    problems = [*facts.problems, *_uninstallable(ctx, options, report, wheelhouse, others=bool(facts.problems))]
     if problems:
-        return ["its inputs are not ready: " + problems[0].split(" — ")[0]]
-    if not python.exists():
-        return [f"there is no interpreter at {python} yet"]
-    build_env = build_environment(recipe, python, offline=offline, host=ctx.host, workdir=ctx.workspace.root)
-    mode = build_mode(recipe, None)
-    report = pythonenv.check(python, recipe.python.build, build_env.env.get("PATH", ""),
-                             also=_installed_distribution(recipe, mode), recipe=recipe)
+        raise _missing_inputs(problems, options)
     if report.missing:
-        return [f"build prerequisites are missing or of the wrong version: "
-                f"{', '.join(p.name for p in report.missing)}"]
-    options = RunOptions(python=python, offline=offline)
-    components = stamp_components(recipe, ctx, options.python, build_env, report, mode)
-    if assume is not None:
-        for name, commit in assume["sources"].items():
-            components["sources"][name] = {**components["sources"].get(name, {}), "commit": commit}
-        components["artifacts"].update(assume["artifacts"])
-    stored = read_state(stamp_path(recipe, ctx.workspace, mode), needs=STAMP_KEYS)
-    gone = missing_creates(recipe, ctx.host) + unverified(recipe, ctx.host, options.python)
-    return reasons_to_build(stored, components, report, options.python, gone,
-                            force=options.force)
+        report = pythonenv.install_and_recheck(report, ws, ctx.ui, recheck, wheelhouse=wheelhouse)
+    return report
 
 
-def _installed_distribution(recipe: Recipe, mode: str) -> list[str]:
-    """The distribution an editable build installs (its absence means build again); a wheel installs nothing."""
-    assert recipe.build is not None
-    return [recipe.build.distribution] if recipe.build.distribution and mode == "editable" else []
+def _uninstallable(ctx: StageContext, options: RunOptions, report: pythonenv.PythonReport,
+                   wheelhouse: Path | None, *, others: bool) -> list[str]:
+    """Missing prerequisites as one more missing input, with the pip command that installs them: offline without
+    an imported wheelhouse (pip has nowhere to get them), or when other inputs are missing (nothing runs)."""
+    if not report.missing or not ((options.offline and wheelhouse is None) or others):
+        return []
+    limits = pythonenv.constraints_file(ctx.recipe, ctx.workspace)
+    commands = " && ".join(shlex.join(c) for c in pythonenv.install_commands(options.python, report.missing,
+                                                                              limits, wheelhouse))
+    return [f"Python prerequisites missing in {options.python}: {', '.join(p.describe() for p in report.missing)} "
+            f"— run `{commands}` (online, or with PIP_FIND_LINKS pointing at a wheel folder)"]
 
 
-# --- gates and inputs ----------------------------------------------------------------------------
+def _warn_inherited(ui: UI, build_env: BuildEnv) -> None:
+    for conflict in build_env.conflicts:
+        ui.warn(f"inherited {conflict.describe()}")
 
 
 def _arch_gate(ctx: StageContext, options: RunOptions) -> None:
@@ -203,69 +205,6 @@ def _arch_gate(ctx: StageContext, options: RunOptions) -> None:
                      fix=f"{instead}; or pass --ignore-host to try anyway (for testing)")
 
 
-def build_environment(recipe: Recipe, python: Path, *, offline: bool, host: HostFacts | None = None,
-                      workdir: Path | None = None, extra: Sequence[EnvLayer] = ()) -> BuildEnv:
-    """The build environment on this machine: the recipe's env operations, those of the toolchains that
-    apply here, then ``extra`` (a step's own), applied to os.environ, with the target interpreter's bin
-    first on PATH (where ``if_command`` commands such as ccache are looked up too). Relative ``source``
-    scripts are found under ``workdir``."""
-    assert recipe.build is not None
-    if host is None:
-        from .host import read_host
-
-        host = read_host()
-    facts = recipe.facts_on(host)
-    return compute_build_env(recipe.build, os.environ, offline=offline, path_prefix=str(python.parent),
-                             extra_ops=[*toolchain_layers(recipe, facts), *extra], workdir=workdir)
-
-
-def applicable_toolchains(recipe: Recipe, host: HostFacts) -> dict[str, Toolchain]:
-    """The pre-provisioned toolchains this host needs (their ``when`` matches)."""
-    return recipe.toolchains_on(recipe.facts_on(host))
-
-
-def toolchain_missing(toolchain: Toolchain) -> list[str]:
-    """What of a pre-provisioned toolchain is not on this machine: its folder, else the expected files in it."""
-    root = Path(toolchain.path)
-    if not root.is_dir():
-        return [str(root)]
-    return [str(root / f) for f in toolchain.expect if not (root / f).exists()]
-
-
-def _preflight(ctx: StageContext, options: RunOptions, build_env: BuildEnv,
-               mode: str) -> pythonenv.PythonReport:
-    """Check every input; list all that are missing at once, each with what provides it."""
-    recipe, ws = ctx.recipe, ctx.workspace
-    problems = [*stacking.base_problems(ctx), *missing_inputs(ctx)]
-    if recipe.links is not None and not problems:
-        bad = [link for link in plan_links(recipe, ws).links if link.state != "ok"]
-        if bad:
-            problems.append(f"links: {len(bad)} of {len(recipe.links.entries)} are not in place "
-                            f"({', '.join(b.path for b in bad[:3])}{' ...' if len(bad) > 3 else ''}) — run "
-                            "`flagtree-cpu link`")
-    also = _installed_distribution(recipe, mode)
-    pythonenv.refuse_conflicts(recipe, recipe.python.build)  # the recipe contradicts itself: exit 2, nothing run
-    report = pythonenv.check(options.python, recipe.python.build, build_env.env.get("PATH", ""), also=also,
-                             recipe=recipe)
-    pythonenv.require_preinstalled(report)  # a vendor's package pip must not (and cannot) provide
-    wheelhouse = pythonenv.offline_wheelhouse(ws) if options.offline else None
-    if report.missing:
-        limits = pythonenv.constraints_file(recipe, ws)
-        commands = " && ".join(shlex.join(c) for c in pythonenv.install_commands(options.python, report.missing,
-                                                                                  limits, wheelhouse))
-        if (options.offline and wheelhouse is None) or problems:
-            problems.append(f"Python prerequisites missing in {options.python}: "
-                            f"{', '.join(p.describe() for p in report.missing)} — run `{commands}` "
-                            "(online, or with PIP_FIND_LINKS pointing at a wheel folder)")
-    if problems:
-        raise _missing_inputs(problems, options)
-    if report.missing:
-        report = pythonenv.install_and_recheck(report, ws, ctx.ui, lambda: pythonenv.check(
-            options.python, recipe.python.build, build_env.env.get("PATH", ""), also=also, recipe=recipe),
-            wheelhouse=wheelhouse)
-    return report
-
-
 def _missing_inputs(problems: list[str], options: RunOptions) -> BuildError:
     mode = "an offline build" if options.offline else "the build"
     return BuildError(f"{len(problems)} input{'s' if len(problems) > 1 else ''} of {mode} "
@@ -274,49 +213,84 @@ def _missing_inputs(problems: list[str], options: RunOptions) -> BuildError:
                       "does all of them), then build again")
 
 
-def missing_inputs(ctx: StageContext) -> list[str]:
-    """What build refuses to run without: sources sync would still move, artifacts fetch would still publish,
-    pre-provisioned toolchains that are not on this host."""
-    return _source_problems(ctx.recipe, ctx) + _artifact_problems(ctx.recipe, ctx) + _toolchain_problems(ctx)
+# --- build, verify, stamp --------------------------------------------------------------------------------------
 
 
-def _toolchain_problems(ctx: StageContext) -> list[str]:
-    """Toolchains installed by other means (never downloaded): their folder and expected files must be here."""
-    recipe = ctx.recipe
-    problems = []
-    for name, toolchain in applicable_toolchains(recipe, ctx.host).items():
-        absent = toolchain_missing(toolchain)
-        if not absent:
-            continue
-        variant = f" (variant {recipe.variant})" if recipe.variant else ""
-        listed = ", ".join(absent[:3]) + (f" and {len(absent) - 3} more" if len(absent) > 3 else "")
-        why = f" ({toolchain.why})" if toolchain.why else ""
-        how = f"{toolchain.fix}, or" if toolchain.fix else "install it, or"
-        problems.append(f"toolchain {name}{variant}: {listed} {'is' if len(absent) == 1 else 'are'} missing{why} "
-                        f"— {how} point {toolchain_override_var(name)} at this host's copy "
-                        f"(export {toolchain_override_var(name)}=/path/to/{name})")
-    return problems
+def _build(ctx: StageContext, options: RunOptions, facts: BuildPlan, ready: _Ready) -> _Built:
+    """The recipe's pre-build steps, its build command (watched and logged), then its post-install steps."""
+    recipe, ws, ui = ctx.recipe, ctx.workspace, ctx.ui
+    assert recipe.build is not None
+    for reason in ready.reasons:
+        ui.info(f"building because {say(reason)}")
+    pythonenv.constraints_file(recipe, ws)  # PIP_CONSTRAINT names it: the build's own pip runs keep to it
+    wheel_dir = _wheel_dir(ctx, options, facts.mode)
+    wheels_before = _wheels(wheel_dir)
+    argv = list(recipe.build.wheel_argv if facts.mode == "wheel" else recipe.build.argv)
+    if facts.mode == "wheel" and not argv:
+        raise BuildError(f"recipe {recipe.name} has no build.wheel_argv", fix="add it to the recipe's build section")
+    if wheel_dir is not None:
+        wheel_dir.mkdir(parents=True, exist_ok=True)
+    cache = compile_cache.prepare(options.compile_cache, recipe.build.compile_cache, recipe.name,
+                                  ready.build_env.env, ui.warn, base_dir=str(ws.root))
+    step_options = _step_options(ctx, options)
+    steps = run_steps("pre-build", recipe, ctx.host, **step_options)
+    result = _run(argv, recipe, ws.logs_dir, ready.build_env, ui, options, cache.env if cache else {})
+    if not result.ok:
+        raise failure(result, recipe, options.jobs, "the build failed")
+    steps += run_steps("post-install", recipe, ctx.host, **step_options)
+    return _Built(result, steps, cache, wheel_dir, wheels_before)
 
 
-def _source_problems(recipe: Recipe, ctx: StageContext) -> list[str]:
-    """Sources sync would still move (their plan, read-only; local changes at the pin are the user's)."""
-    from .plans.sources import plan_sources
-    from .stages import RunOptions
-
-    lock = read_lock(ctx.workspace.lock_file)
-    return [f"source {i.subject}: {i.detail} — run `flagtree-cpu sync`"
-            for i in plan_sources(ctx, lock, RunOptions(python=Path()), count_changes=False) if i.will != "ok"]
+def _step_options(ctx: StageContext, options: RunOptions) -> dict[str, Any]:
+    """How the recipe's steps run: each in the build environment plus its own env."""
+    return {"logs_dir": ctx.workspace.logs_dir, "ui": ctx.ui, "jobs": options.jobs, "verbose": options.verbose,
+            "env_for": lambda step: build_environment(
+                ctx.recipe, options.python, offline=options.offline, host=ctx.host, workdir=ctx.workspace.root,
+                extra=[EnvLayer(step.env, f"steps.{step.name}.env")])}
 
 
-def _artifact_problems(recipe: Recipe, ctx: StageContext) -> list[str]:
-    """Artifacts fetch would still publish (their plan: the same rule fetch skips by)."""
-    from .plans.artifacts import plan_artifacts
-    from .stages import RunOptions
+def _verify(ctx: StageContext, options: RunOptions, kept: dict[str, stacking.Installed]) -> None:
+    """What the build must leave, or its stamp is not written: the base's kept distributions as they were, what
+    the steps verify, the recipe's links."""
+    recipe, ws = ctx.recipe, ctx.workspace
+    stacking.check_kept(ctx, options.python, kept)
+    still = unverified(recipe, ctx.host, options.python)
+    if still:  # the step ran and said nothing, but did not do its job (a patch script that found no pattern)
+        raise BuildError("the steps ran, but what they should have left is not there", details=tuple(still),
+                         fix="read the step's log in " + str(ws.logs_dir) + "; the distribution may be another "
+                         "version than the step's script knows")
+    broken = [link for link in plan_links(recipe, ws).links if link.state != "ok"]
+    if broken:
+        raise BuildError("the build changed the recipe's links", details=tuple(f"{b.path}: {b.detail}" for b in broken),
+                         fix="run `flagtree-cpu link`, then build again")
 
-    lock = read_lock(ctx.workspace.lock_file)
-    return [f"artifact {i.subject}: not published and verified at {i.data['path']} — run `flagtree-cpu fetch` "
-            "(offline: `flagtree-cpu fetch --offline --from FILE`)"
-            for i in plan_artifacts(recipe, lock, RunOptions(python=Path())) if i.will != "ok"]
+
+def _stamp(ctx: StageContext, options: RunOptions, facts: BuildPlan, ready: _Ready, built: _Built,
+           start: float) -> StageResult:
+    """Write the build stamp (what this build was made from, its products, its wheel) and say what was done."""
+    wheel = _new_wheel(built.wheel_dir, built.wheels_before) if built.wheel_dir is not None else None
+    write_stamp(facts.stamp_file, ready.components, products_of(ctx.recipe), wheel, built.result.log)
+    prebuilt.forget_downloads(ctx.workspace)  # a wheelhouse download that stalled before this build is of no use now
+    detail = f"built in {_duration(built.result.seconds)}; log {built.result.log}"
+    data: dict[str, Any] = {"log": str(built.result.log), "reasons": [say(r) for r in ready.reasons]}
+    if built.cache is not None:
+        data["compile_cache"], line = compile_cache.finish(built.cache, ready.build_env.env, ctx.ui.warn)
+        detail += f"; {line}" if line else ""
+    if built.steps:
+        data["steps"] = built.steps
+    if wheel:
+        data["wheel"] = wheel
+    if options.build.publish:
+        data["published"] = prebuilt.publish(ctx, options, ready.components, wheel)
+    status = "updated" if facts.stored is not None else "created"
+    return StageResult("build", (Action("build", status, detail, data),), seconds=time.monotonic() - start)
+
+
+def _wheel_dir(ctx: StageContext, options: RunOptions, mode: str) -> Path | None:
+    """Where the wheel goes: --wheel DIR, or for a wheel-only recipe the {wheel_dir} its wheel_argv names."""
+    if mode != "wheel":
+        return None
+    return options.build.wheel_dir or ctx.workspace.root / "dist"  # the {wheel_dir} default (placeholders.py)
 
 
 # --- running and watching ------------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 """The build stamp: what a build's result depends on (sources, artifacts, command, environment, Python,
-prerequisites, compilers, steps, variant), and why a stored stamp says the build must run again.
+prerequisites, compilers, steps, variant), and why a stored one says the build must run again.
 
-``build`` writes it after a successful build; ``build_freshness`` and the plans compare with it.
+``build`` writes it after a successful build; the build's plan (``plans/build.py``) compares with it through
+``stale_reasons``. A reason is a value (``Changed(("sources", "flagtree", "commit"), old, new)``,
+``ProductsMissing``, ...) and ``say`` makes its words, once, for `build`, ``status``, doctor and the dry run.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import json
 import re
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +24,10 @@ from .proc import capture
 from .recipe import Recipe
 from .stages import StageContext
 from .state import write_state
-from .steps import steps_stamp
+from .steps import missing_creates, steps_stamp, unverified
 from .workspace import Workspace
+
+STAMP_KEYS = ("digest", "components")  # what a build stamp must hold to be compared at all
 
 
 def build_mode(recipe: Recipe, wheel_dir: Path | None) -> str:
@@ -83,44 +88,28 @@ def stamp_components(recipe: Recipe, ctx: StageContext, python: Path, build_env:
     return components
 
 
-def reasons_to_build(stored: dict[str, Any] | None, components: dict[str, Any], report: pythonenv.PythonReport,
-                     python: Path, creates_missing: list[str], *, force: bool = False) -> list[str]:
-    """Why the build must run, compared with the stamp stored; empty: it is up to date."""
-    if force:
-        return ["--force"]
-    if stored is None:
-        return ["no previous build"]
-    reasons = [f"{key} changed: {old} -> {new}" for key, old, new in differences(stored["components"], components)]
-    products = stored.get("products") if isinstance(stored.get("products"), list) else []
-    missing = [str(p.get("path") if isinstance(p, dict) else p) for p in products if not _same_file(p)]
-    if missing:
-        reasons.append(f"build products are missing: {', '.join(missing)}")
-    if creates_missing:
-        reasons.append(f"what the steps create is missing: {', '.join(creates_missing)}")
-    for name, version in report.extra_found.items():
-        if components["mode"] == "editable" and version is None:
-            reasons.append(f"{name} is not installed in {python}")
-    wheel = stored.get("wheel")
-    if wheel and not _same_file(wheel):
-        reasons.append(f"the wheel {wheel.get('path') if isinstance(wheel, dict) else wheel} is gone")
-    return reasons
-
-
-def differences(old: Any, new: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
-    """(dotted key, old, new) for every leaf that differs; long hex digests shortened."""
+def changes(old: Any, new: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any, Any]]:
+    """(key path, old, new) for every leaf that differs, values as they are."""
     if isinstance(old, dict) and isinstance(new, dict):
         found = []
         for key in sorted(set(old) | set(new)):
-            found += differences(old.get(key), new.get(key), f"{prefix}.{key}" if prefix else key)
+            found += changes(old.get(key), new.get(key), (*path, str(key)))
         return found
-    return [] if old == new else [(prefix, _short(old), _short(new))]
+    return [] if old == new else [(path, old, new)]
 
 
-def _short(value: Any) -> Any:
+def differences(old: Any, new: Any) -> list[tuple[str, Any, Any]]:
+    """(dotted key, old, new) for every leaf that differs; long hex digests shortened."""
+    return [(".".join(path), shortened(a), shortened(b)) for path, a, b in changes(old, new)]
+
+
+def shortened(value: Any) -> Any:
+    """A long hex digest (a commit, a sha256) as its first 12 digits; anything else as it is."""
     return value[:12] if isinstance(value, str) and re.fullmatch(r"[0-9a-f]{40,64}", value) else value
 
 
-def _same_file(record: Any) -> bool:
+def same_file(record: Any) -> bool:
+    """Whether the file a stamp records (``{"path", "size"}``) is still there, at that size."""
     if not isinstance(record, dict) or not isinstance(record.get("path"), str):
         return False  # a stamp written by hand or damaged: its products count as gone
     path = Path(record["path"])
@@ -143,3 +132,162 @@ def write_stamp(path: Path, components: dict[str, Any], products: list[dict[str,
     if origin is not None:
         stamp["origin"] = origin
     write_state(path, stamp)
+
+
+# --- why the build must run: values, and their words ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Forced:
+    def words(self) -> str:
+        return "--force"
+
+
+@dataclass(frozen=True)
+class NoPreviousBuild:
+    """No stamp for this build's mode in the workspace (or a damaged one)."""
+
+    def words(self) -> str:
+        return "no previous build"
+
+
+@dataclass(frozen=True)
+class Changed:
+    """A stamp component differs: ``key`` is its path in the components (("sources", "flagtree", "commit"),
+    ("env", "TRITON_BUILD_PROTON")), ``old`` the stored value, ``new`` the value now (whole, not shortened)."""
+
+    key: tuple[str, ...]
+    old: Any
+    new: Any
+
+    def words(self) -> str:
+        return f"{'.'.join(self.key)} changed: {shortened(self.old)} -> {shortened(self.new)}"
+
+    def move_words(self) -> str | None:
+        """In the words of the stage that will bring the change (the dry run): "flagtree moves 3911e5b -> 54d33a5";
+        None for a change no stage before the build makes."""
+        old, new = str(self.old)[:7], str(self.new)[:7]
+        if len(self.key) == 3 and self.key[0] == "sources" and self.key[2] == "commit":
+            return f"{self.key[1]} moves {old} -> {new}"
+        if len(self.key) == 2 and self.key[0] == "artifacts":
+            return f"{self.key[1]} changed ({old} -> {new})"
+        return None
+
+
+@dataclass(frozen=True)
+class ProductsMissing:
+    paths: tuple[str, ...]
+
+    def words(self) -> str:
+        return f"build products are missing: {', '.join(self.paths)}"
+
+
+@dataclass(frozen=True)
+class CreatesMissing:
+    """What the recipe's steps create, or the marks they leave, is not there."""
+
+    paths: tuple[str, ...]
+
+    def words(self) -> str:
+        return f"what the steps create is missing: {', '.join(self.paths)}"
+
+
+@dataclass(frozen=True)
+class NotInstalled:
+    """A distribution the build must find installed (an editable build's own, a stacked recipe's kept one)."""
+
+    distribution: str
+    python: Path
+
+    def words(self) -> str:
+        return f"{self.distribution} is not installed in {self.python}"
+
+
+@dataclass(frozen=True)
+class WheelGone:
+    path: str
+
+    def words(self) -> str:
+        return f"the wheel {self.path} is gone"
+
+
+@dataclass(frozen=True)
+class InputsNotReady:
+    problems: tuple[str, ...]  # each with what provides it; the run lists them all and refuses
+
+    def words(self) -> str:
+        return "its inputs are not ready: " + self.problems[0].split(" — ")[0]
+
+
+@dataclass(frozen=True)
+class NoInterpreter:
+    python: Path
+
+    def words(self) -> str:
+        return f"there is no interpreter at {self.python} yet"
+
+
+@dataclass(frozen=True)
+class PrerequisitesMissing:
+    names: tuple[str, ...]
+
+    def words(self) -> str:
+        return f"build prerequisites are missing or of the wrong version: {', '.join(self.names)}"
+
+
+@dataclass(frozen=True)
+class EnvUnreadable:
+    """A file the build environment reads (a ``from_file``, a ``source`` script) is not there or fails."""
+
+    error: str
+
+    def words(self) -> str:
+        return f"its environment cannot be made yet: {self.error}"
+
+
+@dataclass(frozen=True)
+class Unresolved:
+    """An input whose value is known only once its stage has run (the dry run)."""
+
+    area: str  # sources or artifacts
+    subject: str
+    action: str  # what its stage will do
+
+    def words(self) -> str:
+        if self.area == "sources":
+            return f"{self.subject} is resolved again ({self.action})"
+        return f"{self.subject} has no known sha256 yet"
+
+
+Reason = (Forced | NoPreviousBuild | Changed | ProductsMissing | CreatesMissing | NotInstalled | WheelGone
+          | InputsNotReady | NoInterpreter | PrerequisitesMissing | EnvUnreadable | Unresolved)
+UNDECIDED = (NoInterpreter, PrerequisitesMissing, EnvUnreadable)  # the stamp could not be compared yet
+
+
+def say(reason: Reason, *, ahead: bool = False) -> str:
+    """A reason in words. ``ahead``: said before the stages above the build have run (the dry run), where a
+    changed pin is said as the move its stage will make."""
+    moved = reason.move_words() if ahead and isinstance(reason, Changed) else None
+    return moved or reason.words()
+
+
+def stale_reasons(ctx: StageContext, python: Path, stored: dict[str, Any] | None, components: dict[str, Any],
+                  report: pythonenv.PythonReport, *, force: bool = False) -> tuple[Reason, ...]:
+    """Why the build must run, compared with the stamp stored; empty: it is up to date."""
+    if force:
+        return (Forced(),)
+    if stored is None:
+        return (NoPreviousBuild(),)
+    reasons: list[Reason] = [Changed(key, old, new) for key, old, new in changes(stored["components"], components)]
+    products = stored.get("products") if isinstance(stored.get("products"), list) else []
+    missing = tuple(str(p.get("path") if isinstance(p, dict) else p) for p in products if not same_file(p))
+    if missing:
+        reasons.append(ProductsMissing(missing))
+    gone = missing_creates(ctx.recipe, ctx.host) + unverified(ctx.recipe, ctx.host, python)
+    if gone:
+        reasons.append(CreatesMissing(tuple(gone)))
+    reasons += [NotInstalled(name, python) for name, version in report.extra_found.items() if version is None]
+    wheel = stored.get("wheel")
+    if wheel and not same_file(wheel):
+        reasons.append(WheelGone(str(wheel.get("path") if isinstance(wheel, dict) else wheel)))
+    return tuple(reasons)

@@ -1,24 +1,31 @@
 """The build and run environments, computed from recipe + host facts + paths.
 
-Nothing here reads the machine or starts processes, with one exception made explicit: a recipe's
-``source`` ops run their script (``envops.source_script``, replaceable by a parameter). Callers pass the
-facts in, so every rule is unit-tested with plain numbers.
+Nothing here reads the machine or starts processes, with exceptions made explicit: a recipe's
+``source`` ops run their script (``envops.source_script``, replaceable by a parameter);
+``build_environment`` starts from this process's own environment (which the build inherits); and
+``toolchain_missing`` looks for a pre-provisioned toolchain's folder. Callers pass the other facts in,
+so every rule is unit-tested with plain numbers.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from .envops import SEP, Applied, CommandLookup, EnvChange, EnvLayer, Sourced, SourceRunner, apply_layers, on_path
-from .recipe import BuildSpec, EnvOps, Recipe, SelectorFacts
+from .recipe import BuildSpec, EnvOps, Recipe, SelectorFacts, Toolchain
 
-__all__ = ["GIB", "Applied", "BuildEnv", "EnvChange", "EnvLayer", "JobCounts", "compute_build_env", "compute_jobs",
-           "not_shell_names", "render_exports", "runtime_env", "stamp_env", "toolchain_layers"]
+if TYPE_CHECKING:
+    from .host import HostFacts
+
+__all__ = ["GIB", "Applied", "BuildEnv", "EnvChange", "EnvLayer", "JobCounts", "applicable_toolchains",
+           "build_environment", "compute_build_env", "compute_jobs", "not_shell_names", "render_exports",
+           "runtime_env", "stamp_env", "toolchain_layers", "toolchain_missing"]
 
 GIB = 1024**3
 
@@ -133,6 +140,31 @@ def compute_build_env(
     applied = apply_layers(layers, inherited, workdir=workdir, has_command=has_command, source=source,
                            path_prefix=path_prefix)
     return BuildEnv(applied.env, applied.changes, applied.sourced, applied.named, path_prefix)
+
+
+def build_environment(recipe: Recipe, python: Path, *, offline: bool, host: HostFacts, workdir: Path | None = None,
+                      extra: Sequence[EnvLayer] = ()) -> BuildEnv:
+    """The build environment on this machine: the recipe's env operations, those of the toolchains that
+    apply here, then ``extra`` (a step's own), applied to os.environ, with the target interpreter's bin
+    first on PATH (where ``if_command`` commands such as ccache are looked up too). Relative ``source``
+    scripts are found under ``workdir``."""
+    assert recipe.build is not None
+    facts = recipe.facts_on(host)
+    return compute_build_env(recipe.build, os.environ, offline=offline, path_prefix=str(python.parent),
+                             extra_ops=[*toolchain_layers(recipe, facts), *extra], workdir=workdir)
+
+
+def applicable_toolchains(recipe: Recipe, host: HostFacts) -> dict[str, Toolchain]:
+    """The pre-provisioned toolchains this host needs (their ``when`` matches)."""
+    return recipe.toolchains_on(recipe.facts_on(host))
+
+
+def toolchain_missing(toolchain: Toolchain) -> list[str]:
+    """What of a pre-provisioned toolchain is not on this machine: its folder, else the expected files in it."""
+    root = Path(toolchain.path)
+    if not root.is_dir():
+        return [str(root)]
+    return [str(root / f) for f in toolchain.expect if not (root / f).exists()]
 
 
 def runtime_env(

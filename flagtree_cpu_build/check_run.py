@@ -170,7 +170,7 @@ def _unmet_reason(needed: list[str], unmet: Mapping[str, str | None]) -> str:
 def absent_needs(recipe: Recipe, check: Check, path: str, workdir: Path) -> list[str]:
     """What of the check's `needs` this host lacks, each as the report names it (relative paths are in the
     workdir, where the check would run)."""
-    from .build import toolchain_missing
+    from .buildenv import toolchain_missing
 
     needs = check.needs
     absent = [device for device in needs.devices if not os.path.exists(device)]

@@ -100,7 +100,7 @@ def _plan_build(ctx: StageContext, lock: Lock | None, options: RunOptions, earli
 def _run_build(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> StageResult:
     from .build import run_build
 
-    return run_build(ctx, options)
+    return run_build(ctx, options, plan)
 
 
 def _plan_validate(ctx: StageContext, lock: Lock | None, options: RunOptions,

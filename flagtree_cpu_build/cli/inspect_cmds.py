@@ -84,7 +84,7 @@ def env_command(
     if build_env:
         if recipe.build is None:
             raise UsageError(f"recipe {recipe.name} has no build section")
-        from ..build import build_environment
+        from ..buildenv import build_environment
 
         computed = build_environment(recipe, target, offline=offline, host=host, workdir=stage_ctx.workspace.root)
         values, unset = computed.settings(), computed.removed()

@@ -239,7 +239,7 @@ def tool_libraries(c: DoctorContext) -> Outcome:
 
 @check("toolchain.provisioned", "toolchain", "Pre-provisioned toolchains the recipe names", live_only=True)
 def tool_provisioned(c: DoctorContext) -> Outcome:
-    from ..build import toolchain_missing
+    from ..buildenv import toolchain_missing
     from ..recipe.resolve import toolchain_override_var
 
     wanted = c.recipe.toolchains_on(selector_facts(c))

@@ -301,3 +301,16 @@ def test_env_prints_runtime_exports_and_the_build_env(bws: BuildWorkspace) -> No
     offline = result_of(bws.ws.run("env", "--build", "--offline", "--json").stdout)
     assert offline["set"]["TRITON_OFFLINE_BUILD"] == "1"
 
+
+
+def test_the_offline_dry_run_judges_the_build_as_the_offline_setup_does(bws: BuildWorkspace) -> None:
+    """The build's plan is judged with the run's own options: after `build --offline`, whose stamp holds a variable
+    only offline builds get, `setup --offline --dry-run` says the build is current, as `setup --offline` finds it."""
+    offline_only = ("build.offline_env.set.FIXTURE_OFFLINE_ONLY=1",)
+    assert bws.build("--offline", sets=offline_only).exit_code == 0
+    dry = bws.ws.run("setup", "--offline", "--skip-validate", "--dry-run", "--json", "--ignore-host", "--python",
+                     str(bws.python), sets=offline_only)
+    [item] = [i for i in result_of(dry.stdout)["items"] if i["area"] == "build"]
+    assert (item["state"], item["will"]) == ("ok", "ok"), item
+    again = bws.build("--offline", sets=offline_only)
+    assert again.exit_code == 0 and "up to date" in again.stderr

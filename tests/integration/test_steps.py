@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from flagtree_cpu_build.build import build_freshness
+from flagtree_cpu_build.build_stamp import say
 from flagtree_cpu_build.context import ContextRequest, open_context
-from flagtree_cpu_build.plans.build import plan_build
+from flagtree_cpu_build.plans.build import judge, plan_build
 from flagtree_cpu_build.stages import RunOptions
 from flagtree_cpu_build.ui import UI
 from tests.integration.test_build import BuildWorkspace, bws  # noqa: F401  (the fixture)
@@ -75,7 +75,7 @@ def freshness(workspace: BuildWorkspace, sets: tuple[str, ...]) -> list[str]:
     overrides = [argv[i + 1] for i, a in enumerate(argv) if a == "--set"]
     ctx = open_context(ContextRequest(recipe="flagtree-cpu-arm64", overrides=tuple(overrides),
                                       workdir=str(workspace.ws.root), python=workspace.python), UI())
-    reasons = build_freshness(ctx, workspace.python)
+    reasons = [say(r) for r in judge(ctx, workspace.python).reasons]
     [plan] = plan_build(ctx, RunOptions(python=workspace.python), [])
     assert plan.current == (not reasons), (plan, reasons)  # the plan reads the same stamp
     return reasons
