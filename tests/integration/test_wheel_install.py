@@ -28,8 +28,17 @@ from tests.support.venvs import make_venv, provision_dependencies, site_packages
 
 pytestmark = pytest.mark.slow
 
-_NOT_SOURCES = shutil.ignore_patterns(".git", ".venv*", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache",
-                                      ".ruff_cache")
+_NOT_SOURCES_ANYWHERE = shutil.ignore_patterns(".git", ".venv*", "*.egg-info", "__pycache__", ".pytest_cache",
+                                               ".ruff_cache")
+
+
+def _not_sources(folder: str, names: list[str]) -> set[str]:
+    """What the copy leaves out: build/ and dist/ only at the top, where setuptools writes them; a package folder
+    named build (flagtree_cpu_build/stages/build/) is source and must ship."""
+    skipped = set(_NOT_SOURCES_ANYWHERE(folder, names))
+    if Path(folder) == REPO_ROOT:
+        skipped |= {"build", "dist"} & set(names)
+    return skipped
 
 
 def shipped_tree() -> set[str]:
@@ -53,7 +62,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The wheel built from a copy of the tree, the sdist, and the wheel pip builds from that sdist."""
     root = tmp_path_factory.mktemp("wheel")
     source = root / "src"
-    shutil.copytree(REPO_ROOT, source, ignore=_NOT_SOURCES)
+    shutil.copytree(REPO_ROOT, source, ignore=_not_sources)
     pip_wheel = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--no-index"]
     subprocess.run([*pip_wheel, "-w", str(root / "dist"), str(source)], check=True, capture_output=True)
     [wheel] = (root / "dist").glob("flagtree_cpu-*.whl")
