@@ -625,7 +625,8 @@ class Mover:
 
     # 4. after
     def ruff(self, files: list[str]) -> None:
-        ruff = shutil.which("ruff") or next((str(p) for p in [self.root / ".venv/bin/ruff"] if p.exists()), None)
+        near = [self.root / ".venv/bin/ruff", Path(sys.executable).parent / "ruff"]
+        ruff = shutil.which("ruff") or next((str(p) for p in near if p.exists()), None)
         py = [f for f in files if f.endswith(".py") and (self.root / f).exists()]
         if not ruff or not py:
             self.report.ruff = "ruff not found: imports not re-sorted" if not ruff else ""
