@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
     from .archive import UnpackLimits
-    from .recipe import Artifact
+    from .artifact_tree import Artifact  # the shape unpacking reads (recipe.Artifact has it)
     from .ui import UI
 
 

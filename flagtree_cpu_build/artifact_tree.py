@@ -26,7 +26,7 @@ import time
 import zipfile
 import zlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote, urlparse
 
 from .archive import TarballProblem, UnpackLimits
@@ -34,9 +34,27 @@ from .diskspace import is_disk_full
 from .errors import ArtifactError
 from .extract import _Extractor, _refusal, _Unsafe, check_links, unpacking_errors
 
-if TYPE_CHECKING:  # the recipe's model reads ``artifact_kinds``, which calls in here: no import back at run time
-    from .recipe import Artifact
+if TYPE_CHECKING:
     from .ui import UI
+
+
+class Artifact(Protocol):
+    """What unpacking reads of a recipe's artifact (``recipe.Artifact`` has all of it). Named by shape, not
+    imported: the recipe's model reads ``artifact_kinds``, which calls in here, so an import back (even for
+    types only) would close a circle between the recipe and the stages below it."""
+
+    @property
+    def url(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def root(self) -> Any: ...  # recipe.ArtifactRoot: strip, find
+    @property
+    def after_unpack(self) -> Any: ...
+    @property
+    def unpacked_size(self) -> int | None: ...
+    @property
+    def unpacked_entries(self) -> int | None: ...
 
 _CHUNK = 1 << 20
 _MAX_LINK_TARGET = 4096  # PATH_MAX: a zip "symlink" holding more is not one
