@@ -22,7 +22,7 @@ from .digest import hash_text
 from .extract import read_stamp
 from .proc import capture
 from .recipe import Recipe
-from .stages import StageContext
+from .stagekit.stage import StageContext
 from .state import write_state
 from .steps import missing_creates, steps_stamp, unverified
 from .workspace import Workspace

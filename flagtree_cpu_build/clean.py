@@ -37,9 +37,9 @@ from .extract import read_stamp
 from .halfmade import discard, users
 from .locking import Held, exclusive
 from .partials import abandoned, leftovers, leftovers_in
-from .prebuilt import downloads_dir, partial_downloads
-from .sources import bundle_git_cache
-from .stages import StageContext
+from .stagekit.stage import StageContext
+from .stages.build.prebuilt import downloads_dir, partial_downloads
+from .stages.sources.sync import bundle_git_cache
 from .workspace import user_cache_dir
 
 CLEAN_SCHEMA = "flagtree-cpu/clean/v1"

@@ -20,7 +20,7 @@ from .workspace import Workspace, open_workspace, target_python
 if TYPE_CHECKING:
     from .host import HostFacts
     from .recipe import Recipe
-    from .stages import StageContext
+    from .stagekit.stage import StageContext
     from .ui import UI
 
 
@@ -95,7 +95,7 @@ def _context_of(loaded: Recipe, request: ContextRequest, ws: Workspace, host: Ho
 
     from .recipe.files import load_base, user_recipe_dirs
     from .stacking import constrained, own_constraints, restack, with_pip_constraint
-    from .stages import StageContext
+    from .stagekit.stage import StageContext
 
     if loaded.extends is None:
         recipe, _ = resolve_for(loaded, request, ws, host)

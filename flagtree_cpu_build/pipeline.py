@@ -25,9 +25,9 @@ from typing import Any
 
 from .errors import FlagtreeCpuError, Interrupted, Terminated, ValidationFailed
 from .preflight import run_preflight
-from .registry import STAGE_NAMES, STAGES, run_stage
 from .setup_report import SetupReport, StageRecord, collect_pins, failed_stage, is_fresh, junit_without_kernels, save
-from .stages import Action, RunOptions, Stage, StageContext, StageResult
+from .stagekit.stage import Action, RunOptions, Stage, StageContext, StageResult
+from .stages.registry import STAGE_NAMES, STAGES, run_stage
 
 PLAN_SCHEMA = "flagtree-cpu/setup-plan/v1"
 __all__ = ["PLAN_SCHEMA", "run_setup"]

@@ -17,14 +17,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import DoctorFailed, FlagtreeCpuError
-from .stages import Action, RunOptions, StageContext, StageResult
+from .stagekit.stage import Action, RunOptions, StageContext, StageResult
 from .system_packages import missing_system_packages as missing_system_packages  # importable here, as before
 from .system_packages import system_install_argv as system_install_argv
 from .system_packages import system_packages_action
 
 if TYPE_CHECKING:
     from .doctor import DoctorReport, Finding
-    from .plans import PlanItem
+    from .stagekit.plan import PlanItem
 
 
 # The blocking subset of doctor: fast, and each one would make a later stage fail after minutes.
@@ -68,7 +68,7 @@ class Stop:
 def would_stop(preflight_stops: Sequence[Finding], items: Iterable[PlanItem]) -> Stop | None:
     """Where the real setup would stop: preflight, or the first item to stop at (its own error, else its
     stage's)."""
-    from .registry import stage_of_area
+    from .stages.registry import stage_of_area
 
     if preflight_stops:
         return Stop("preflight", DoctorFailed, "; ".join(f"{f.id}: {f.detail}" for f in preflight_stops))

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .doctor import DoctorReport, Finding
     from .preflight import Stop
-    from .stages import RunOptions, StageContext
+    from .stagekit.stage import RunOptions, StageContext
     from .status import WorkspaceStatus
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from . import __version__
 from .errors import FlagtreeCpuError
 from .lockfile import read_lock
-from .stages import StageContext, StageResult
+from .stagekit.stage import StageContext, StageResult
 from .state import make_state_dir, write_state
 
 SETUP_SCHEMA = "flagtree-cpu/setup/v1"
@@ -72,7 +72,7 @@ def failed_stage(report: SetupReport) -> str:
 def junit_without_kernels(ctx: StageContext, path: Path, report: SetupReport) -> None:
     """CI uploads the --junit file whatever happened: when the checks did not run, the file says why
     (a skipped case for --skip-build/--skip-validate, an error case when setup stopped before them)."""
-    from .junit import write_junit_verdict
+    from .stages.validate.junit import write_junit_verdict
 
     record = report.record("validate")
     if report.error is None:

@@ -30,7 +30,7 @@ from .state import read_state
 
 if TYPE_CHECKING:
     from .recipe import Recipe
-    from .stages import StageContext
+    from .stagekit.stage import StageContext
     from .workspace import Workspace
 
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .plans import PlanItem
+from .stagekit.plan import PlanItem
 
 if TYPE_CHECKING:
-    from .stages import RunOptions, StageContext
+    from .stagekit.stage import RunOptions, StageContext
 
 STATUS_SCHEMA = "flagtree-cpu/status/v1"
 Item = PlanItem  # the name status and its JSON readers have always used
@@ -51,7 +51,7 @@ class WorkspaceStatus:
 
 
 def inspect_workspace(ctx: StageContext, options: RunOptions) -> WorkspaceStatus:
-    from .registry import plan_all
+    from .stages.registry import plan_all
 
     start = time.monotonic()
     items = [*_base_item(ctx, options), *plan_all(ctx, options)]
@@ -63,7 +63,7 @@ def _base_item(ctx: StageContext, options: RunOptions) -> list[PlanItem]:
     """A stacked recipe's base, as one row: `setup` sets it up first (without validating it)."""
     from dataclasses import replace
 
-    from .registry import plan_all
+    from .stages.registry import plan_all
 
     if ctx.base is None:
         return []

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import DoctorFailed
-from .stages import Action
+from .stagekit.stage import Action
 
 if TYPE_CHECKING:
-    from .stages import StageContext
+    from .stagekit.stage import StageContext
 
 DPKG_STATUS = "var/lib/dpkg/status"
 

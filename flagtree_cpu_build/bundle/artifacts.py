@@ -29,13 +29,13 @@ from ..errors import ArtifactError
 from ..lockfile import ArtifactLock, expected_digests, locked_artifact, read_lock, update_lock
 from ..mirrors import candidate_urls
 from ..probes import artifact_pin_failures
-from ..stream import retry_fix
+from ..stages.artifacts.stream import retry_fix
 from ..workspace import user_cache_dir
 
 if TYPE_CHECKING:
     from ..mirrors import MirrorRule
     from ..recipe import Artifact
-    from ..stages import StageContext
+    from ..stagekit.stage import StageContext
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from ..context import ContextRequest
     from ..host import HostFacts
     from ..mirrors import MirrorRule
-    from ..stages import StageContext
+    from ..stagekit.stage import StageContext
     from ..ui import UI
 
 CARRIED_KINDS = ("git", "artifact", "wheel")  # what --since may leave out (locks and recipes are always there)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..stages import StageContext
+from ..stagekit.stage import StageContext
 from .errors import BundleMismatch
 from .manifest import Manifest
 

@@ -40,8 +40,8 @@ from ..gitops import clone_bundle_mirror, fetch_bundle
 from ..lockfile import Lock, read_lock, write_lock
 from ..partials import PartialFolder, sweep
 from ..pythonenv import wheelhouse_dir
-from ..sources import bundle_git_cache
-from ..stages import Action, StageContext, StageResult, Status
+from ..stagekit.stage import Action, StageContext, StageResult, Status
+from ..stages.sources.sync import bundle_git_cache
 from ..ui import UI
 from ..workspace import user_cache_dir
 from .archive import extract_members, read_bundle

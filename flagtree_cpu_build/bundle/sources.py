@@ -23,11 +23,11 @@ from ..gitcache import GitCache
 from ..gitcmd import has_commit, refs_under
 from ..gitops import delete_ref, set_ref, write_bundle
 from ..lockfile import read_lock
-from ..registry import run_stage, stage_named
-from ..stages import RunOptions
+from ..stagekit.stage import RunOptions
+from ..stages.registry import run_stage, stage_named
 
 if TYPE_CHECKING:
-    from ..stages import StageContext, StageResult
+    from ..stagekit.stage import StageContext, StageResult
 
 PINS_PREFIX = "refs/flagtree-cpu/pins/"
 

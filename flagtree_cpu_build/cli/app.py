@@ -26,7 +26,7 @@ from .session import Options, Run
 if TYPE_CHECKING:
     from typer._click.core import Context, HelpFormatter, Parameter
 
-    from ..stages import StageContext
+    from ..stagekit.stage import StageContext
 
 _GLOBAL_VALUE_OPTIONS = {"--recipe", "-r", "--variant", "--workdir", "-w", "--set", "--recipes-dir", "--lock-file"}
 _GLOBAL_FLAGS = {"--json", "--verbose", "-v", "--quiet", "-q", "--wait"}
@@ -116,7 +116,7 @@ COMMANDS_AFTER_STAGES = ("env", "doctor", "bundle", "clean", "lock", "schema")
 
 
 def command_order() -> tuple[str, ...]:
-    from ..registry import STAGE_COMMANDS
+    from ..stages.registry import STAGE_COMMANDS
 
     return (*COMMANDS_BEFORE_STAGES, *STAGE_COMMANDS, *COMMANDS_AFTER_STAGES)
 

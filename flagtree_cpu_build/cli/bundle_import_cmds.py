@@ -17,7 +17,7 @@ from .bundle_trust import ExpectDigestOption, TrustedKeysOption, render_authenti
 if TYPE_CHECKING:
     from ..bundle import Manifest
     from ..bundle.trust import Authenticity
-    from ..stages import StageResult
+    from ..stagekit.stage import StageResult
     from ..ui import UI
 
 BundleArgument = Annotated[Path, typer.Argument(metavar="FILE", help="The bundle `bundle create -o FILE` wrote.")]

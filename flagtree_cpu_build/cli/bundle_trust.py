@@ -16,7 +16,7 @@ import typer
 
 if TYPE_CHECKING:
     from ..bundle.trust import Trust
-    from ..stages import RunOptions, StageContext
+    from ..stagekit.stage import RunOptions, StageContext
     from ..ui import UI
 
 

@@ -31,7 +31,7 @@ def status(
     Read-only and offline. `setup --dry-run` shows the same with what setup would do about each item.
     """
     from ..errors import NotCurrent
-    from ..stages import RunOptions
+    from ..stagekit.stage import RunOptions
     from ..status import inspect_workspace
 
     opts, stage_ctx, target = opened(ctx, python=python)
@@ -153,7 +153,7 @@ def doctor(
     from ..errors import DoctorFailed, UsageError
     from ..mirrors import parse_mirrors
     from ..snapshot import open_sysroot, write_snapshot
-    from ..stages import RunOptions
+    from ..stagekit.stage import RunOptions
 
     opts = options(ctx)
     if schema:

@@ -14,13 +14,13 @@ if TYPE_CHECKING:
 
     from ..clean import CleanReport
     from ..doctor import Check, DoctorReport
-    from ..links import LinkPlan
     from ..setup_plan import SetupPlan
     from ..setup_report import SetupReport
     from ..snapshot import SnapshotWritten
-    from ..stages import StageResult
+    from ..stagekit.stage import StageResult
+    from ..stages.links.link import LinkPlan
+    from ..stages.validate.validate import ValidationReport
     from ..status import WorkspaceStatus
-    from ..validate import ValidationReport
 
 
 def count(n: int, noun: str) -> str:

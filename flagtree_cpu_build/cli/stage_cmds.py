@@ -32,7 +32,7 @@ from .bundle_trust import ExpectDigestOption, TrustedKeysOption, import_for_setu
 from .session import Options, Verdict, named_paths
 
 if TYPE_CHECKING:
-    from ..stages import StageContext
+    from ..stagekit.stage import StageContext
 
 
 @contextmanager
@@ -121,7 +121,7 @@ def setup(
     same workspace makes this one exit with code 8 (or wait, with --wait). The exit code is the failing stage's.
     """
     from ..mirrors import parse_mirrors
-    from ..stages import RunOptions
+    from ..stagekit.stage import RunOptions
 
     trust = trust_of(trusted_keys, expect_digest) if bundle is not None else None
     opts, stage_ctx, target = opened(ctx, python=python, jobs=jobs)
@@ -196,8 +196,11 @@ def sync(
     """
     opts, stage_ctx, target = opened(ctx)
     named = named_paths("--source-path", source_paths or [], list(stage_ctx.recipe.sources), "sources")
-    from ..registry import run_stage, stage_named  # after the options are known to be good: git is slow to import
-    from ..stages import RunOptions, SyncExtras
+    from ..stagekit.stage import RunOptions, SyncExtras
+    from ..stages.registry import (  # after the options are known to be good: git is slow to import
+        run_stage,
+        stage_named,
+    )
 
     sync_options = RunOptions(python=target, update=update, frozen=frozen, offline=offline, allow_dirty=allow_dirty,
                               force=force, git_cache=git_cache.expanduser() if git_cache else None,
@@ -223,7 +226,7 @@ def link(
     dangling (target missing). With any conflict or dangling link nothing is changed and all are listed.
     """
     from ..errors import SourceError
-    from ..links import run_link
+    from ..stages.links.link import run_link
 
     opts, stage_ctx, _ = opened(ctx)
     if dry_run or check:
@@ -267,8 +270,8 @@ def fetch(
     published tree is current, fetch does no network I/O.
     """
     from ..mirrors import parse_mirrors
-    from ..registry import run_stage, stage_named
-    from ..stages import FetchExtras, RunOptions
+    from ..stagekit.stage import FetchExtras, RunOptions
+    from ..stages.registry import run_stage, stage_named
 
     opts, stage_ctx, target = opened(ctx)
     fetch_options = RunOptions(python=target, offline=offline, require_hashes=require_hashes, frozen=frozen,
@@ -300,8 +303,8 @@ def python_env(
     The guide's steps 1.1-1.2, and setup's python stage: the build prerequisites, and the run-time ones (torch from
     the recipe's index URL) unless --skip-runtime. What is already installed at a fitting version is left alone.
     """
-    from ..registry import run_stage, stage_named
-    from ..stages import RunOptions
+    from ..stagekit.stage import RunOptions
+    from ..stages.registry import run_stage, stage_named
 
     opts, stage_ctx, target = opened(ctx, python=python)
     python_options = RunOptions(python=target, offline=offline, skip_validate=skip_runtime,
@@ -345,14 +348,14 @@ def build(
     are listed at once. Full output goes to <workdir>/logs/build-<time>.log; a failure is diagnosed from it. When
     nothing changed since the last build, build says so in about a second and runs nothing.
     """
-    from ..registry import run_stage, stage_named
-    from ..stages import BuildExtras, RunOptions
+    from ..stagekit.stage import BuildExtras, RunOptions
+    from ..stages.registry import run_stage, stage_named
 
     wheel_dir = absolute(wheel)
     opts, stage_ctx, target = opened(ctx, python=python, jobs=jobs, wheel_dir=wheel_dir)
     check_compile_cache(compile_cache, stage_ctx, target)
     if publish is not None:
-        from ..prebuilt import publish_folder
+        from ..stages.build.prebuilt import publish_folder
 
         publish_folder(publish)  # a server URL is a usage error before anything runs
         wheel_dir = wheel_dir or stage_ctx.workspace.root / "dist"  # the {wheel_dir} default
@@ -377,8 +380,8 @@ def lock(
     update: Annotated[bool, typer.Option("--update", help="Re-resolve every unpinned ref.")] = False,
 ) -> None:
     """Resolve unpinned refs to commits and write .flagtree-cpu/lock.yaml, without checking anything out."""
-    from ..sources import run_lock
-    from ..stages import RunOptions
+    from ..stagekit.stage import RunOptions
+    from ..stages.sources.sync import run_lock
 
     opts, stage_ctx, target = opened(ctx)
     with exclusive(opts, stage_ctx, "lock"):

@@ -46,13 +46,13 @@ def validate(
     Never installs anything unless --install-prereqs. Exit code 6 when a required check fails.
     """
     from ..errors import FlagtreeCpuError
-    from ..junit import write_junit, write_junit_verdict
-    from ..stages import RunOptions, ValidateExtras
-    from ..validate import run_validate
+    from ..stagekit.stage import RunOptions, ValidateExtras
+    from ..stages.validate.junit import write_junit, write_junit_verdict
+    from ..stages.validate.validate import run_validate
 
     opts, stage_ctx, target = opened(ctx, python=python)
     if list_checks:
-        from ..check_catalog import listing
+        from ..stages.validate.check_catalog import listing
 
         render.check_listing(stage_ctx.ui, listing(stage_ctx.recipe), target)
         return

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from ..cpuinfo import CpuFacts
 from ..host import HostFacts
 from ..recipe import Recipe
-from ..stages import RunOptions
+from ..stagekit.stage import RunOptions
 from ..workspace import Workspace
 
 Status = Literal["ok", "warn", "fail", "skip"]

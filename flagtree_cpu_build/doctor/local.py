@@ -187,7 +187,7 @@ def tool_wheelhouse(c: DoctorContext) -> Outcome:
 
     from .. import wheelhouse as wh
     from ..errors import UsageError
-    from ..prebuilt import read_wheels
+    from ..stages.build.prebuilt import read_wheels
     from ..ui import UI
 
     chosen = wh.configured(None, c.environ, c.recipe.build.wheelhouse if c.recipe.build else None)

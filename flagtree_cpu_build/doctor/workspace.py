@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 from ..extract import read_stamp
-from ..plans import PlanItem
+from ..stagekit.plan import PlanItem
 from ..state import read_state
 from .facts import existing_parent, python_facts
 from .kit import DoctorContext, Outcome, check, fail, ok, skip, warn
@@ -44,8 +44,8 @@ def _plans(c: DoctorContext, area: str) -> list[PlanItem]:
 
 def _all_plans(c: DoctorContext) -> list[PlanItem]:
     if "plans" not in c.cache:
-        from ..registry import plan_all
-        from ..stages import StageContext
+        from ..stagekit.stage import StageContext
+        from ..stages.registry import plan_all
         from ..ui import UI
 
         ctx = StageContext(c.recipe, c.workspace, c.host, UI(quiet=True))

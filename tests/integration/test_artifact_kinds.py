@@ -20,9 +20,9 @@ from typer.testing import CliRunner, Result
 from flagtree_cpu_build.artifact_kinds import KINDS, Kind
 from flagtree_cpu_build.cli import app
 from flagtree_cpu_build.context import ContextRequest, open_context
-from flagtree_cpu_build.fetch import run_fetch
-from flagtree_cpu_build.registry import plan_stage, stage_named
-from flagtree_cpu_build.stages import RunOptions
+from flagtree_cpu_build.stagekit.stage import RunOptions
+from flagtree_cpu_build.stages.artifacts.fetch import run_fetch
+from flagtree_cpu_build.stages.registry import plan_stage, stage_named
 from flagtree_cpu_build.ui import UI
 from tests.support.envelope import result_of
 from tests.support.fetching import cache_root

@@ -17,10 +17,10 @@ from typer.testing import CliRunner
 from flagtree_cpu_build.cli import app
 from flagtree_cpu_build.context import ContextRequest, open_context
 from flagtree_cpu_build.errors import ArtifactError
-from flagtree_cpu_build.fetch import run_fetch
 from flagtree_cpu_build.mirrors import parse_mirrors
-from flagtree_cpu_build.registry import plan_stage, stage_named
-from flagtree_cpu_build.stages import RunOptions, StageContext
+from flagtree_cpu_build.stagekit.stage import RunOptions, StageContext
+from flagtree_cpu_build.stages.artifacts.fetch import run_fetch
+from flagtree_cpu_build.stages.registry import plan_stage, stage_named
 from flagtree_cpu_build.ui import UI
 from tests.support.fetching import cache_root
 from tests.support.httpserver import LoopbackHTTPServer

@@ -30,7 +30,7 @@ from typer.testing import CliRunner, Result
 from flagtree_cpu_build.cli import app
 from flagtree_cpu_build.errors import RecipeError
 from flagtree_cpu_build.recipe.files import load_recipe_file, parse_recipe
-from flagtree_cpu_build.source_patches import changes_besides_patches
+from flagtree_cpu_build.stages.sources.source_patches import changes_besides_patches
 from tests.support.gitworld import git, git_env
 
 CORE = "src/core.c"

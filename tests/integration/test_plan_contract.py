@@ -29,7 +29,7 @@ from typer.testing import Result
 
 from flagtree_cpu_build.context import ContextRequest, open_context
 from flagtree_cpu_build.extract import STAMP_NAME
-from flagtree_cpu_build.plans.build import missing_inputs
+from flagtree_cpu_build.stages.build.plan import missing_inputs
 from flagtree_cpu_build.ui import UI
 from tests.support.cli import Workspace, new_workspace
 from tests.support.envelope import result_of

@@ -12,8 +12,8 @@ import pytest
 
 from flagtree_cpu_build.build_stamp import say
 from flagtree_cpu_build.context import ContextRequest, open_context
-from flagtree_cpu_build.plans.build import judge, plan_build
-from flagtree_cpu_build.stages import RunOptions
+from flagtree_cpu_build.stagekit.stage import RunOptions
+from flagtree_cpu_build.stages.build.plan import judge, plan_build
 from flagtree_cpu_build.ui import UI
 from tests.integration.test_build import BuildWorkspace, bws  # noqa: F401  (the fixture)
 

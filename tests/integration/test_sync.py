@@ -12,9 +12,9 @@ import yaml
 from flagtree_cpu_build.context import ContextRequest, open_context
 from flagtree_cpu_build.lockfile import read_lock
 from flagtree_cpu_build.partials import PartialFolder
-from flagtree_cpu_build.registry import plan_stage, stage_named
-from flagtree_cpu_build.sources import run_sync
-from flagtree_cpu_build.stages import RunOptions
+from flagtree_cpu_build.stagekit.stage import RunOptions
+from flagtree_cpu_build.stages.registry import plan_stage, stage_named
+from flagtree_cpu_build.stages.sources.sync import run_sync
 from flagtree_cpu_build.ui import UI
 from tests.support.cli import Workspace, new_workspace
 from tests.support.gitworld import GitWorld, git

@@ -26,11 +26,11 @@ from flagtree_cpu_build.build_stamp import (
 )
 from flagtree_cpu_build.host import HostFacts
 from flagtree_cpu_build.placeholders import placeholder_values
-from flagtree_cpu_build.plans.build import BuildPlan, _item
 from flagtree_cpu_build.pythonenv import PythonReport
 from flagtree_cpu_build.recipe import resolve, select_variants
 from flagtree_cpu_build.recipe.files import load_recipe
-from flagtree_cpu_build.stages import StageContext
+from flagtree_cpu_build.stagekit.stage import StageContext
+from flagtree_cpu_build.stages.build.plan import BuildPlan, _item
 from flagtree_cpu_build.ui import UI
 from flagtree_cpu_build.workspace import Workspace
 

@@ -26,7 +26,7 @@ from flagtree_cpu_build.host import read_host
 from flagtree_cpu_build.placeholders import placeholder_values
 from flagtree_cpu_build.recipe import resolve, select_variants
 from flagtree_cpu_build.recipe.files import load_recipe
-from flagtree_cpu_build.stages import RunOptions
+from flagtree_cpu_build.stagekit.stage import RunOptions
 from flagtree_cpu_build.workspace import Workspace
 
 REQUIRED = {"asimd", "sve2", "i8mm", "bf16"}

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from flagtree_cpu_build.build import _Display
 from flagtree_cpu_build.diagnose import RUNTIME_SIGNATURES, SIGNATURES, diagnose, markdown_table, signatures_for
 from flagtree_cpu_build.recipe import Diagnosis
 from flagtree_cpu_build.recipe.files import load_recipe
+from flagtree_cpu_build.stages.build.build import _Display
 from flagtree_cpu_build.ui import UI
 
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "build-logs"

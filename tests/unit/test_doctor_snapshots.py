@@ -16,7 +16,7 @@ from flagtree_cpu_build.host import read_host
 from flagtree_cpu_build.placeholders import placeholder_values
 from flagtree_cpu_build.recipe import resolve, select_variants
 from flagtree_cpu_build.recipe.files import load_recipe
-from flagtree_cpu_build.stages import RunOptions
+from flagtree_cpu_build.stagekit.stage import RunOptions
 from flagtree_cpu_build.workspace import Workspace
 
 HOSTS = Path(__file__).resolve().parent.parent / "fixtures" / "hosts"
@@ -320,7 +320,7 @@ def test_preflight_lists_a_missing_toolchain(tmp_path: Path) -> None:
 
     from flagtree_cpu_build.errors import DoctorFailed
     from flagtree_cpu_build.preflight import PREFLIGHT_FOR_BUILD, run_preflight
-    from flagtree_cpu_build.stages import StageContext
+    from flagtree_cpu_build.stagekit.stage import StageContext
     from flagtree_cpu_build.ui import UI
 
     assert "toolchain.provisioned" in PREFLIGHT_FOR_BUILD and "host.devices" in PREFLIGHT_FOR_BUILD

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from packaging.specifiers import SpecifierSet
 
-from flagtree_cpu_build.check_run import _unmet_reason
 from flagtree_cpu_build.local_labels import RuntimeVersion
 from flagtree_cpu_build.pythonenv import Prerequisite, PythonReport
 from flagtree_cpu_build.recipe import Requirement
+from flagtree_cpu_build.stages.validate.check_run import _unmet_reason
 from flagtree_cpu_build.versions import allows, label_pin, meets, reads_runtime_label
 
 CPU = SpecifierSet("==2.10.0+cpu")

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from flagtree_cpu_build.doctor import Finding
 from flagtree_cpu_build.pipeline import _summary
 from flagtree_cpu_build.preflight import PREFLIGHT_FOR_BUILD, blocking, preflight_checks
-from flagtree_cpu_build.stages import Action, RunOptions, StageResult
+from flagtree_cpu_build.stagekit.stage import Action, RunOptions, StageResult
 from flagtree_cpu_build.system_packages import missing_system_packages, system_install_argv
 
 PY = Path("/venv/bin/python")

@@ -4,10 +4,10 @@ artifact is the expected one, and what a stage as a whole would report."""
 from __future__ import annotations
 
 from flagtree_cpu_build.lockfile import SourceLock
-from flagtree_cpu_build.plans import PlanItem, stage_will
-from flagtree_cpu_build.plans.artifacts import is_current
-from flagtree_cpu_build.plans.sources import wanted_commit
 from flagtree_cpu_build.recipe import Source
+from flagtree_cpu_build.stagekit.plan import PlanItem, stage_will
+from flagtree_cpu_build.stages.artifacts.plan import is_current
+from flagtree_cpu_build.stages.sources.plan import wanted_commit
 
 URL = "https://github.com/flagos-ai/flagtree-cpu.git"
 A, B = "a" * 40, "b" * 40

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from flagtree_cpu_build.check_catalog import chosen_checks, preset_of
 from flagtree_cpu_build.diagnose import diagnose, signatures_for
 from flagtree_cpu_build.errors import UsageError
-from flagtree_cpu_build.junit import write_junit
 from flagtree_cpu_build.presets import PRESETS, PRESETS_DIR, RESULT_MARKER
 from flagtree_cpu_build.recipe.files import load_recipe
-from flagtree_cpu_build.validate import KernelResult, ValidationReport
+from flagtree_cpu_build.stages.validate.check_catalog import chosen_checks, preset_of
+from flagtree_cpu_build.stages.validate.junit import write_junit
+from flagtree_cpu_build.stages.validate.validate import KernelResult, ValidationReport
 
 FLAGTREE = PRESETS_DIR / "flagtree"
 

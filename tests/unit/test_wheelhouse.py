@@ -12,7 +12,7 @@ import pytest
 
 from flagtree_cpu_build import wheelhouse as wh
 from flagtree_cpu_build.errors import ArtifactError, UsageError
-from flagtree_cpu_build.prebuilt import Identity, choose
+from flagtree_cpu_build.stages.build.prebuilt import Identity, choose
 
 CLASS = wh.target_class("aarch64", ("sve2", "i8mm", "bf16"), 128, "2.36", "3.11.7")
 

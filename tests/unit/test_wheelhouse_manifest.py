@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from flagtree_cpu_build import wheelhouse as wh
-from flagtree_cpu_build.prebuilt import Identity, choose
+from flagtree_cpu_build.stages.build.prebuilt import Identity, choose
 
 CLASS = wh.target_class("aarch64", ("sve2", "i8mm", "bf16"), 128, "2.36", "3.11.7")
 STAMP, CLASS_ID = "5" * 64, "c" * 64

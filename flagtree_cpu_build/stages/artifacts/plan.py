@@ -1,0 +1,196 @@
+"""Whether each artifact's tree is published and verified, and what `fetch` would do about it.
+
+The one rule for "current": our stamp in the published tree records every expected digest (the
+recipe's sha256, md5 and sha512, and the lock's sha256 for the same URL); with nothing expected yet
+(trust on first use), the stamp's URL is the recipe's. The URL a file was downloaded from does not
+make it another file: a recipe that moves to a mirror or edits its URL but keeps the digest is still
+current. A tree published with another layout (kind, root, after_unpack clean-ups) is not current;
+stamps written before these were recorded are judged by their digests alone.
+
+Each item carries what ``fetch`` acts on (``FetchFacts``, in ``PlanItem.data["fetch"]``): the digests the
+file must have, where a download comes from (mirrors first), the download cache, what is at the
+destination (a foreign tree is checked against the tarball and adopted, never replaced), and the local
+files to try first. ``fetch`` acts on exactly the items that are not current, with these facts.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from ...artifact_kinds import DEFAULT_KIND
+from ...errors import ArtifactError
+from ...stagekit.plan import PlanItem
+
+if TYPE_CHECKING:
+    from ...artifact_cache import ArtifactCache
+    from ...lockfile import Lock
+    from ...recipe import Artifact, Recipe
+    from ...stagekit.stage import RunOptions
+
+Tree = Literal["none", "ours", "foreign"]
+
+
+@dataclass(frozen=True)
+class FetchFacts:
+    """What ``fetch`` acts on for one artifact, as its plan found it; kept as plain values in
+    ``PlanItem.data["fetch"]`` (``status --json`` shows them) and read back with ``of``."""
+
+    expected: dict[str, str]  # every digest the file must have (algorithm -> hex); empty: trusted on first use
+    candidates: tuple[str, ...]  # where a download comes from, in order: the mirrors', then the recipe's URL
+    cache: str  # the download cache's folder
+    tree: Tree  # at the destination: "foreign" (no stamp of ours) is verified against the tarball, never replaced
+    beside: str  # where the install guide's `wget` leaves the tarball, next to the destination
+    from_file: str | None = None  # fetch --from NAME=FILE
+    size: int | None = None  # a current tree: the size its stamp records (the lock's)
+    digest: dict[str, str] = field(default_factory=dict)  # a current tree: the recipe's other digests, as stamped
+
+    def to_data(self) -> dict[str, Any]:
+        return {"expected": dict(self.expected), "candidates": list(self.candidates), "cache": self.cache,
+                "tree": self.tree, "beside": self.beside, "from_file": self.from_file, "size": self.size,
+                "digest": dict(self.digest)}
+
+    @classmethod
+    def of(cls, item: PlanItem) -> FetchFacts:
+        data = item.data["fetch"]
+        return cls(expected=dict(data["expected"]), candidates=tuple(data["candidates"]), cache=data["cache"],
+                   tree=data["tree"], beside=data["beside"], from_file=data["from_file"], size=data["size"],
+                   digest=dict(data["digest"]))
+
+
+def other_digests(artifact: Artifact, digests: Mapping[str, Any]) -> dict[str, str]:
+    """The digests besides sha256 the recipe states, as ``digests`` (computed, or a stamp) has them: what the
+    stamp and the lock record."""
+    return {a: digests[a] for a in sorted(artifact.expected_digests()) if a != "sha256" and a in digests}
+
+
+def is_current(stamp: dict[str, Any] | None, expected: Mapping[str, str] | str | None, url: str,
+               artifact: Artifact | None = None) -> bool:
+    """``expected``: algorithm -> hex (a bare string is a sha256); ``artifact``, when given, also judges the layout."""
+    if not stamp:
+        return False
+    if isinstance(expected, str):
+        expected = {"sha256": expected}
+    if expected:
+        if any(stamp.get(algorithm) != value.lower() for algorithm, value in expected.items()):
+            return False
+    elif stamp.get("url") != url:
+        return False
+    return artifact is None or not layout_changes(stamp, artifact)
+
+
+def stamp_layout(artifact: Artifact) -> dict[str, Any]:
+    """What besides the bytes decides the published tree; recorded in the stamp."""
+    return {"kind": artifact.kind, "strip": artifact.root.strip, "find": artifact.root.find,
+            "after_unpack": [step.remove for step in artifact.after_unpack]}
+
+
+def layout_changes(stamp: Mapping[str, Any], artifact: Artifact) -> list[str]:
+    """The layout keys whose recorded value differs from the recipe's (a key the stamp lacks: a stamp from before
+    it was recorded, taken to hold the default, so trees published by older versions stay current)."""
+    defaults = {"kind": DEFAULT_KIND, "strip": artifact.root.strip, "find": None, "after_unpack": []}
+    return [key for key, value in stamp_layout(artifact).items() if stamp.get(key, defaults[key]) != value]
+
+
+def plan_artifacts(recipe: Recipe, lock: Lock | None, options: RunOptions) -> list[PlanItem]:
+    from ...artifact_cache import ArtifactCache
+    from ...workspace import user_cache_dir
+
+    cache = ArtifactCache((options.cache_dir or user_cache_dir(os.environ)) / "downloads", ui=None)
+    return [_plan_one(name, artifact, lock, options, cache, options.fetch.from_files.get(name))
+            for name, artifact in recipe.artifacts.items()]
+
+
+def _plan_one(name: str, artifact: Artifact, lock: Lock | None, options: RunOptions, cache: ArtifactCache,
+              from_file: Path | None) -> PlanItem:
+    from ...extract import read_stamp
+    from ...lockfile import expected_digests
+    from ...mirrors import candidate_urls
+
+    expected = expected_digests(lock, name, artifact)
+    dest = Path(artifact.path)
+    stamp = read_stamp(dest)
+    there = os.path.lexists(dest)
+    facts = FetchFacts(expected=expected, candidates=tuple(candidate_urls(artifact.url, options.mirrors)),
+                       cache=str(cache.root), tree="none" if not there else "foreign" if stamp is None else "ours",
+                       beside=str(dest.parent / artifact.url.rstrip("/").rsplit("/", 1)[-1]),
+                       from_file=None if from_file is None else str(from_file))
+    data: dict[str, Any] = {"path": str(dest), "sha256": expected.get("sha256"), "url": artifact.url}
+    if is_current(stamp, expected, artifact.url, artifact):
+        assert stamp is not None
+        moved = "" if stamp.get("url") == artifact.url else f" (downloaded from {stamp.get('url')})"
+        facts = replace(facts, size=stamp.get("size"), digest=other_digests(artifact, stamp))
+        return PlanItem("artifacts", name, "ok", f"{stamp['sha256'][:12]} published at {dest}{moved}",
+                        data={**data, "sha256": stamp["sha256"], "fetch": facts.to_data()})
+    data["fetch"] = facts.to_data()
+    foreign = facts.tree == "foreign"
+    now = (f"a tree flagtree-cpu did not publish is at {dest}" if foreign else
+           f"another tree is at {dest}" if there else f"not published at {dest}")
+    local = _local_copy(facts, artifact, cache)
+    if local:
+        what = f"check the tree at {dest} against the tarball from {local}" if foreign else \
+            f"unpack {name} from {local}"
+        return PlanItem("artifacts", name, "missing", now, what, f"found in {local}", data,
+                        "updated" if there else "created")
+    if foreign:
+        return PlanItem("artifacts", name, "conflict", now, f"stop: move {dest} away or give --from {name}=FILE",
+                        "not ours, and no tarball to check it against", data, "stop", ArtifactError)
+    planned = _download(name, artifact, lock, options, cache, now, data, "updated" if there else "created")
+    if options.offline:  # fetch --offline stops here (exit 4); the plan still says how much is missing
+        return replace(planned, action=f"stop: --offline forbids it: {planned.action}", will="stop", stop=ArtifactError)
+    return planned
+
+
+def _local_copy(facts: FetchFacts, artifact: Artifact, cache: ArtifactCache) -> str | None:
+    """Where fetch would find the tarball without the network (as its ``_local_tarball`` looks)."""
+    if facts.from_file is not None:
+        return f"--from {facts.from_file}"
+    sha = facts.expected.get("sha256") or cache.sha_seen_at(artifact.url)
+    if sha and cache.blob(sha):
+        return "the download cache"
+    return f"the tarball at {facts.beside}" if Path(facts.beside).is_file() else None
+
+
+def _download(name: str, artifact: Artifact, lock: Lock | None, options: RunOptions, cache: ArtifactCache, now: str,
+              data: dict[str, Any], will: str) -> PlanItem:
+    from ...download import parse_source_note
+    from ...lockfile import locked_artifact
+    from ...progress import human_bytes
+
+    part = cache.part_path(artifact.url)
+    note = parse_source_note(part) or {}
+    have = part.stat().st_size if part.is_file() and note.get("url") == artifact.url else 0
+    locked = locked_artifact(lock, name, artifact.url)
+    size = _download_size(artifact, locked.size if locked else None, note, data["fetch"]["candidates"], options)
+    data["download_bytes"] = None if size is None else max(size - have, 0)
+    what = f"download {name} {human_bytes(size) if size else '(size unknown)'}"
+    if have:
+        what = f"resume downloading {name} at {human_bytes(have)}" + (f" of {human_bytes(size)}" if size else "")
+    return PlanItem("artifacts", name, "missing", now, what, "not cached", data, will)  # type: ignore[arg-type]
+
+
+def _download_size(artifact: Artifact, locked_size: int | None, note: dict[str, Any], candidates: list[str],
+                   options: RunOptions) -> int | None:
+    """The download's size from what is known here before asking a server: the lock, a partial download's
+    record of what the server said, the recipe, a local file; then (dry-run, online) the server. Only words: the
+    download itself goes by the candidates and digests, whatever size was found here."""
+    for known in (locked_size, note.get("total"), artifact.size):
+        if known:
+            return int(known)
+    for url in candidates:  # where the download would come from, in order
+        local = url[len("file://"):] if url.startswith("file://") else None
+        if local is not None or "://" not in url:
+            path = Path(local or url).expanduser()
+            size = path.stat().st_size if path.is_file() else None
+        elif options.ask_network and not options.offline:
+            from ...download import remote_size
+
+            size = remote_size(url)
+        else:
+            size = None
+        if size:
+            return size
+    return None

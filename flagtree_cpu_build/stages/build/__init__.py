@@ -1,0 +1,1 @@
+"""The build stage: the build, its plan, and the wheelhouse half (prebuilt: take or publish a build)."""

@@ -1,0 +1,1 @@
+"""The python stage: the target environment's prerequisites, planned and installed."""

@@ -1,0 +1,125 @@
+"""The python-environment stage (the guide's steps 1.1-1.2): the interpreter the build and the
+kernels use — the workspace venv unless another is given — and the recipe's build and run-time
+Python prerequisites in it. ``flagtree-cpu python`` runs it alone; ``setup`` runs it before build.
+
+The interpreter questions (which distributions, which versions, pip) are ``pythonenv``'s; this
+module decides what the stage wants and reports it. With ``--offline`` what is missing comes only from
+the wheelhouse a `bundle import` left in the workspace; without one the stage stops and lists it.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ...errors import BuildError
+from ...stagekit.plan import PlanItem
+
+if TYPE_CHECKING:
+    from ...recipe import Requirement
+    from ...stagekit.stage import RunOptions, StageContext, StageResult
+
+
+def wanted(ctx: StageContext, runtime: bool) -> list[Requirement]:
+    # run-time ones only when the kernels will run: torch is a large download from an index that may
+    # not be reachable, and with --skip-validate nothing here uses it
+    return list(ctx.recipe.python.build) + (list(ctx.recipe.python.runtime) if runtime else [])
+
+
+def _search_path(python: Path) -> str:
+    return os.pathsep.join([str(python.parent), os.environ.get("PATH", "")])
+
+
+def plan_python(ctx: StageContext, options: RunOptions) -> list[PlanItem]:
+    from ... import pythonenv
+
+    recipe, ws = ctx.recipe, ctx.workspace
+    python, requirements = options.python, wanted(ctx, options.validating)
+    conflicts = pythonenv.constraint_conflicts(recipe, requirements)
+    if conflicts:  # the recipe contradicts itself: the run stops before the venv and pip (exit 2)
+        return [PlanItem("python", str(python), "conflict", "; ".join(p.describe() for p in conflicts),
+                         "stop: a requirement and a constraint of the recipe cannot both hold (python.constraints)",
+                         "conflict", will="stop", stop=pythonenv.ConstraintConflict)]
+    vendor = ", ".join(r.requirement for r in recipe.python.preinstalled)
+    if not python.exists():
+        if python != ws.venv_dir / "bin" / "python":
+            return [PlanItem("python", str(python), "missing", "does not exist", "stop: --python must exist",
+                             "missing", will="stop", stop=BuildError)]
+        if vendor:  # a new venv cannot have what only the vendor's installer provides
+            return [PlanItem("python", str(python), "missing", "no workspace venv yet", f"stop: {vendor} must be "
+                             "provided by the vendor's installer (python.preinstalled); pass --python with the "
+                             "interpreter that has it", "missing", will="stop", stop=BuildError)]
+        names = ", ".join(r.requirement for r in requirements)
+        return [PlanItem("python", str(python), "missing", "no workspace venv yet",
+                         f"create the venv {ws.venv_dir}" + (f"; pip install {names}" if names else ""), "missing",
+                         will="created")]
+    report = pythonenv.check(python, requirements, _search_path(python), recipe=recipe)
+    if report.unprovided:
+        return [PlanItem("python", str(python), "missing", f"Python {report.version}; not provided: "
+                         f"{', '.join(p.describe() for p in report.unprovided)}",
+                         f"stop: {', '.join(p.requirement.requirement for p in report.unprovided)} must be provided "
+                         "by the vendor's installer (python.preinstalled); pip never installs it", "missing",
+                         {"unprovided": [p.name for p in report.unprovided]}, will="stop", stop=BuildError)]
+    provided = "".join(f"; preinstalled {p.name} {p.installed}" for p in report.preinstalled)
+    if not report.missing:
+        return [PlanItem("python", str(python), "ok", f"Python {report.version}; {len(requirements)} "
+                         f"prerequisites present{provided}")]
+    limits = len(recipe.python.constraints)
+    return [PlanItem("python", str(python), "missing", f"Python {report.version}; missing: "
+                     f"{', '.join(p.describe() for p in report.missing)}{provided}",
+                     f"pip install {' '.join(p.requirement.requirement for p in report.missing)}"
+                     + (f" (within the recipe's {limits} constraints)" if limits else ""), "missing",
+                     {"missing": [p.name for p in report.missing]}, "created")]
+
+
+def run_python(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> StageResult:
+    """The venv and the prerequisites. The interpreter is asked again rather than trusted from ``plan``: the
+    stages before this one (a stacked recipe's base) may have changed it since the plan was made."""
+    from ... import pythonenv
+    from ...errors import BuildError
+    from ...stagekit.stage import Action, StageResult
+
+    recipe, ws, python = ctx.recipe, ctx.workspace, options.python
+    requirements = wanted(ctx, options.validating)
+    pythonenv.refuse_conflicts(recipe, requirements)  # a contradiction in the recipe: before the venv and pip
+    actions = []
+    created = not python.exists()
+    if created and python == ws.venv_dir / "bin" / "python" and recipe.python.preinstalled:
+        # a new venv cannot have what only the vendor's installer provides: say so before making one
+        pythonenv.require_preinstalled(pythonenv.PythonReport(python, "", (), {}, tuple(
+            pythonenv.Prerequisite(r, None, None, False) for r in recipe.python.preinstalled)))
+    pythonenv.ensure_interpreter(python, ws, recipe.python.requires, ctx.ui)
+    if created:
+        actions.append(Action("venv", "created", str(python.parent.parent)))
+    path = _search_path(python)
+    report = pythonenv.check(python, requirements, path, recipe=recipe)
+    # checked with and without --offline alike: pip is never what provides them
+    pythonenv.require_preinstalled(report)
+    if report.preinstalled:
+        actions.append(Action("preinstalled", "ok", ", ".join(f"{p.name} {p.installed}"
+                                                             for p in report.preinstalled)))
+    if report.missing:
+        # offline, only an imported bundle's wheelhouse may provide them (pip then reads that folder alone)
+        wheelhouse = pythonenv.offline_wheelhouse(ws) if options.offline else None
+        if options.offline and wheelhouse is None:
+            commands = pythonenv.install_commands(python, report.missing, pythonenv.constraints_file(recipe, ws))
+            raise BuildError(f"{len(report.missing)} Python prerequisites are missing in {python} and "
+                             "--offline forbids pip", details=tuple(p.describe() for p in report.missing),
+                             fix=" && ".join(shlex.join(c) for c in commands) + "   (with PIP_FIND_LINKS=<wheel "
+                             "folder> PIP_NO_INDEX=1 on an air-gapped machine; or import a bundle made on a "
+                             "connected machine: flagtree-cpu bundle import FILE), then run the same command again")
+        names = ", ".join(p.name for p in report.missing)
+        pythonenv.install_and_recheck(report, ws, ctx.ui,
+                                      lambda: pythonenv.check(python, requirements, path, recipe=recipe),
+                                      wheelhouse=wheelhouse)
+        origin = f" from the wheelhouse {wheelhouse}" if wheelhouse else ""
+        actions.append(Action("prerequisites", "created", f"installed {names}{origin}",
+                              {"wheelhouse": str(wheelhouse)} if wheelhouse else {}))
+    else:
+        actions.append(Action("prerequisites", "ok", f"Python {report.version}; all {len(requirements)} present"))
+    if recipe.python.runtime and not options.validating:
+        actions.append(Action("run-time prerequisites", "skipped", f"{options.runtime_flag}: not installed "
+                              "(`flagtree-cpu validate --install-prereqs` installs them)"))
+    return StageResult("python", tuple(actions))

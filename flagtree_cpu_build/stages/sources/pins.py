@@ -1,0 +1,110 @@
+"""Which commit each recipe source must be at: the recipe's pin, else the lock file's, else the
+branch or tag resolved now on the server (``git ls-remote``). ``pinned`` is that rule, once: the sources
+plan (``plans/sources``) decides with it, sync acts on the plan, and `lock` resolves with it here."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from ...errors import SourceError
+from ...gitcmd import remote_refs
+from ...lockfile import Lock, SourceLock
+from ...recipe import Recipe, Source
+
+if TYPE_CHECKING:
+    from ...stagekit.stage import RunOptions
+
+_SHA = re.compile(r"[0-9a-f]{40}")
+Origin = Literal["recipe", "lock", "ref"]  # where a pin comes from
+
+
+@dataclass(frozen=True)
+class Pin:
+    name: str
+    url: str
+    ref: str | None
+    commit: str
+    resolved_from: Origin
+
+
+def pinned(source: Source, entry: SourceLock | None, *, update: bool = False) -> tuple[str | None, Origin]:
+    """The one rule for which commit a source must be at, and where it comes from: the recipe's pin, else the
+    lock's entry when it was recorded for the same repository and ref (and the refs are not being resolved
+    again, ``update``), else the ref's tip on the server — None here: only the caller knows whether it may ask."""
+    if source.commit:
+        return source.commit.lower(), "recipe"
+    if entry is not None and not update and lock_applies(entry, source):
+        return entry.commit, "lock"
+    return None, "ref"
+
+
+def resolve_pins(recipe: Recipe, lock: Lock | None, options: RunOptions) -> dict[str, Pin]:
+    """The commit of every source: the recipe's pin, else the lock's, else the ref resolved now."""
+    decided = {name: pinned(recipe.sources[name], lock.sources.get(name) if lock else None, update=options.update)
+               for name in recipe.sources_in_order()}
+    return settle_pins(recipe, lock, decided, options)
+
+
+def settle_pins(recipe: Recipe, lock: Lock | None, decided: Mapping[str, tuple[str | None, Origin]],
+                options: RunOptions) -> dict[str, Pin]:
+    """The pins of the sources ``decided`` names (as ``pinned`` decided: commit, origin), in its order: with
+    --frozen the lock must already say each one; a ref whose tip is not known yet is resolved on the server,
+    which --offline forbids. Raises SourceError naming every source the frozen lock does not answer for."""
+    pins: dict[str, Pin] = {}
+    frozen_problems = []
+    for name, (commit, origin) in decided.items():
+        source = recipe.sources[name]
+        entry = lock.sources.get(name) if lock else None
+        if origin == "recipe" and commit is not None:
+            if options.frozen and (entry is None or entry.commit != commit):
+                locked = entry.commit[:12] if entry else "nothing"
+                frozen_problems.append(f"{name}: the lock records {locked}, the recipe pins {commit[:12]}")
+            pins[name] = Pin(name, source.url, source.ref, commit, "recipe")
+        elif origin == "lock" and commit is not None:
+            pins[name] = Pin(name, source.url, source.ref, commit, "lock")
+        elif options.frozen:
+            why = ("the lock has no entry" if entry is None else
+                   f"the lock records {entry.url} @ {entry.ref}, the recipe says {source.url} @ {source.ref}")
+            frozen_problems.append(f"{name}: follows {source.ref!r} and {why}")
+        elif commit is not None:  # the ref's tip, asked of the server by whoever decided
+            pins[name] = Pin(name, source.url, source.ref, commit, "ref")
+        elif options.offline:
+            raise SourceError(f"source {name} follows {source.ref!r}, which needs the network to resolve, "
+                              "and --offline forbids it", fix="pin the commit in the recipe, or run "
+                              "`flagtree-cpu lock` once with network")
+        else:
+            pins[name] = Pin(name, source.url, source.ref, ls_remote(source.url, source.ref or "HEAD", name), "ref")
+    if frozen_problems:
+        raise SourceError("--frozen: the lock file does not match the recipe", details=tuple(frozen_problems),
+                          fix="run `flagtree-cpu lock` (without --frozen) and commit the updated lock file")
+    return pins
+
+
+def lock_applies(entry: SourceLock, source: Source) -> bool:
+    """Whether a lock entry answers for this source: recorded for the same repository and the same ref.
+    (Another ref is another question; the plans and sync both ask it this way.)"""
+    return same_repository(entry.url, source.url) and entry.ref == source.ref
+
+
+def ls_remote(url: str, ref: str, name: str) -> str:
+    if _SHA.fullmatch(ref):
+        return ref
+    refs = remote_refs(url, ref, source=name)
+    for candidate in (f"refs/heads/{ref}", f"refs/tags/{ref}^{{}}", f"refs/tags/{ref}", ref):
+        if candidate in refs:
+            return refs[candidate]
+    raise SourceError(f"{url} has no branch or tag {ref!r}",
+                      fix=f"check sources.{name}.ref; `git ls-remote {url}` lists what exists")
+
+
+def same_repository(a: str, b: str) -> bool:
+    """Whether two URLs name the same repository (case of the scheme, a trailing slash or .git aside)."""
+    def norm(url: str) -> str:
+        url = url.strip().rstrip("/").removesuffix(".git").rstrip("/")
+        scheme, sep, rest = url.partition("://")
+        return f"{scheme.lower()}{sep}{rest}" if sep else url
+
+    return norm(a) == norm(b)

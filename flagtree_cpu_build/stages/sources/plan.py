@@ -1,0 +1,113 @@
+"""Which commit each source must be at, and what `sync` would do to get there.
+
+The one rule for "which commit" is ``pins.pinned``: the recipe's pin, else the lock's entry when it
+was recorded for the same repository *and* the same ref (a changed ref is a new question), else the
+ref's tip, asked of the server only when the caller may use the network (``setup --dry-run`` online,
+and sync). Each item carries its decision (``data["pin"]``, ``data["pinned_by"]``; ``planned_pin``
+reads them back), and sync moves each source to exactly that: so status, doctor and build's
+preflight can never call a checkout current that sync would move.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...errors import SourceError
+from ...stagekit.plan import PlanItem
+
+if TYPE_CHECKING:
+    from ...lockfile import Lock, SourceLock
+    from ...recipe import Source
+    from ...stagekit.stage import RunOptions, StageContext
+    from .pins import Origin
+
+
+def wanted_commit(source: Source, entry: SourceLock | None, *, update: bool = False) -> str | None:
+    """The commit the recipe or the lock pins; None when the ref must be resolved on the server."""
+    from .pins import pinned
+
+    return pinned(source, entry, update=update)[0]
+
+
+def planned_pin(item: PlanItem) -> tuple[str | None, Origin]:
+    """The commit the item's source is to be at, and where it comes from ("recipe", "lock", or "ref": the ref's tip
+    then, None when the plan did not ask the server)."""
+    return item.data.get("pin"), item.data["pinned_by"]
+
+
+def plan_sources(ctx: StageContext, lock: Lock | None, options: RunOptions, *,
+                 count_changes: bool = True) -> list[PlanItem]:
+    """``count_changes=False`` (build's preflight, which only asks "current?") skips counting the local
+    changes of a checkout that is at its pin: they decide nothing there, and git status is the slow part."""
+    return [_plan_one(ctx, name, lock, options, count_changes) for name in ctx.recipe.sources_in_order()]
+
+
+def _plan_one(ctx: StageContext, name: str, lock: Lock | None, options: RunOptions, count_changes: bool) -> PlanItem:
+    from ...errors import FlagtreeCpuError
+    from ...gitcmd import head, modified_files, submodules_off
+    from .pins import pinned
+
+    source = ctx.recipe.sources[name]
+    checkout = ctx.workspace.root / ctx.recipe.source_path(name)
+    wanted, pinned_by = pinned(source, lock.sources.get(name) if lock else None, update=options.update)
+    tip = None
+    if wanted is None and options.ask_network and not options.offline:
+        tip = _tip(source.url, source.ref or "HEAD", name)
+    data: dict[str, object] = {"path": str(checkout), "pin": wanted or tip, "pinned_by": pinned_by}
+    pin = f"@{(wanted or tip or '')[:7]}" if wanted or tip else f"({source.ref}, resolved when cloned)"
+    if not (checkout / ".git").exists():
+        if checkout.exists() and not (checkout.is_dir() and not any(checkout.iterdir())):
+            return PlanItem("sources", name, "conflict", f"{checkout} exists but is not a git checkout",
+                            f"stop: move {checkout} away", "something is in the way", data, "stop", SourceError)
+        return PlanItem("sources", name, "missing", f"not checked out at {checkout}", f"clone {name} {pin}",
+                        "missing", data, "created")
+    at = head(checkout) or ""
+    target = wanted or tip
+    changed: list[str] = []
+    if count_changes or at != target:  # at another commit, local changes decide between moving and stopping
+        try:
+            changed = _users_changes(ctx, name, lock) if source.patches else modified_files(checkout)
+        except FlagtreeCpuError as exc:  # a checkout git cannot read: a change nobody should build on
+            changed = [f"(git status failed: {exc.message})"]
+        data["modified_files"] = len(changed)
+    data["head"] = at or None
+    dirty = f"; {len(changed)} modified tracked file{'s' if len(changed) != 1 else ''}" if changed else ""
+    if target is None:
+        why = "not in the lock file" if not lock or name not in lock.sources else "the recipe's ref or url changed"
+        return PlanItem("sources", name, "differs", f"at {at[:12]}; nothing locked for {source.ref!r}{dirty}",
+                        f"pin {name} to the tip of {source.ref}", why, data, "updated")
+    if at != target:
+        if changed:
+            return PlanItem("sources", name, "dirty", f"at {at[:12]}, the pin is {target[:12]}{dirty}",
+                            f"stop: {name} has local changes (commit or stash them, or --allow-dirty)",
+                            "at another commit", data, "stop", SourceError)
+        reason = "at another commit" if wanted else f"the tip of {source.ref!r} is another commit"
+        return PlanItem("sources", name, "differs", f"at {at[:12]}, the pin is {target[:12]}",
+                        f"move {name} {at[:7]} -> {target[:7]}", reason, data, "updated")
+    wrong = submodules_off(checkout) if source.submodules != "none" else []  # none: sync leaves them alone
+    if wrong:
+        return PlanItem("sources", name, "differs", f"at its pin; {len(wrong)} submodule(s) are not at their "
+                        f"recorded commits ({', '.join(wrong[:2])})", f"update {name}'s submodules",
+                        "submodules moved", data, "updated")
+    return PlanItem("sources", name, "ok", f"at {at[:12]}{dirty}", data=data)
+
+
+def _users_changes(ctx: StageContext, name: str, lock: Lock | None) -> list[str]:
+    """Modified tracked files other than the recipe's own patches (sync takes those back before it moves)."""
+    from .source_patches import changes_besides_patches
+
+    recorded = {p.file: p.sha256 for p in lock.sources[name].patches} if lock and name in lock.sources else None
+    return changes_besides_patches(ctx.recipe, name, ctx.workspace.root, ctx.workspace.recipe_state / "patches",
+                                   recorded)
+
+
+def _tip(url: str, ref: str, name: str) -> str | None:
+    """The ref's commit on the server now (what sync would move to), or None when it cannot be asked."""
+    from ...errors import FlagtreeCpuError
+    from .pins import ls_remote
+
+    try:
+        return ls_remote(url, ref, name)
+    except FlagtreeCpuError:
+        return None
+
