@@ -1,2 +1,37 @@
-"""The validate stage: the checks' catalog, run and judgement, setup's validate stage, its plan, and the JUnit
-report."""
+"""The validate stage (`validate`): the checks' catalog, run and judgement, setup's validate stage, its plan,
+and the JUnit report.
+
+``STAGE`` is all setup, status, the dry run and the CLI know of it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...errors import ValidationFailed
+from ...stagekit.stage import Stage
+
+if TYPE_CHECKING:
+    from ...lockfile import Lock
+    from ...stagekit.plan import PlanItem
+    from ...stagekit.stage import RunOptions, StageContext, StageResult
+
+
+def _plan(ctx: StageContext, lock: Lock | None, options: RunOptions, earlier: list[PlanItem]) -> list[PlanItem]:
+    from .plan import plan_validate
+
+    # the checks' last verdict stands while the build and the interpreter stay as they are
+    built = [i for i in earlier if i.area in ("python", "build")]
+    return plan_validate(ctx, options, built_current=all(i.will == "ok" for i in built))
+
+
+def _run(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> StageResult:
+    from .stage import validate_for_setup
+
+    return validate_for_setup(ctx, options, plan)
+
+
+def _skip(options: RunOptions) -> str | None:
+    return "--skip-build" if options.skip_build else "--skip-validate" if options.skip_validate else None
+
+
+STAGE = Stage("validate", "validate", "validation", ValidationFailed, _plan, _run, skip=_skip)
