@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from ...errors import FlagtreeCpuError
+    from ..errors import FlagtreeCpuError
 
 Will = Literal["ok", "created", "updated", "skipped", "stop"]
 _RANK = {"ok": 0, "skipped": 0, "updated": 1, "created": 2, "stop": 3}

@@ -13,15 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..host import HostFacts
-from ..recipe import Recipe
-from ..ui import UI
-from ..workspace import Workspace
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # types only: the stage list is read by `--help`, which must not load the recipe model
     from ..errors import FlagtreeCpuError
+    from ..host import HostFacts
     from ..lockfile import Lock
     from ..mirrors import MirrorRule
+    from ..recipe import Recipe
+    from ..ui import UI
+    from ..workspace import Workspace
     from .plan import PlanItem
 
 Status = Literal["ok", "created", "updated", "skipped"]

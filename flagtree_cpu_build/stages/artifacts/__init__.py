@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 from ...errors import ArtifactError
 from ...stagekit.stage import Stage
-from .plan import plan_artifacts
 
 if TYPE_CHECKING:
     from ...lockfile import Lock
@@ -35,3 +34,13 @@ def _run(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> StageR
 STAGE = Stage("artifacts", "fetch", "artifacts", ArtifactError, _plan, _run, concurrent=True)
 
 __all__ = ["STAGE", "plan_artifacts"]
+
+
+def __getattr__(name: str) -> object:
+    """``plan_artifacts`` for the stages that ask this one, loaded when first asked: the stage list alone (read by
+    `--help`) stays cheap."""
+    if name == "plan_artifacts":
+        from .plan import plan_artifacts
+
+        return plan_artifacts
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 from ...errors import SourceError
 from ...stagekit.stage import Stage
-from .link import plan_links
 
 if TYPE_CHECKING:
     from ...lockfile import Lock
@@ -36,3 +35,13 @@ def _run(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> StageR
 STAGE = Stage("links", "link", "links", SourceError, _plan, _run)
 
 __all__ = ["STAGE", "plan_links"]
+
+
+def __getattr__(name: str) -> object:
+    """``plan_links`` for the stages that ask this one, loaded when first asked: the stage list alone (read by
+    `--help`) stays cheap."""
+    if name == "plan_links":
+        from .link import plan_links
+
+        return plan_links
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

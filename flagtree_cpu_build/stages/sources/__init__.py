@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 from ...errors import SourceError
 from ...stagekit.stage import Stage
-from .plan import plan_sources
 
 if TYPE_CHECKING:
     from ...lockfile import Lock
@@ -37,3 +36,13 @@ def _run(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> StageR
 STAGE = Stage("sources", "sync", "sources", SourceError, _plan, _run, concurrent=True)
 
 __all__ = ["STAGE", "plan_sources"]
+
+
+def __getattr__(name: str) -> object:
+    """``plan_sources`` for the stages that ask this one, loaded when first asked: the stage list alone (read by
+    `--help`) stays cheap."""
+    if name == "plan_sources":
+        from .plan import plan_sources
+
+        return plan_sources
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
