@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from flagtree_cpu_build.cli import app
+from tests.support.envelope import result_of
 from tests.support.fetching import (
     URL_PATH,
     cache_root,
@@ -331,9 +332,11 @@ def test_a_hand_unpacked_tree_is_verified_by_listing_and_adopted(tmp_path: Path,
     assert not (dest() / "version.txt").exists()
     clang_inode = os.stat(dest() / "bin/clang").st_ino
     url = http_server.url(URL_PATH)  # not served: nothing may be downloaded
-    result = fetch(tmp_path, url)
+    result = fetch(tmp_path, url, "--json")  # the stderr table wraps its detail column where the temp path is long
     assert result.exit_code == 0, result.stderr
-    assert "matches the tarball; adopted" in result.stderr
+    [action] = result_of(result.stdout)["actions"]
+    assert (action["status"], action["detail"]) == ("updated", f"existing tree at {dest()} matches the tarball; "
+                                                               "adopted")
     assert http_server.requests == []
     assert (dest() / "version.txt").read_text() == url  # now setup.py will not wipe ~/.triton/llvm
     assert os.stat(dest() / "bin/clang").st_ino == clang_inode  # not re-extracted
