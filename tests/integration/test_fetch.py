@@ -6,13 +6,13 @@ import json
 import os
 import signal
 import tarfile
-import time
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from flagtree_cpu_build.cli import app
+from tests.support.envelope import result_of
 from tests.support.fetching import (
     URL_PATH,
     cache_root,
@@ -24,6 +24,7 @@ from tests.support.fetching import (
     partial_folders,
     triton_llvm,
     unpacked_files,
+    wait_for,
 )
 from tests.support.httpserver import Faults, LoopbackHTTPServer
 from tests.support.tarballs import TOP, Tarball, hostile_tarball, llvm_tarball
@@ -173,25 +174,20 @@ def test_the_lock_verifies_later_downloads(tmp_path: Path, http_server: Loopback
 
 def test_ctrl_c_exits_130_and_the_next_run_resumes(tmp_path: Path, http_server: LoopbackHTTPServer,
                                                    tarball: Tarball) -> None:
-    faults = Faults(rate=256 * 1024)  # ~3 s for the whole file
-    url = http_server.serve(URL_PATH, tarball.data, faults)
+    url = http_server.serve(URL_PATH, tarball.data, Faults(hold_after=200_000))  # the rest waits: Ctrl-C lands
     process = fetch_process(tmp_path, url)
-    part = next(iter([]), None)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        parts = list(cache_root().glob("partial/*.part")) if cache_root().exists() else []
-        if parts and parts[0].stat().st_size > 100_000:
-            part = parts[0]
-            break
-        time.sleep(0.05)
-    assert part is not None, "the download never started"
+    try:
+        [part] = wait_for(lambda: [p for p in cache_root().glob("partial/*.part") if p.stat().st_size > 100_000], 60,
+                          "the first 100 KB of the download")
+    except AssertionError:
+        process.kill()
+        raise
     process.send_signal(signal.SIGINT)
     _out, err = process.communicate(timeout=20)
     assert process.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err
     kept = part.stat().st_size
     assert kept > 100_000 and not dest().exists() and partial_folders() == []
-    faults.rate = None
     result = fetch(tmp_path, url, sets=(f"artifacts.llvm.sha256={tarball.sha256}",))
     assert result.exit_code == 0, result.stderr
     resumed = http_server.requests_for(URL_PATH)[-1]
@@ -201,23 +197,16 @@ def test_ctrl_c_exits_130_and_the_next_run_resumes(tmp_path: Path, http_server: 
 
 def test_the_tarball_is_unpacked_while_it_downloads(tmp_path: Path, http_server: LoopbackHTTPServer,
                                                    tarball: Tarball) -> None:
-    url = http_server.serve(URL_PATH, tarball.data, Faults(rate=128 * 1024))  # ~6 s for the whole file
+    faults = Faults(hold_after=len(tarball.data) // 2)  # the second half waits until something is unpacked
+    url = http_server.serve(URL_PATH, tarball.data, faults)
     process = fetch_process(tmp_path, url, "--require-hashes", "--set", f"artifacts.llvm.sha256={tarball.sha256}")
-    seen = None
-    deadline = time.monotonic() + 30
-    while seen is None and time.monotonic() < deadline and process.poll() is None:
-        parts = list(cache_root().glob("partial/*.part")) if cache_root().exists() else []
-        try:
-            files = unpacked_files()
-            size = parts[0].stat().st_size if parts else None
-        except FileNotFoundError:
-            continue
-        if files and size is not None and size < len(tarball.data):
-            seen = (size, len(files))
-        time.sleep(0.05)
+    try:
+        wait_for(unpacked_files, 60, "a file unpacked before the last byte arrived")
+        assert http_server.sent[URL_PATH] < len(tarball.data)  # the gate is still shut
+    finally:
+        faults.released.set()
     _out, err = process.communicate(timeout=60)
     assert process.returncode == 0, err
-    assert seen is not None, "nothing was unpacked before the last byte arrived"
     assert (dest() / "bin" / "clang").read_bytes() == tarball.member("bin/clang")
     assert partial_folders() == []
 
@@ -343,9 +332,11 @@ def test_a_hand_unpacked_tree_is_verified_by_listing_and_adopted(tmp_path: Path,
     assert not (dest() / "version.txt").exists()
     clang_inode = os.stat(dest() / "bin/clang").st_ino
     url = http_server.url(URL_PATH)  # not served: nothing may be downloaded
-    result = fetch(tmp_path, url)
+    result = fetch(tmp_path, url, "--json")  # the stderr table wraps its detail column where the temp path is long
     assert result.exit_code == 0, result.stderr
-    assert "matches the tarball; adopted" in result.stderr
+    [action] = result_of(result.stdout)["actions"]
+    assert (action["status"], action["detail"]) == ("updated", f"existing tree at {dest()} matches the tarball; "
+                                                               "adopted")
     assert http_server.requests == []
     assert (dest() / "version.txt").read_text() == url  # now setup.py will not wipe ~/.triton/llvm
     assert os.stat(dest() / "bin/clang").st_ino == clang_inode  # not re-extracted

@@ -1,7 +1,7 @@
 """Half-unpacked trees: a run stopped while it unpacks (Ctrl-C, SIGTERM — in `fetch` and in `setup`, whose
 download runs in a worker thread — or SIGKILL) must not leave its partial folder under ~/.triton/llvm for
-good. Real processes, real signals, a throttled download so the signal lands mid-unpack; and folders that
-look like ours but are not provably abandoned are left alone."""
+good. Real processes, real signals, a download the server holds half-way (a gate) so the signal lands
+mid-unpack; and folders that look like ours but are not provably abandoned are left alone."""
 
 from __future__ import annotations
 
@@ -33,7 +33,10 @@ from tests.support.gitworld import GitWorld
 from tests.support.httpserver import Faults, LoopbackHTTPServer
 from tests.support.tarballs import TOP, Tarball, llvm_tarball
 
-SLOW = Faults(rate=128 * 1024)  # the 787 KB tarball takes ~6 s: long enough to be caught unpacking
+
+def held_halfway() -> Faults:
+    """The first half of the 787 KB tarball, then nothing until the server closes: a run is caught unpacking."""
+    return Faults(hold_after=400_000)
 
 
 @pytest.fixture
@@ -41,14 +44,23 @@ def tarball() -> Tarball:
     return llvm_tarball()
 
 
+def trickle(faults: Faults) -> None:
+    """Open the gate to a trickle: setup's download runs in a worker thread that stops at its next progress update,
+    which an answer held shut would not give it (setup would wait out its 15 s grace for the worker); at 32 KB/s
+    the rest takes 12 s, so the signal is handled long before the last byte."""
+    faults.release(rate=32 * 1024)
+
+
 def stop_while_unpacking(process: subprocess.Popen, sig: signal.Signals,
-                         also: Callable[[], object] = lambda: True) -> tuple[int, str]:
+                         also: Callable[[], object] = lambda: True,
+                         then: Callable[[], object] = lambda: None) -> tuple[int, str]:
     try:
         wait_for(lambda: unpacked_files() and also(), 30, "the first unpacked file")
     except AssertionError:
         process.kill()
         raise
     process.send_signal(sig)
+    then()
     _out, err = process.communicate(timeout=60)
     return process.returncode, err
 
@@ -56,7 +68,7 @@ def stop_while_unpacking(process: subprocess.Popen, sig: signal.Signals,
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_fetch_stopped_while_unpacking_leaves_no_partial_folder(
         tmp_path: Path, http_server: LoopbackHTTPServer, tarball: Tarball, sig: signal.Signals, code: int) -> None:
-    url = http_server.serve(URL_PATH, tarball.data, SLOW)
+    url = http_server.serve(URL_PATH, tarball.data, held_halfway())
     returncode, err = stop_while_unpacking(fetch_process(tmp_path, url), sig)
     assert returncode == code, err
     assert "Traceback" not in err and partial_folders() == [] and not dest().exists()
@@ -66,7 +78,8 @@ def test_fetch_stopped_while_unpacking_leaves_no_partial_folder(
 def test_setup_stopped_while_unpacking_leaves_no_partial_folder(
         world: GitWorld, tmp_path: Path, http_server: LoopbackHTTPServer, tarball: Tarball,
         sig: signal.Signals, code: int) -> None:
-    url = http_server.serve(URL_PATH, tarball.data, SLOW)
+    faults = held_halfway()
+    url = http_server.serve(URL_PATH, tarball.data, faults)
     ws = new_workspace(world, tmp_path / "ws", always_set=(f"artifacts.llvm.url={url}",))
     submodule = ws.flagtree_cpu / "third_party" / "sleef" / ".git"
 
@@ -77,22 +90,20 @@ def test_setup_stopped_while_unpacking_leaves_no_partial_folder(
         return False
 
     process = ws.process("setup", "--skip-build", "--ignore-host")
-    returncode, err = stop_while_unpacking(process, sig, also=sources_done)
+    returncode, err = stop_while_unpacking(process, sig, also=sources_done, then=lambda: trickle(faults))
     assert returncode == code, err
     assert "Traceback" not in err and partial_folders() == [] and not dest().exists()
 
 
 def test_a_partial_folder_left_by_sigkill_is_removed_by_the_next_run(
         tmp_path: Path, http_server: LoopbackHTTPServer, tarball: Tarball) -> None:
-    faults = Faults(rate=128 * 1024)
-    url = http_server.serve(URL_PATH, tarball.data, faults)
+    url = http_server.serve(URL_PATH, tarball.data, held_halfway())  # held once: the next run gets it all
     process = fetch_process(tmp_path, url)
     returncode, _err = stop_while_unpacking(process, signal.SIGKILL)
     assert returncode == -signal.SIGKILL
     [left] = partial_folders()
     assert left.name.startswith(f".{TOP}.flagtree-cpu-partial-{process.pid}") and (left / "owner.json").is_file()
 
-    faults.rate = None
     result = fetch(tmp_path, url)
     assert result.exit_code == 0, result.stderr
     assert f"removed {left}" in result.stderr and "no longer running" in result.stderr

@@ -7,16 +7,19 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 import requests
+import urllib3
 
 from tests.support.gitdaemon import GitDaemon
 from tests.support.gitworld import GITHUB_URLS, GitWorld, git
 from tests.support.httpserver import Faults, LoopbackHTTPServer
 from tests.support.netguard import NetworkAccessInTest
+from tests.support.tcpproxy import ThrottledProxy
 
 # --- network guard for integration tests -------------------------------------------------------
 
@@ -162,6 +165,47 @@ def test_throttled_rate(http_server: LoopbackHTTPServer) -> None:
     start = time.monotonic()
     assert requests.get(url, timeout=5).content == DATA
     assert time.monotonic() - start >= 0.4
+
+
+def test_a_gate_holds_the_rest_of_the_body_until_released(http_server: LoopbackHTTPServer) -> None:
+    faults = Faults(hold_after=5000)
+    url = http_server.serve("/f", DATA, faults)
+    with requests.get(url, stream=True, timeout=30) as response:
+        first = response.raw.read(5000)
+        assert faults.holding.wait(30) and first == DATA[:5000]
+        assert http_server.sent["/f"] == 5000  # not a byte more while the gate is shut
+        faults.released.set()
+        assert first + response.raw.read() == DATA
+    assert requests.get(url, timeout=5).content == DATA  # held once (hold_times=1), then straight through
+
+
+def test_a_held_answer_ends_when_the_server_closes() -> None:
+    server = LoopbackHTTPServer()
+    faults = Faults(hold_after=100)
+    url = server.serve("/f", DATA, faults)
+    with requests.get(url, stream=True, timeout=30) as response:
+        assert faults.holding.wait(30)
+        server.close()  # never released: the server's close ends the answer instead of leaving it held
+        with pytest.raises(urllib3.exceptions.ProtocolError):  # cut short of its Content-Length (not timed out)
+            response.raw.read(decode_content=False)
+    assert server.sent["/f"] == 100
+
+
+def test_a_closed_proxy_leaves_no_thread_that_could_take_the_next_ones_connections(
+        http_server: LoopbackHTTPServer) -> None:
+    """A closed proxy's accept thread once stayed blocked in accept() on a descriptor the next test's proxy reused,
+    took that proxy's connections and reset them ("Connection reset by peer" in a clone, one run in three)."""
+    url = http_server.serve("/f", DATA)
+    before = set(threading.enumerate())
+    proxy = ThrottledProxy(http_server.port)
+    relayed = url.replace(f":{http_server.port}/", f":{proxy.port}/")
+    with requests.Session() as session:
+        assert session.get(relayed, timeout=10).content == DATA
+        proxy.close()  # with the connection still open: its relays end too
+    left = set(threading.enumerate()) - before  # the proxy's, and the server's for the relayed request
+    for thread in left:
+        thread.join(timeout=10)
+    assert [t.name for t in left if t.is_alive()] == []
 
 
 def test_wrong_content_range_is_served_when_asked(http_server: LoopbackHTTPServer) -> None:

@@ -152,7 +152,7 @@ def test_sigkill_to_the_group_while_moving_to_a_new_pin(ws: Workspace, runs, tmp
 
 @pytest.fixture
 def slow_flagtree(world: GitWorld, tmp_path: Path) -> Iterator[tuple[ThrottledProxy, str]]:
-    """FlagTree plus 3 MB of incompressible data behind a 100 KB/s relay: a clone that takes ~30 s."""
+    """FlagTree plus 3 MB of incompressible data behind a relay that freezes after 200 KB: a clone caught mid-way."""
     work = tmp_path / "upstream"
     git("clone", "--quiet", "--branch", "triton_v3.3.x", world["flagtree"].url, work, env=world.env)
     (work / "blobs").mkdir()
@@ -161,7 +161,7 @@ def slow_flagtree(world: GitWorld, tmp_path: Path) -> Iterator[tuple[ThrottledPr
     git("commit", "--quiet", "-m", "big", cwd=work, env=world.env)
     git("push", "--quiet", "origin", "HEAD:refs/heads/big", cwd=work, env=world.env)
     daemon = GitDaemon(world.root / "bare", env=world.env)
-    proxy = ThrottledProxy(daemon.port, rate=100_000)
+    proxy = ThrottledProxy(daemon.port, hold_after=200_000)
     yield proxy, git("rev-parse", "HEAD", cwd=work, env=world.env)
     proxy.close()
     daemon.close()
@@ -174,11 +174,12 @@ def test_sigkill_to_the_group_mid_transfer_leaves_no_git_and_the_next_sync_succe
     sets = (f"sources.flagtree.url={proxy.url(FLAGTREE_PATH)}", f"sources.flagtree.commit={big}")
     cache = ("--git-cache", str(tmp_path / "git-cache")) if through_cache else ()
     run = runs(ws, "sync", *cache, sets=sets)
-    proxy.wait_for_bytes(200_000)
+    assert proxy.holding.wait(60), (f"only {proxy.bytes_to_client} bytes relayed; exit {run.process.poll()}, "
+                                    f"{run.stderr.read_text()}")
     run.kill_group()
     run.wait_killed()
     run.assert_nothing_left()
-    proxy.rate = None
+    proxy.thaw()
     result = ws.run("sync", *cache, sets=sets)
     assert result.exit_code == 0, result.stderr
     assert ws.head(ws.flagtree) == big

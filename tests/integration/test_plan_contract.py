@@ -2,7 +2,8 @@
 `status`, `doctor` and build's preflight say the same about each item.
 
 For each workspace state below, the test makes the state with the real tools (a full setup against
-the git world and the loopback HTTP server, then one change), then asks every reader:
+the git world and the loopback HTTP server, then one change; the setup is made once per module and
+restored for each state, at the same paths), then asks every reader:
 
 - the dry run: per stage, what it would report (``will``: ok, created, updated, skipped) or where it
   would stop and with which exit code;
@@ -20,8 +21,9 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import subprocess
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
@@ -33,7 +35,8 @@ from flagtree_cpu_build.stages.build.plan import missing_inputs
 from flagtree_cpu_build.ui import UI
 from tests.support.cli import Workspace, new_workspace
 from tests.support.envelope import result_of
-from tests.support.gitworld import GitWorld, git
+from tests.support.gitworld import GitWorld, git, private_copy
+from tests.support.hermetic import make_hermetic
 from tests.support.httpserver import LoopbackHTTPServer
 from tests.support.tarballs import TOP, Tarball, llvm_tarball
 from tests.support.venvs import PREREQUISITES, TOOLS, build_venv
@@ -84,17 +87,15 @@ def fresh(cw: ContractWorld) -> None:
 
 
 def all_current(cw: ContractWorld) -> None:
-    _set_up(cw)
+    """Set up (every state below starts from one setup: ``set_up_once``)."""
 
 
 def pin_moved(cw: ContractWorld) -> None:
-    _set_up(cw)
     cw.sets.append(f"sources.flagtree.commit={cw.world['flagtree'].commits['tip']}")
 
 
 def ref_changed(cw: ContractWorld) -> None:
     """flagtree-cpu follows a ref (no commit pin); the recipe now names another branch, one commit ahead."""
-    _set_up(cw)
     repo = cw.world["flagtree-cpu"]
     work = cw.world.root / "release-branch"
     git("clone", "--quiet", repo.url, work, env=cw.world.env)
@@ -105,31 +106,26 @@ def ref_changed(cw: ContractWorld) -> None:
 
 def url_changed_same_sha(cw: ContractWorld) -> None:
     """The recipe moves to another URL (a mirror, an edited canonical URL) for the very same file."""
-    _set_up(cw)
     url = cw.server.serve(MIRROR_PATH, cw.tarball.data)
     cw.sets += [f"artifacts.llvm.url={url}"]
 
 
 def artifact_missing(cw: ContractWorld) -> None:
     """The published LLVM tree was deleted; the download cache still has the tarball."""
-    _set_up(cw)
     shutil.rmtree(cw.llvm)
 
 
 def tree_foreign(cw: ContractWorld) -> None:
     """A tree flagtree-cpu did not publish stands where the LLVM goes, and no tarball is at hand to check it."""
-    _set_up(cw)
     (cw.llvm / STAMP_NAME).unlink()
     shutil.rmtree(Path.home() / ".cache" / "flagtree-cpu" / "downloads")
 
 
 def build_stale(cw: ContractWorld) -> None:
-    _set_up(cw)
     cw.sets.append("build.env.set.FLAGTREE_CONTRACT_TEST=1")
 
 
 def validation_stale(cw: ContractWorld) -> None:
-    _set_up(cw)
     last = cw.ws.root / ".flagtree-cpu" / "last-validation.json"
     report = json.loads(last.read_text())
     last.write_text(json.dumps({**report, "key": "0" * 64}))  # what it validated is not this build any more
@@ -160,15 +156,65 @@ EXPECTED: dict[str, dict[str, str | int]] = {
 }
 
 
-@pytest.fixture
-def cw(world: GitWorld, tmp_path: Path, http_server: LoopbackHTTPServer) -> ContractWorld:
+def _contract_world(world: GitWorld, root: Path, server: LoopbackHTTPServer) -> ContractWorld:
     tarball = llvm_tarball()
-    url = http_server.serve(LLVM_PATH, tarball.data)
-    ws = new_workspace(world, tmp_path / "ws", always_set=(f"artifacts.llvm.url={url}",
-                                                          f"artifacts.llvm.sha256={tarball.sha256}",
-                                                          PREREQUISITES, RUNTIME))
-    return ContractWorld(ws, build_venv(tmp_path / "venv", [*TOOLS, "torch", "numpy"]), http_server, world,
-                         tarball)
+    url = server.serve(LLVM_PATH, tarball.data)
+    ws = new_workspace(world, root / "ws", always_set=(f"artifacts.llvm.url={url}",
+                                                       f"artifacts.llvm.sha256={tarball.sha256}",
+                                                       PREREQUISITES, RUNTIME))
+    venv = root / "venv"
+    python = venv / "bin" / "python" if venv.exists() else build_venv(venv, [*TOOLS, "torch", "numpy"])
+    return ContractWorld(ws, python, server, world, tarball)
+
+
+@dataclass
+class SetUp:
+    """One full setup, made once per module (per worker) at ``live`` and kept as a copy; each state starts from
+    that copy put back at the same place, so every absolute path the setup recorded (workspace, venv, HOME, the
+    world's bare repositories) holds."""
+
+    live: Path
+    copy: Path
+    server: LoopbackHTTPServer
+    world: GitWorld
+
+    def restore(self, monkeypatch: pytest.MonkeyPatch) -> ContractWorld:
+        shutil.rmtree(self.live)
+        # cp -a: hard links (the LLVM tree has one), symlinks (the venv's), modes and times as setup left them
+        subprocess.run(["cp", "-a", str(self.copy), str(self.live)], check=True)
+        make_hermetic(monkeypatch, self.live / "home")
+        monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(self.world.gitconfig))
+        world = GitWorld(self.world.root, {name: replace(repo, commits=dict(repo.commits))
+                                           for name, repo in self.world.repos.items()},
+                         self.world.gitconfig, dict(self.world.env))
+        return _contract_world(world, self.live, self.server)
+
+
+@pytest.fixture(scope="module")
+def set_up_once(git_world: GitWorld, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SetUp]:
+    live = tmp_path_factory.mktemp("contract")
+    server = LoopbackHTTPServer()
+    try:
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            (live / "home").mkdir()
+            make_hermetic(monkeypatch, live / "home")
+            world = private_copy(git_world, live / "world")
+            monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(world.gitconfig))
+            _set_up(_contract_world(world, live, server))
+        copy = live.with_name(f"{live.name}-as-set-up")
+        subprocess.run(["cp", "-a", str(live), str(copy)], check=True)
+        yield SetUp(live, copy, server, world)
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def cw(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ContractWorld:
+    """The state's starting point: nothing (``fresh``), or the module's one setup, restored for this test."""
+    if request.node.callspec.params["state"] == "fresh":
+        world = request.getfixturevalue("world")
+        return _contract_world(world, tmp_path, request.getfixturevalue("http_server"))
+    return request.getfixturevalue("set_up_once").restore(monkeypatch)
 
 
 # --- the contract -----------------------------------------------------------------------------------------------

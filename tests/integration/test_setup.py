@@ -23,8 +23,10 @@ from typer.testing import Result
 from flagtree_cpu_build.locking import exclusive
 from tests.support.cli import Workspace, new_workspace
 from tests.support.envelope import envelope_of, result_of
+from tests.support.fetching import wait_for
 from tests.support.gitworld import GitWorld
 from tests.support.httpserver import Faults, LoopbackHTTPServer
+from tests.support.ports import ServerOutput
 from tests.support.tarballs import TOP, Tarball, llvm_tarball
 from tests.support.venvs import PREREQUISITES, TOOLS, build_venv, simple_index, tiny_wheel
 
@@ -120,7 +122,7 @@ def test_ctrl_c_during_the_download_then_a_rerun_completes(sw: SetupWorld, signu
                                                            said: str) -> None:
     """Ctrl-C (or a CI runner's SIGTERM) while only the download is still running: the error names that
     stage, as the summary table does; the partial download is kept and the re-run resumes it."""
-    faults = Faults(rate=128 * 1024)  # the 768 KB tarball takes ~6 s; the clones finish long before
+    faults = Faults(hold_after=300_000)  # the rest of the 787 KB waits: the clones finish, the download does not
     sw.server.serve(LLVM_PATH, sw.tarball.data, faults)
     process = sw.ws.process("setup", "--ignore-host", "--python", str(sw.python))
     partial = Path.home() / ".cache" / "flagtree-cpu" / "downloads" / "partial"
@@ -139,6 +141,7 @@ def test_ctrl_c_during_the_download_then_a_rerun_completes(sw: SetupWorld, signu
         time.sleep(0.05)
     time.sleep(0.5)  # the sources stage records its result
     process.send_signal(signum)
+    faults.release(rate=32 * 1024)  # the download's worker stops at its next progress update: give it one, slowly
     _out, err = process.communicate(timeout=30)
     assert process.returncode == code, err
     assert said in err and "Traceback" not in err
@@ -147,7 +150,7 @@ def test_ctrl_c_during_the_download_then_a_rerun_completes(sw: SetupWorld, signu
     kept = parts[0].stat().st_size
     assert kept > 100_000 and not sw.llvm.exists() and not sw.builds()
 
-    faults.rate = None
+    faults.rate = None  # held once: the re-run gets the rest at once
     result = sw.setup()
     assert result.exit_code == 0, result.stderr
     resumed = [r for r in sw.server.requests_for(LLVM_PATH) if r.method == "GET"][-1]
@@ -260,20 +263,23 @@ def test_a_second_setup_on_the_same_workspace_exits_8_or_waits(sw: SetupWorld) -
         assert sw.ws.run("status").exit_code == 0  # reading is always fine
         assert sw.ws.run("link", "--dry-run").exit_code != 8
 
-    # a real second process: the first holds the workspace while its download is slow
-    faults = Faults(rate=256 * 1024)
+    # a real second process: the first holds the workspace while the server holds its download (a gate), until
+    # a third run, started with --wait, says it is waiting
+    faults = Faults(hold_after=100_000)
     sw.server.serve(LLVM_PATH, sw.tarball.data, faults)
     first = sw.ws.process("setup", "--skip-build", "--ignore-host")
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and lock.read_text().strip() != f"{first.pid} setup":
-        time.sleep(0.05)
-    busy = sw.setup("--skip-build")
-    waited = sw.ws.run("--wait", "setup", "--skip-build", "--ignore-host")
-    _out, err = first.communicate(timeout=60)
+    try:
+        wait_for(lambda: lock.read_text().strip() == f"{first.pid} setup", 60, "the first run's lock")
+        busy = sw.setup("--skip-build")
+        waiter = sw.ws.process("--wait", "setup", "--skip-build", "--ignore-host")
+        said = ServerOutput(waiter, waiter.stderr, keep=None)
+        assert said.wait_for("waiting for another flagtree-cpu process", 120), said.text()
+    finally:
+        faults.release()
+    _out, err = first.communicate(timeout=120)
     assert first.returncode == 0, err
     assert busy.exit_code == 8 and "(setup, pid" in busy.stderr
-    assert waited.exit_code == 0, waited.stderr
-    assert "waiting for another flagtree-cpu process" in waited.stderr
+    assert waiter.wait(timeout=120) == 0, said.text(timeout_s=10)
     assert sw.gets() == 1  # the waiting run found everything done
 
 

@@ -5,7 +5,6 @@ signal sent to the tool alone while git works, the tool's patch state damaged.""
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -188,15 +187,16 @@ def test_checkout_git_refused_is_not_taken_for_an_interrupted_one(ws: Workspace)
 # --- 2. a stalled server is stopped, named, and the next sync succeeds ------------------------------------
 
 
+# A stalled transfer that is never stopped would hang the run: the timeout mark bounds it (only a hang reaches it;
+# no test asserts how fast the stop came, a loaded machine stretches it).
+@pytest.mark.timeout(120)
 def test_server_frozen_before_the_first_byte_is_exit_3_naming_the_url(
         ws: Workspace, daemon: GitDaemon, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FLAGTREE_CPU_STALL_TIMEOUT", "2")
     url = daemon.url(FLAGTREE_PATH)
     daemon.freeze()
-    start = time.monotonic()
     result = ws.run("sync", sets=(f"sources.flagtree.url={url}",))
     assert result.exit_code == 3, result.stderr
-    assert time.monotonic() - start < 10
     assert f"no data from {url} for 2 s; the server stalled" in result.stderr
     assert "FLAGTREE_CPU_STALL_TIMEOUT" in result.stderr and "Traceback" not in result.stderr
     assert not ws.flagtree.exists() and not list(ws.root.glob(".*partial"))
@@ -206,25 +206,22 @@ def test_server_frozen_before_the_first_byte_is_exit_3_naming_the_url(
     assert again.exit_code == 0, again.stderr
 
 
+@pytest.mark.timeout(120)
 def test_transfer_frozen_mid_clone_is_stopped_and_the_next_sync_succeeds(
         ws: Workspace, daemon: GitDaemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     big = big_commit(ws.world, tmp_path)
-    proxy = ThrottledProxy(daemon.port, rate=300_000)
+    proxy = ThrottledProxy(daemon.port, hold_after=400_000)  # the pack flows, then the link freezes mid-way
     url = proxy.url(FLAGTREE_PATH)
     sets = (f"sources.flagtree.url={url}", f"sources.flagtree.commit={big}")
     monkeypatch.setenv("FLAGTREE_CPU_STALL_TIMEOUT", "2")
     process = ws.process("sync", sets=sets)
     try:
-        proxy.wait_for_bytes(400_000)  # the pack is flowing
-        proxy.freeze()
-        frozen_at = time.monotonic()
+        assert proxy.holding.wait(60), f"only {proxy.bytes_to_client} bytes relayed"
         _out, err = process.communicate(timeout=60)
         assert process.returncode == 3, err
-        assert time.monotonic() - frozen_at < 10
         assert f"no data from {url} for 2 s; the server stalled" in err
         assert not list(ws.root.glob(".*partial")) and not ws.flagtree.exists()
 
-        proxy.rate = None
         proxy.thaw()
         result = ws.run("sync", sets=sets)
         assert result.exit_code == 0, result.stderr
@@ -234,6 +231,7 @@ def test_transfer_frozen_mid_clone_is_stopped_and_the_next_sync_succeeds(
         proxy.close()
 
 
+@pytest.mark.timeout(120)
 def test_stalled_fetch_of_a_new_pin_is_stopped(ws: Workspace, daemon: GitDaemon, tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     url = daemon.url(FLAGTREE_PATH)
@@ -241,10 +239,8 @@ def test_stalled_fetch_of_a_new_pin_is_stopped(ws: Workspace, daemon: GitDaemon,
     new = commit_upstream(ws.world, tmp_path, {"docs/new.md": b"new\n"})
     monkeypatch.setenv("FLAGTREE_CPU_STALL_TIMEOUT", "2")
     daemon.freeze()
-    start = time.monotonic()
     result = ws.run("sync", sets=(f"sources.flagtree.url={url}", f"sources.flagtree.commit={new}"))
     assert result.exit_code == 3, result.stderr
-    assert time.monotonic() - start < 10
     assert f"no data from {url} for 2 s" in result.stderr
     daemon.thaw()
     again = ws.run("sync", sets=(f"sources.flagtree.url={url}", f"sources.flagtree.commit={new}"))
@@ -252,6 +248,7 @@ def test_stalled_fetch_of_a_new_pin_is_stopped(ws: Workspace, daemon: GitDaemon,
     assert ws.head(ws.flagtree) == new
 
 
+@pytest.mark.timeout(120)
 def test_stalled_submodule_clone_is_stopped_and_the_next_sync_finishes_it(
         ws: Workspace, daemon: GitDaemon, monkeypatch: pytest.MonkeyPatch) -> None:
     # sleef alone through the daemon: the more specific insteadOf rule wins
@@ -259,10 +256,8 @@ def test_stalled_submodule_clone_is_stopped_and_the_next_sync_finishes_it(
         config.write(f'[url "git://127.0.0.1:{daemon.port}/shibatch/"]\n\tinsteadOf = https://github.com/shibatch/\n')
     monkeypatch.setenv("FLAGTREE_CPU_STALL_TIMEOUT", "2")
     daemon.freeze()
-    start = time.monotonic()
     result = ws.run("sync")
     assert result.exit_code == 3, result.stderr
-    assert time.monotonic() - start < 15
     assert "no data from https://github.com/shibatch/sleef for 2 s" in result.stderr
     daemon.thaw()
     again = ws.run("sync")
@@ -286,11 +281,11 @@ def test_quiet_but_busy_submodule_checkout_is_not_taken_for_a_stall(
 def test_signal_to_the_tool_alone_stops_its_git_and_removes_the_partial_clone(
         ws: Workspace, daemon: GitDaemon, tmp_path: Path, signal_name: str, exit_code: int) -> None:
     big = big_commit(ws.world, tmp_path)
-    proxy = ThrottledProxy(daemon.port, rate=200_000)  # a slow clone, writing into the partial folder
+    proxy = ThrottledProxy(daemon.port, hold_after=200_000)  # a clone caught mid-way, writing into the partial folder
     sets = (f"sources.flagtree.url={proxy.url(FLAGTREE_PATH)}", f"sources.flagtree.commit={big}")
     process = ws.process("sync", sets=sets)
     try:
-        proxy.wait_for_bytes(200_000)
+        assert proxy.holding.wait(60), f"only {proxy.bytes_to_client} bytes relayed"
         gits = [(pid, group) for pid, group, name in descendants(process.pid) if name.startswith("git")]
         assert gits and [p for p in ws.root.glob(".FlagTree.flagtree-cpu-partial-*") if (p / "owner.json").is_file()]
         send(process.pid, signal_name)  # the tool alone, as CI runners and `timeout` do

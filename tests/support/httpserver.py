@@ -34,6 +34,18 @@ class Faults:
     head_without_length: bool = False  # HEAD answers 200 without a Content-Length
     stall_after: int | None = None  # send this many body bytes, then go silent with the connection open ...
     stall_times: int | None = None  # ... this many times (None: always); a stalled answer ends when the server closes
+    # a gate: send this many body bytes, then hold the rest until the test sets ``released`` (or the server closes);
+    # ``holding`` is set once an answer waits there, so a test waits for that event instead of for slow bytes
+    hold_after: int | None = None
+    hold_times: int | None = 1  # ... this many times (None: always); later answers go straight through
+    holding: threading.Event = field(default_factory=threading.Event, repr=False)
+    released: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    def release(self, rate: int | None = None) -> None:
+        """Open the gate; with ``rate``, to a trickle of that many bytes per second (a client that acts on its next
+        progress update gets one soon, and still cannot finish before it acts)."""
+        self.rate = rate
+        self.released.set()
 
 
 @dataclass
@@ -79,6 +91,7 @@ class _Handler(BaseHTTPRequestHandler):
             status = self._status_for(served)
             drop = self._drop_for(served) if body and status in (200, 206) else None
             stall = self._stall_for(served) if body and status in (200, 206) else None
+            hold = self._hold_for(served) if body and status in (200, 206) else None
             data = self._content_for(served, body) if status in (200, 206) else b""
         if status not in (200, 206):
             self._record(status)
@@ -119,7 +132,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.end_headers()
         if body:
-            self._send_body(path, chunk, served.faults.rate, drop if stall is None else stall, stall is not None)
+            self._send_body(path, chunk, served.faults, drop if stall is None else stall, stall is not None, hold)
 
     def _status_for(self, served: Served | None) -> int:
         if served is None:
@@ -159,13 +172,38 @@ class _Handler(BaseHTTPRequestHandler):
             faults.stall_times -= 1
         return faults.stall_after
 
-    def _send_body(self, path: str, chunk: bytes, rate: int | None, drop: int | None, stall: bool = False) -> None:
+    def _hold_for(self, served: Served | None) -> int | None:
+        faults = served.faults if served else None
+        if faults is None or faults.hold_after is None or faults.hold_times == 0:
+            return None
+        if faults.hold_times is not None:
+            faults.hold_times -= 1
+        return faults.hold_after
+
+    def _wait_at_gate(self, faults: Faults) -> bool:
+        """Everything before the gate is on the wire; the rest waits for the test. False: the server closed first."""
+        self.wfile.flush()
+        faults.holding.set()
+        while not faults.released.wait(0.02):
+            if self.server.owner.closing.is_set():
+                return False
+        return True
+
+    def _send_body(self, path: str, chunk: bytes, faults: Faults, drop: int | None, stall: bool = False,
+                   hold: int | None = None) -> None:
+        rate = faults.rate
         limit = len(chunk) if drop is None else min(drop, len(chunk))
         step = max(1, rate // 20) if rate else 64 * 1024
         sent = 0
         try:
             while sent < limit:
-                piece = chunk[sent:min(sent + step, limit)]
+                if hold is not None and sent >= hold:
+                    if not self._wait_at_gate(faults):
+                        self.close_connection = True
+                        return
+                    hold, rate = None, faults.rate  # the rest at the rate the gate was opened to
+                    step = max(1, rate // 20) if rate else 64 * 1024
+                piece = chunk[sent:min(sent + step, limit, limit if hold is None else hold)]
                 self.wfile.write(piece)
                 sent += len(piece)
                 with self.server.owner.lock:
@@ -213,6 +251,10 @@ class LoopbackHTTPServer:
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
                                         daemon=True)  # shutdown() waits one poll: 0.5 s by default, per test
         self._thread.start()
+
+    @property
+    def port(self) -> int:
+        return self._server.server_address[1]
 
     @property
     def base_url(self) -> str:

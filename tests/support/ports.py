@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import IO, AnyStr
 
 
 def _bound_port() -> int:
@@ -37,19 +38,22 @@ def refusing_port() -> Iterator[int]:
 
 
 class ServerOutput:
-    """A started server's output, read to its end by a thread (a full pipe would stop the server); the last lines
-    are kept for error messages."""
+    """A started process's output (a server's log, or a CLI's stderr), read to its end by a thread (a full pipe would
+    stop the process), so a test waits for a line it prints instead of for a while; the last ``keep`` lines are
+    kept (bytes, or text for a stream opened with ``text=True``)."""
 
-    def __init__(self, process: subprocess.Popen[bytes]) -> None:
-        assert process.stdout is not None
-        self.lines: collections.deque[bytes] = collections.deque(maxlen=50)
+    def __init__(self, process: subprocess.Popen, stream: IO | None = None, keep: int | None = 50) -> None:
+        stream = process.stdout if stream is None else stream
+        assert stream is not None
+        self.lines: collections.deque = collections.deque(maxlen=keep)
         self._seen = threading.Condition()
         self._done = False
-        self._thread = threading.Thread(target=self._read, args=(process.stdout,), daemon=True)
+        self._empty = stream.read(0)  # b"" or "": what readline gives at the end
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
         self._thread.start()
 
     def _read(self, stream) -> None:
-        for line in iter(stream.readline, b""):
+        for line in iter(stream.readline, self._empty):
             with self._seen:
                 self.lines.append(line)
                 self._seen.notify_all()
@@ -58,7 +62,7 @@ class ServerOutput:
             self._seen.notify_all()
         stream.close()
 
-    def wait_for(self, marker: bytes, timeout_s: float) -> bool:
+    def wait_for(self, marker: AnyStr, timeout_s: float) -> bool:
         """True once a line holding ``marker`` was printed; False when the output ended or time ran out first."""
         deadline = time.monotonic() + timeout_s
         with self._seen:
@@ -69,8 +73,12 @@ class ServerOutput:
                 self._seen.wait(left)
             return True
 
-    def text(self) -> str:
-        return b"".join(self.lines).decode("utf-8", "replace")
+    def text(self, timeout_s: float = 0) -> str:
+        """What was kept; after waiting up to ``timeout_s`` for the end of the output (the process has exited)."""
+        self._thread.join(timeout_s)
+        with self._seen:
+            kept = self._empty.join(self.lines)
+        return kept.decode("utf-8", "replace") if isinstance(kept, bytes) else kept
 
 
 Started = tuple[subprocess.Popen[bytes], int, ServerOutput]  # the server, its port, its output
