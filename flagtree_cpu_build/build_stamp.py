@@ -1,7 +1,7 @@
 """The build stamp: what a build's result depends on (sources, artifacts, command, environment, Python,
 prerequisites, compilers, steps, variant), and why a stored one says the build must run again.
 
-``build`` writes it after a successful build; the build's plan (``plans/build.py``) compares with it through
+``build`` writes it after a successful build; the build's plan (``stages/build/plan.py``) compares with it through
 ``stale_reasons``. A reason is a value (``Changed(("sources", "flagtree", "commit"), old, new)``,
 ``ProductsMissing``, ...) and ``say`` makes its words, once, for `build`, ``status``, doctor and the dry run.
 """

@@ -1,7 +1,7 @@
 """The fetch stage: every recipe artifact downloaded (or reused), verified, and published
 where the build — and FlagTree's own setup.py — will look for it.
 
-The run acts on the artifacts' plan (``plans/artifacts``, computed for the same options): an
+The run acts on the artifacts' plan (``stages/artifacts/plan``, computed for the same options): an
 item the plan found current has nothing to do (no network, no reading the tree) but its
 version file mended. For the others the plan's item carries the digests the file must have,
 where a download comes from (mirrors first), the download cache, and what is at the
@@ -61,7 +61,7 @@ class _Outcome:
 
 
 def run_fetch(ctx: StageContext, options: RunOptions, plan: Sequence[PlanItem]) -> StageResult:
-    """Publish what ``plan`` (``plans/artifacts.plan_artifacts`` for the same options) says is not current, with
+    """Publish what ``plan`` (``stages/artifacts/plan.plan_artifacts`` for the same options) says is not current, with
     the digests, URLs, cache and destination its items carry; a current item only has its version file mended."""
     start = time.monotonic()
     ws, recipe = ctx.workspace, ctx.recipe

@@ -1,6 +1,6 @@
 """The build stage: the recipe's build command, in the right environment, watched and explained.
 
-``run_build`` acts on the build's plan (``plans/build.py``: the mode, the stamp it would write, why it would run,
+``run_build`` acts on the build's plan (``stages/build/plan.py``: the mode, the stamp it would write, why it would run,
 the inputs it lacks), computed once with the run's own options. When the plan says current, it says "up to date"
 in about a second and runs nothing. Otherwise it goes prepare → build → verify → stamp:
 
@@ -53,7 +53,7 @@ _NINJA = re.compile(r"^\[(\d+)/(\d+)\]\s*(.*)")
 
 
 def run_build(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> StageResult:
-    """Act on the build's plan (``plans.build.plan_build``, made with these options): "up to date", or prepare →
+    """Act on the build's plan (``stages/build/plan.plan_build``, made with these options): "up to date", or prepare →
     build → verify → stamp."""
     start = time.monotonic()
     facts = _gate(ctx, options, plan)
@@ -98,7 +98,7 @@ def _gate(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> Build
     _arch_gate(ctx, options)
     facts = [i.facts for i in plan if isinstance(i, BuildItem) and i.facts is not None]
     if len(facts) != 1:
-        raise ValueError(f"run_build acts on the build's plan (plans.build.plan_build), not on {plan!r}")
+        raise ValueError(f"run_build acts on the build's plan (stages/build/plan.plan_build), not on {plan!r}")
     return facts[0]
 
 

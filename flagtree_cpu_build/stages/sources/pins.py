@@ -1,6 +1,6 @@
 """Which commit each recipe source must be at: the recipe's pin, else the lock file's, else the
 branch or tag resolved now on the server (``git ls-remote``). ``pinned`` is that rule, once: the sources
-plan (``plans/sources``) decides with it, sync acts on the plan, and `lock` resolves with it here."""
+plan (``stages/sources/plan``) decides with it, sync acts on the plan, and `lock` resolves with it here."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The sync stage: every recipe source checked out at its pinned commit — never at the cost
 of the user's work.
 
-Sync acts on its plan (``plans/sources``, made once for the run by ``registry.run_stage``, for
+Sync acts on its plan (``stages/sources/plan``, made once for the run by ``registry.run_stage``, for
 `sync` and setup alike): for each planned source (parents before the sources nested inside them), at the
 commit the plan decided, clone it if missing (through the git cache when there is one), or move
 an existing checkout to its pin after checking that nothing would be lost; bring submodules to
