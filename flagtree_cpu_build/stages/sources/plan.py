@@ -38,7 +38,10 @@ def planned_pin(item: PlanItem) -> tuple[str | None, Origin]:
 def plan_sources(ctx: StageContext, lock: Lock | None, options: RunOptions, *,
                  count_changes: bool = True) -> list[PlanItem]:
     """``count_changes=False`` (build's preflight, which only asks "current?") skips counting the local
-    changes of a checkout that is at its pin: they decide nothing there, and git status is the slow part."""
+    changes of a checkout that is at its pin: they decide nothing there, and git status is the slow part.
+
+    Planned for sync's run (``options.for_run``), the submodules are not asked either: the run brings them to
+    their recorded commits itself, so the answer would decide nothing and cost a recursive git walk."""
     return [_plan_one(ctx, name, lock, options, count_changes) for name in ctx.recipe.sources_in_order()]
 
 
@@ -84,7 +87,8 @@ def _plan_one(ctx: StageContext, name: str, lock: Lock | None, options: RunOptio
         reason = "at another commit" if wanted else f"the tip of {source.ref!r} is another commit"
         return PlanItem("sources", name, "differs", f"at {at[:12]}, the pin is {target[:12]}",
                         f"move {name} {at[:7]} -> {target[:7]}", reason, data, "updated")
-    wrong = submodules_off(checkout) if source.submodules != "none" else []  # none: sync leaves them alone
+    # none: sync leaves them alone; for the run: it checks them itself
+    wrong = submodules_off(checkout) if source.submodules != "none" and not options.for_run else []
     if wrong:
         return PlanItem("sources", name, "differs", f"at its pin; {len(wrong)} submodule(s) are not at their "
                         f"recorded commits ({', '.join(wrong[:2])})", f"update {name}'s submodules",
