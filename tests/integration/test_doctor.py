@@ -89,17 +89,10 @@ def test_network_hosts_are_probed(tmp_path: Path, http_server: LoopbackHTTPServe
     assert "ConnectionRefusedError" in finding["detail"] and "--mirror" in finding["fix"]
 
 
-def dead_port() -> int:
-    """A loopback port nothing listens on: connections to it are refused at once."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_a_reachable_mirror_makes_the_artifact_reachable(http_server: LoopbackHTTPServer,
-                                                          github_redirect: GitWorld,
+                                                          github_redirect: GitWorld, refused_port: int,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    original = f"http://127.0.0.1:{dead_port()}/public/"
+    original = f"http://127.0.0.1:{refused_port}/public/"
     mirror = http_server.serve(f"/triton/llvm-builds/{TOP}.tar.gz", b"x").split("/llvm-builds/")[0] + "/"
     url = f"artifacts.llvm.url={original}llvm-builds/{TOP}.tar.gz"
     alone = doctor("--json", "--check", "network.hosts", "--set", url)
@@ -115,8 +108,9 @@ def test_a_reachable_mirror_makes_the_artifact_reachable(http_server: LoopbackHT
     assert bad.exit_code == 2 and "PREFIX=REPLACEMENT" in bad.stderr
 
 
-def test_a_local_mirror_counts_when_its_file_is_there(tmp_path: Path, github_redirect: GitWorld) -> None:
-    original = f"http://127.0.0.1:{dead_port()}/public/"
+def test_a_local_mirror_counts_when_its_file_is_there(tmp_path: Path, github_redirect: GitWorld,
+                                                       refused_port: int) -> None:
+    original = f"http://127.0.0.1:{refused_port}/public/"
     url = f"artifacts.llvm.url={original}llvm-builds/{TOP}.tar.gz"
     folder = tmp_path / "usb-stick"
     (folder / "llvm-builds").mkdir(parents=True)
@@ -133,9 +127,9 @@ def test_a_local_mirror_counts_when_its_file_is_there(tmp_path: Path, github_red
 
 
 def test_a_dead_mirror_in_front_of_a_live_host_is_a_warning(http_server: LoopbackHTTPServer,
-                                                             github_redirect: GitWorld) -> None:
+                                                             github_redirect: GitWorld, refused_port: int) -> None:
     url = http_server.serve(f"/llvm-builds/{TOP}.tar.gz", b"x")
-    dead = f"http://127.0.0.1:{dead_port()}/"
+    dead = f"http://127.0.0.1:{refused_port}/"
     result = doctor("--json", "--check", "network.hosts", "--set", f"artifacts.llvm.url={url}",
                     "--mirror", f"{http_server.base_url}/={dead}")
     finding = findings(result)["network.hosts"]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import socket
-
 from flagtree_cpu_build.download import remote_size
 from tests.support.httpserver import Faults, LoopbackHTTPServer
 
@@ -29,9 +27,6 @@ def test_a_server_that_does_not_say_gives_none(http_server: LoopbackHTTPServer) 
     assert remote_size(url) is None  # 200 to the range request: no Content-Range to read
 
 
-def test_an_unreachable_server_or_a_local_path_gives_none() -> None:
-    with socket.socket() as closed:
-        closed.bind(("127.0.0.1", 0))
-        port = closed.getsockname()[1]
-    assert remote_size(f"http://127.0.0.1:{port}/llvm.tar.xz") is None
+def test_an_unreachable_server_or_a_local_path_gives_none(refused_port: int) -> None:
+    assert remote_size(f"http://127.0.0.1:{refused_port}/llvm.tar.xz") is None
     assert remote_size("/tmp/llvm.tar.xz") is None and remote_size("file:///tmp/llvm.tar.xz") is None

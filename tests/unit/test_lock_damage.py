@@ -64,9 +64,9 @@ def test_lock_that_is_not_yaml_names_the_line_and_the_repair(lock_path: Path) ->
 ], ids=["alias-bomb", "recursive-alias", "deep-nesting", "python-tag", "complex-key", "impossible-date"])
 def test_hostile_lock_is_a_usage_error_in_milliseconds(lock_path: Path, text: str, fragment: str) -> None:
     lock_path.write_text(text)
-    start = time.perf_counter()
+    start = time.process_time()  # CPU seconds, not wall: a loaded machine (parallel workers) stretches the clock
     error = damage_of(lock_path)
-    assert time.perf_counter() - start < 1.0
+    assert time.process_time() - start < 1.0  # an expanded alias bomb or unbounded nesting takes minutes
     assert fragment in error.message
     assert f"{lock_path}:" in error.message  # file:line
 
