@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from flagtree_cpu_build.cli import app
 from tests.support.cli import Workspace, new_workspace, synced_workspace
 from tests.support.envelope import error_of, result_of
 from tests.support.gitworld import GitWorld
+from tests.support.ports import ServerOutput
 
 TOOL = [sys.executable, "-m", "flagtree_cpu_build"]
 
@@ -269,9 +271,12 @@ def test_recipe_validate_counts_in_the_singular_too() -> None:
 def test_make_setup_installs_the_lean_tool_and_passes_args(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parents[2]
 
+    # not the make this suite may run under: its MAKEFLAGS carry command-line variables (PYTEST_ARGS=...)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "PYTEST_ARGS")}
+
     def make_dry(*targets: str) -> list[str]:  # -W: as if pyproject.toml changed, so every step is shown
         dry = subprocess.run(["make", "-n", "--no-print-directory", "-C", str(root), "-W", "pyproject.toml",
-                              *targets], capture_output=True, text=True, timeout=60)
+                              *targets], capture_output=True, text=True, timeout=60, env=env)
         assert dry.returncode == 0, dry.stderr
         return dry.stdout.splitlines()
 
@@ -280,7 +285,9 @@ def test_make_setup_installs_the_lean_tool_and_passes_args(tmp_path: Path) -> No
     assert not any("[dev]" in line or "[test]" in line for line in lines), lines
     assert lines[-1].endswith("flagtree-cpu setup --skip-build")
     tests = make_dry("test")
-    assert any("-c constraints.txt -e '.[dev]'" in line for line in tests) and tests[-1].endswith("pytest -q")
+    assert any("-c constraints.txt -e '.[dev]'" in line for line in tests), tests
+    assert re.search(r"python -m pytest -q -n \d+ --dist \w+$", tests[-1]), tests  # parallel workers by default
+    assert make_dry("test-serial")[-1].endswith("python -m pytest -q -n 0")
 
 
 def test_setup_moves_a_damaged_report_aside_and_writes_a_new_one(world: GitWorld, tmp_path: Path) -> None:
@@ -313,8 +320,6 @@ def test_the_next_steps_name_the_workdir_so_they_work_from_any_folder(world: Git
 def test_sigterm_and_sighup_stop_a_run_like_ctrl_c(world: GitWorld, tmp_path: Path, signum: int, code: int,
                                                     name: str) -> None:
     """A CI runner's SIGTERM or a closed terminal's SIGHUP: the same cleanup as Ctrl-C, exit 128 + signal."""
-    import time
-
     ws = new_workspace(world, tmp_path / "ws")
     (ws.root / ".flagtree-cpu").mkdir(parents=True)
     holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'w'); "
@@ -322,11 +327,13 @@ def test_sigterm_and_sighup_stop_a_run_like_ctrl_c(world: GitWorld, tmp_path: Pa
                                str(ws.root / ".flagtree-cpu" / "workspace.lock")], stdout=subprocess.PIPE, text=True)
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
     try:  # the run waits for the workspace (--wait): a quiet moment to deliver the signal in
-        process = subprocess.Popen([*TOOL, *ws.argv("--wait", "sync")], stdout=subprocess.PIPE,
+        process = subprocess.Popen([*TOOL, *ws.argv("--wait", "sync")], stdout=subprocess.DEVNULL,
                                    stderr=subprocess.PIPE, text=True)
-        time.sleep(1.5)
+        said = ServerOutput(process, process.stderr, keep=None)
+        assert said.wait_for("waiting for another flagtree-cpu process", 60), said.text()  # its handlers are set
         process.send_signal(signum)
-        _out, err = process.communicate(timeout=30)
+        process.wait(timeout=30)
+        err = said.text(timeout_s=10)
     finally:
         holder.kill()
     assert process.returncode == code, err
