@@ -12,8 +12,12 @@ TOOL   := $(VENV)/.installed-tool
 DEV    := $(VENV)/.installed-dev
 # passed to `flagtree-cpu setup`, e.g. make setup ARGS="--skip-build"
 ARGS   ?=
+# how `make test` and `make test-latest` run the suite: on 4 pytest-xdist workers, each test handed to the next
+# free worker (worksteal). The suite mostly waits (servers, real processes, signals), so 4 workers pay even on 2
+# cores. PYTEST_ARGS="-n 0" (or `make test-serial`) runs it in one process; add e.g. "-k fetch" to pick tests.
+PYTEST_ARGS ?= -n 4 --dist worksteal
 
-.PHONY: setup test test-latest test-installed test-arm64 constraints lint bench clean
+.PHONY: setup test test-env test-serial print-pytest-args test-latest test-installed test-arm64 constraints lint bench clean
 
 $(TOOL): pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
@@ -37,9 +41,20 @@ $(DEV): pyproject.toml $(CONSTRAINTS)
 setup: $(TOOL)
 	$(BIN)/flagtree-cpu setup $(ARGS)
 
-## test: the whole test suite (unit + integration), loopback only
+## test: the whole test suite (unit + integration), loopback only, on parallel workers (PYTEST_ARGS)
 test: $(DEV)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+## test-env: the dev venv with the test extras and the suite's wheel folder (what `make test` needs), nothing run
+test-env: $(DEV)
+
+# what .ci/run prints beside the suite's wall time
+print-pytest-args:
+	@echo "pytest $(PYTEST_ARGS)"
+
+## test-serial: the same suite in one process, in file order (to tell a parallel-only failure from a real one)
+test-serial: $(DEV)
+	$(BIN)/python -m pytest -q -n 0
 
 ## test-latest: the whole suite on the newest versions pyproject.toml allows, in a fresh $(LATEST); first names
 ## every package whose newest version differs from $(CONSTRAINTS). With SKIP_IF_SAME=1 (what .ci/run passes) the
@@ -54,7 +69,7 @@ test-latest:
 	if [ $$status -eq 0 ] && [ -n "$(SKIP_IF_SAME)" ]; then \
 	    echo "test-latest: not run again (the constrained run tested these very versions)"; \
 	elif [ $$status -eq 0 ] || [ $$status -eq 10 ]; then \
-	    $(LATEST)/bin/python -m pytest -q; \
+	    $(LATEST)/bin/python -m pytest -q $(PYTEST_ARGS); \
 	else exit $$status; fi
 
 ## constraints: write the versions in $(LATEST) (after a passing `make test-latest`) to $(CONSTRAINTS)

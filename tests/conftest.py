@@ -32,6 +32,21 @@ collect_ignore_glob = ["fixtures/*"] + ([] if os.environ.get("FLAGTREE_CPU_ARM64
     + ([] if os.environ.get("FLAGTREE_CPU_INSTALLED") else ["installed/*"])
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist's ``--dist loadgroup``, the tests of a module that shares a module-scoped fixture (a
+    world built once: a published wheelhouse, bundles, one setup) run on one worker, so the fixture is built once;
+    every other test goes to whichever worker is free. (Other --dist modes ignore the mark.)"""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        fixtures = getattr(item, "_fixtureinfo", None)
+        shared = fixtures is not None and any(definition.scope == "module"
+                                              for definitions in fixtures.name2fixturedefs.values()
+                                              for definition in definitions)
+        if shared:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
 @pytest.fixture(autouse=True)
 def hermetic_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("home")

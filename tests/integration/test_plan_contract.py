@@ -41,6 +41,9 @@ from tests.support.httpserver import LoopbackHTTPServer
 from tests.support.tarballs import TOP, Tarball, llvm_tarball
 from tests.support.venvs import PREREQUISITES, TOOLS, build_venv
 
+# one worker runs every state (under --dist loadgroup), so the one setup they start from is made once
+pytestmark = pytest.mark.xdist_group("tests/integration/test_plan_contract.py")
+
 RUNTIME = "python.runtime=[torch>=2.0, numpy]"
 LLVM_PATH = f"/public/llvm-builds/{TOP}.tar.gz"
 MIRROR_PATH = f"/mirror/llvm-builds/{TOP}.tar.gz"
