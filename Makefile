@@ -12,13 +12,12 @@ TOOL   := $(VENV)/.installed-tool
 DEV    := $(VENV)/.installed-dev
 # passed to `flagtree-cpu setup`, e.g. make setup ARGS="--skip-build"
 ARGS   ?=
-# how `make test` and `make test-latest` run the suite: in one process for now. On 4 pytest-xdist workers
-# (PYTEST_ARGS="-n 4 --dist worksteal", `make test-parallel`) the suite takes ~11 min instead of ~20 on a loaded
-# 2-core machine, but 14 tests that interrupt a held download, unpack or clone with a signal still time out
-# there (they pass in one process): until they are made safe, CI runs the suite serially.
-PYTEST_ARGS ?= -n 0
+# how `make test` and `make test-latest` run the suite: on 4 pytest-xdist workers, each test handed to the next
+# free worker (worksteal). The suite mostly waits (servers, real processes, signals), so 4 workers pay even on 2
+# cores. PYTEST_ARGS="-n 0" (or `make test-serial`) runs it in one process; add e.g. "-k fetch" to pick tests.
+PYTEST_ARGS ?= -n 4 --dist worksteal
 
-.PHONY: setup test test-env test-serial test-parallel print-pytest-args test-latest test-installed test-arm64 constraints lint bench clean
+.PHONY: setup test test-env test-serial print-pytest-args test-latest test-installed test-arm64 constraints lint bench clean
 
 $(TOOL): pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
@@ -42,7 +41,7 @@ $(DEV): pyproject.toml $(CONSTRAINTS)
 setup: $(TOOL)
 	$(BIN)/flagtree-cpu setup $(ARGS)
 
-## test: the whole test suite (unit + integration), loopback only, as PYTEST_ARGS says (serial for now)
+## test: the whole test suite (unit + integration), loopback only, on parallel workers (PYTEST_ARGS)
 test: $(DEV)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
@@ -56,10 +55,6 @@ print-pytest-args:
 ## test-serial: the same suite in one process, in file order (to tell a parallel-only failure from a real one)
 test-serial: $(DEV)
 	$(BIN)/python -m pytest -q -n 0
-
-## test-parallel: the suite on 4 pytest-xdist workers (see PYTEST_ARGS above for what still fails there)
-test-parallel: $(DEV)
-	$(BIN)/python -m pytest -q -n 4 --dist worksteal
 
 ## test-latest: the whole suite on the newest versions pyproject.toml allows, in a fresh $(LATEST); first names
 ## every package whose newest version differs from $(CONSTRAINTS). With SKIP_IF_SAME=1 (what .ci/run passes) the

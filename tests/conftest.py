@@ -9,6 +9,7 @@ connections beyond loopback refused inside the test process.
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,6 +31,22 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # sdist into a fresh venv (FLAGTREE_CPU_INSTALLED names it).
 collect_ignore_glob = ["fixtures/*"] + ([] if os.environ.get("FLAGTREE_CPU_ARM64_TIER") else ["arm64/*"]) \
     + ([] if os.environ.get("FLAGTREE_CPU_INSTALLED") else ["installed/*"])
+
+
+def _ignore(signum: int, frame: object) -> None:
+    """What SIG_IGN did for this process; unlike SIG_IGN, not inherited by the processes it starts."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Tests send SIGINT and SIGHUP to the tool and expect it to act on them. A suite started in the background
+    from a script (`make test &`: the shell ignores SIGINT) or under nohup (SIGHUP) would hand that SIG_IGN
+    down to every process it starts, and a Python started with SIGINT ignored never raises KeyboardInterrupt:
+    every such test would then wait out its timeout. So an inherited SIG_IGN becomes a handler that does
+    nothing: this process still ignores the signal, and what it starts gets the default again (exec resets a
+    handled signal, never an ignored one)."""
+    for signum in (signal.SIGINT, signal.SIGHUP):
+        if signal.getsignal(signum) == signal.SIG_IGN:
+            signal.signal(signum, _ignore)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -48,7 +48,7 @@ def machine(tmp_path: Path, http_server: LoopbackHTTPServer) -> dict[str, object
     (by_hand / "bin" / "clang").write_text("mine\n")
     (triton_llvm() / "llvm-ubuntu-arm64").symlink_to(TOP)  # as FlagTree's setup.py leaves it
     # an unfinished download of a third file
-    slow = http_server.serve("/slow/llvm-slow.tar.gz", llvm_tarball(seed=3).data, Faults(rate=64 * 1024))
+    slow = http_server.serve("/slow/llvm-slow.tar.gz", llvm_tarball(seed=3).data, Faults(hold_after=100_000))
     process = fetch_process(tmp_path, slow, workspace="other-ws")
     wait_for(lambda: [p for p in cache_root().glob("partial/*.part") if p.stat().st_size > 50_000], 20, "a part")
     process.send_signal(signal.SIGINT)

@@ -286,7 +286,7 @@ def test_make_setup_installs_the_lean_tool_and_passes_args(tmp_path: Path) -> No
     assert lines[-1].endswith("flagtree-cpu setup --skip-build")
     tests = make_dry("test")
     assert any("-c constraints.txt -e '.[dev]'" in line for line in tests), tests
-    assert re.search(r"python -m pytest -q -n \d+( --dist \w+)?$", tests[-1]), tests  # PYTEST_ARGS
+    assert re.search(r"python -m pytest -q -n \d+ --dist \w+$", tests[-1]), tests  # parallel workers by default
     assert make_dry("test-serial")[-1].endswith("python -m pytest -q -n 0")
 
 

@@ -22,6 +22,8 @@ from tests.support.fetching import (
     fetch,
     leftovers,
     lock_of,
+    release_when,
+    unpacked_files,
 )
 from tests.support.httpserver import Faults, LoopbackHTTPServer
 from tests.support.tarballs import TOP, Tarball, llvm_tarball
@@ -160,9 +162,12 @@ def test_the_unpack_progress_shows_a_share_of_the_known_size(tmp_path: Path, htt
                                                               tarball: Tarball,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ProgressTask, "LOG_EVERY_S", 0.0)  # a log line per update, as a bar would redraw
-    url = http_server.serve(URL_PATH, tarball.data, Faults(rate=512 * 1024))  # unpacked while it downloads
+    faults = Faults(hold_after=len(tarball.data) // 2)  # the second half waits until unpacking has begun
+    url = http_server.serve(URL_PATH, tarball.data, faults)
+    unpacking_began = release_when(faults, unpacked_files)
     result = fetch(tmp_path, url)
     assert result.exit_code == 0, result.stderr
+    assert unpacking_began.is_set(), "nothing was unpacked while the download was held half-way"
     unpacking = [line for line in result.stderr.splitlines() if line.startswith("unpacking llvm:")]
     total = f"of {len(tarball.data) / 1000:.0f} KB"
     assert any(total in line for line in unpacking), unpacking  # "..., 48%, 377 KB of 787 KB"

@@ -44,7 +44,7 @@ def test_a_dry_run_offline_takes_the_size_from_the_recipe(tmp_path: Path, http_s
 def test_a_dry_run_after_an_interrupted_download_says_what_is_left(tmp_path: Path,
                                                                   http_server: LoopbackHTTPServer) -> None:
     tarball = llvm_tarball()
-    url = http_server.serve(URL_PATH, tarball.data, Faults(rate=256 * 1024))
+    url = http_server.serve(URL_PATH, tarball.data, Faults(hold_after=300_000))  # the rest waits: Ctrl-C lands
     process = fetch_process(tmp_path, url)
     [part] = wait_for(lambda: [p for p in cache_root().glob("partial/*.part") if p.stat().st_size > 100_000], 20,
                       "a partial download")

@@ -14,7 +14,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from flagtree_cpu_build import wheelhouse as wh
 from flagtree_cpu_build.wheelhouse import MANIFEST
 from tests.support.cli import Workspace, new_workspace, ready_to_build
 from tests.support.envelope import result_of
+from tests.support.fetching import wait_for
 from tests.support.gitworld import GitWorld
 from tests.support.httpserver import Faults, LoopbackHTTPServer
 from tests.support.tarballs import TOP, llvm_tarball
@@ -34,8 +34,6 @@ from tests.support.venvs import PREREQUISITES, TOOLS, build_venv
 
 Published = tuple[Path, dict]  # a wheelhouse folder, and the build action of the workspace that published into it
 BUILD_COMMANDS = {"editable_wheel", "bdist_wheel", "develop", "build_ext", "build"}
-# in the timing test, A's build stands for a compile (a real FlagTree one takes tens of minutes): 16 steps of 0.6 s
-BUILD_STEPS, BUILD_STEP_SECONDS = "16", "0.6"
 
 
 @dataclass
@@ -80,14 +78,12 @@ def action(result: Result) -> dict:
 
 
 def published(machines: Callable[[str], Machine], monkeypatch: pytest.MonkeyPatch,
-              wheelhouse: Path) -> tuple[Machine, dict, float]:
-    """Workspace A builds and publishes; with how long that took."""
+              wheelhouse: Path) -> tuple[Machine, dict]:
+    """Workspace A builds and publishes."""
     a = machines("a")
-    started = time.monotonic()
     built = action(a.build(monkeypatch, "--publish", str(wheelhouse)))
-    seconds = time.monotonic() - started
     assert len(a.builds_run()) == 1 and built["published"]["status"] == "published"
-    return a, built, seconds
+    return a, built
 
 
 @pytest.fixture(scope="module")
@@ -128,9 +124,7 @@ def published_wheelhouse(_published_once: Published, tmp_path: Path) -> Publishe
 def test_b_installs_what_a_published_without_building(machines, monkeypatch: pytest.MonkeyPatch,
                                                        tmp_path: Path) -> None:
     wheelhouse = tmp_path / "wheelhouse"
-    monkeypatch.setenv("FIXTURE_BUILD_STEPS", BUILD_STEPS)
-    monkeypatch.setenv("FIXTURE_BUILD_STEP_SECONDS", BUILD_STEP_SECONDS)
-    a, built, a_seconds = published(machines, monkeypatch, wheelhouse)
+    a, built = published(machines, monkeypatch, wheelhouse)
     manifest = json.loads((wheelhouse / MANIFEST).read_text())
     [entry] = manifest["wheels"]
     wheel = wheelhouse / entry["file"]
@@ -144,18 +138,14 @@ def test_b_installs_what_a_published_without_building(machines, monkeypatch: pyt
     assert '<a href="triton/">' in (wheelhouse / "simple" / "index.html").read_text()
 
     b = machines("b")
-    started = time.monotonic()
     result = b.build(monkeypatch, "--wheelhouse", str(wheelhouse))
-    b_seconds = time.monotonic() - started
     taken = action(result)
     assert b.builds_run() == [], "B ran a build"
     assert "installed from the wheelhouse" in taken["detail"] and taken["wheelhouse"]["sha256"] == entry["sha256"]
     where = b.installed_triton()
     site = b.python.parents[1] / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
     assert where == str(site / "triton")  # a wheel, not an editable install of a source tree
-    # shown, not asserted: a loaded machine stretches either (bench/bench_wheelhouse.py measures it)
-    print(f"A built and published in {a_seconds:.2f}s; B installed in {b_seconds:.2f}s "
-          f"({b_seconds / a_seconds:.1%})")
+    # how much faster B is than A's build: bench/bench_wheelhouse.py measures it (a test asserts no speed)
 
     again = action(b.build(monkeypatch, "--wheelhouse", str(wheelhouse)))
     assert again["detail"] == "up to date" and again["wheelhouse"]["wheelhouse"] == str(wheelhouse)
@@ -373,21 +363,18 @@ def test_sigterm_during_the_wheel_download_installs_nothing_and_the_next_run_res
         machines, published_wheelhouse: Published, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
         http_server: LoopbackHTTPServer) -> None:
     wheelhouse, built = published_wheelhouse
-    faults = Faults(rate=2048)  # the ~8 KB fixture wheel takes ~4 s
+    faults = Faults(hold_after=4000)  # the rest of the ~8 KB fixture wheel waits: SIGTERM lands mid-download
     url = serve_folder(http_server, wheelhouse, "/slow", faults)
     b = machines("b")
     monkeypatch.setenv("FIXTURE_BUILD_RECORD", str(b.record))
     process = b.ws.process("build", "--ignore-host", "--python", str(b.python), "--wheelhouse", url)
     downloads = b.ws.root / ".flagtree-cpu" / "wheelhouse-downloads"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        parts = list(downloads.glob("*.whl.part")) if downloads.is_dir() else []
-        if parts and parts[0].stat().st_size > 2000:
-            break
-        time.sleep(0.05)
-    else:
+    try:  # the server holds the wheel half-sent (what the tool received may still sit in its write buffer)
+        parts = wait_for(lambda: faults.holding.is_set() and list(downloads.glob("*.whl.part")), 60,
+                         "the wheel's download to start")
+    except AssertionError:
         process.kill()
-        pytest.fail("the wheel's download never started")
+        raise
     process.send_signal(signal.SIGTERM)
     _out, err = process.communicate(timeout=30)
     assert process.returncode == 143, err
@@ -398,8 +385,7 @@ def test_sigterm_during_the_wheel_download_installs_nothing_and_the_next_run_res
     listed = result_of(b.ws.run("--json", "clean", "--dry-run", "--downloads").stdout)["items"]
     assert [i["kind"] for i in listed if i["path"] == str(parts[0])] == ["partial download"]  # and kept
 
-    faults.rate = None
-    taken = action(b.build(monkeypatch, "--wheelhouse", url))
+    taken = action(b.build(monkeypatch, "--wheelhouse", url))  # held once: the next run gets the rest
     assert "installed from the wheelhouse" in taken["detail"] and b.builds_run() == []
     resumed = [r for r in http_server.requests_for("/slow/" + taken["wheelhouse"]["file"]) if r.method == "GET"][-1]
     assert resumed.range == f"bytes={kept}-" and resumed.status == 206

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +15,7 @@ import yaml
 from typer.testing import CliRunner, Result
 
 from flagtree_cpu_build.cli import app
+from tests.support.httpserver import Faults
 from tests.support.tarballs import TOP
 
 URL_PATH = f"/public/llvm-builds/{TOP}.tar.gz"
@@ -79,6 +81,24 @@ def wait_for(condition: Callable[[], object], timeout: float, what: str) -> obje
             return found
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def release_when(faults: Faults, condition: Callable[[], object], timeout: float = 60) -> threading.Event:
+    """Open ``faults``' gate once ``condition()`` holds (for an in-process run, which cannot be waited on from the
+    test's own thread); the event returned is set when the condition was met, not merely timed out."""
+    met = threading.Event()
+
+    def watch() -> None:
+        try:
+            wait_for(condition, timeout, "the condition")
+            met.set()
+        except AssertionError:
+            pass
+        finally:
+            faults.release()
+
+    threading.Thread(target=watch, daemon=True).start()
+    return met
 
 
 def unpacked_files() -> list[Path]:
