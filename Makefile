@@ -13,9 +13,10 @@ DEV    := $(VENV)/.installed-dev
 # passed to `flagtree-cpu setup`, e.g. make setup ARGS="--skip-build"
 ARGS   ?=
 # how `make test` and `make test-latest` run the suite: on 4 pytest-xdist workers, each test handed to the next
-# free worker (worksteal). The suite mostly waits (servers, real processes, signals), so 4 workers pay even on 2
-# cores. PYTEST_ARGS="-n 0" (or `make test-serial`) runs it in one process; add e.g. "-k fetch" to pick tests.
-PYTEST_ARGS ?= -n 4 --dist worksteal
+# free worker, except that the tests sharing a module's costly world stay on one worker, which builds it once
+# (loadgroup; tests/support/xdistgroups.py). The suite often waits (servers, real processes, signals), so 4
+# workers pay even on 2 cores. PYTEST_ARGS="-n 0" (or `make test-serial`) runs it in one process; add e.g. "-k fetch" to pick tests.
+PYTEST_ARGS ?= -n 4 --dist loadgroup
 
 .PHONY: setup test test-env test-serial print-pytest-args test-latest test-installed test-arm64 constraints lint bench clean
 

@@ -8,17 +8,21 @@ connections beyond loopback refused inside the test process.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import typer.main
+import typer.testing
 
 from tests.support.gitworld import GitWorld, build_world, private_copy
 from tests.support.hermetic import make_hermetic
 from tests.support.httpserver import LoopbackHTTPServer
 from tests.support.ports import refusing_port
+from tests.support.xdistgroups import pytest_collection_modifyitems  # noqa: F401 (a hook: one worker per shared world)
 
 # The environment before any test changed it: for the few tests that must reach the
 # package index (installing the wheel into a fresh venv).
@@ -31,6 +35,14 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # sdist into a fresh venv (FLAGTREE_CPU_INSTALLED names it).
 collect_ignore_glob = ["fixtures/*"] + ([] if os.environ.get("FLAGTREE_CPU_ARM64_TIER") else ["arm64/*"]) \
     + ([] if os.environ.get("FLAGTREE_CPU_INSTALLED") else ["installed/*"])
+
+
+# typer's CliRunner builds the click command from the app's functions again on every invoke (about 50 ms of CPU:
+# it evaluates every annotation of every command). The command is the same each time -- click commands are made
+# to be invoked many times -- so each test process builds it once; thousands of in-process runs add up to
+# minutes of CPU otherwise.
+if hasattr(typer.testing, "_get_command"):
+    typer.testing._get_command = functools.cache(typer.main.get_command)
 
 
 def _ignore(signum: int, frame: object) -> None:
@@ -47,21 +59,6 @@ def pytest_configure(config: pytest.Config) -> None:
     for signum in (signal.SIGINT, signal.SIGHUP):
         if signal.getsignal(signum) == signal.SIG_IGN:
             signal.signal(signum, _ignore)
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist's ``--dist loadgroup``, the tests of a module that shares a module-scoped fixture (a
-    world built once: a published wheelhouse, bundles, one setup) run on one worker, so the fixture is built once;
-    every other test goes to whichever worker is free. (Other --dist modes ignore the mark.)"""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        fixtures = getattr(item, "_fixtureinfo", None)
-        shared = fixtures is not None and any(definition.scope == "module"
-                                              for definitions in fixtures.name2fixturedefs.values()
-                                              for definition in definitions)
-        if shared:
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
 
 
 @pytest.fixture(autouse=True)

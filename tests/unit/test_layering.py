@@ -14,6 +14,7 @@ with the git program, and no call of the git runners (``run_git``, ``git_result`
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,7 +97,15 @@ def modules(root: Path, package: str) -> dict[str, Module]:
 
 
 def imports(module: Module) -> Iterator[Import]:
-    tree = ast.parse(module.path.read_text(encoding="utf-8"), str(module.path))
+    return iter(_imports(module, module.path.read_text(encoding="utf-8")))
+
+
+@functools.cache  # every rule walks every module: parse each text once per process
+def _imports(module: Module, text: str) -> tuple[Import, ...]:
+    return tuple(_walk_imports(module, ast.parse(text, str(module.path))))
+
+
+def _walk_imports(module: Module, tree: ast.Module) -> Iterator[Import]:
     type_only_lines = _type_checking_lines(tree)
     here = module.name if module.is_package else module.name.rpartition(".")[0]
     file = module.file
