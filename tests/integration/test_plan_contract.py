@@ -33,7 +33,7 @@ from flagtree_cpu_build.context import ContextRequest, open_context
 from flagtree_cpu_build.extract import STAMP_NAME
 from flagtree_cpu_build.stages.build.plan import missing_inputs
 from flagtree_cpu_build.ui import UI
-from tests.support.cli import Workspace, new_workspace
+from tests.support.cli import ONE_KERNEL, Workspace, new_workspace
 from tests.support.envelope import result_of
 from tests.support.gitworld import GitWorld, git, private_copy
 from tests.support.hermetic import make_hermetic
@@ -164,7 +164,7 @@ def _contract_world(world: GitWorld, root: Path, server: LoopbackHTTPServer) -> 
     url = server.serve(LLVM_PATH, tarball.data)
     ws = new_workspace(world, root / "ws", always_set=(f"artifacts.llvm.url={url}",
                                                        f"artifacts.llvm.sha256={tarball.sha256}",
-                                                       PREREQUISITES, RUNTIME))
+                                                       PREREQUISITES, RUNTIME, ONE_KERNEL))
     venv = root / "venv"
     python = venv / "bin" / "python" if venv.exists() else build_venv(venv, [*TOOLS, "torch", "numpy"])
     return ContractWorld(ws, python, server, world, tarball)

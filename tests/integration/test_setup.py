@@ -21,7 +21,7 @@ import pytest
 from typer.testing import Result
 
 from flagtree_cpu_build.locking import exclusive
-from tests.support.cli import Workspace, new_workspace
+from tests.support.cli import ONE_KERNEL, Workspace, new_workspace
 from tests.support.envelope import envelope_of, result_of
 from tests.support.fetching import wait_for
 from tests.support.gitworld import GitWorld
@@ -66,22 +66,37 @@ class SetupWorld:
         return Path.home() / ".triton" / "llvm" / TOP
 
 
-@pytest.fixture
-def sw(world: GitWorld, tmp_path: Path, http_server: LoopbackHTTPServer, monkeypatch: pytest.MonkeyPatch) -> SetupWorld:
+def _setup_world(world: GitWorld, tmp_path: Path, http_server: LoopbackHTTPServer, monkeypatch: pytest.MonkeyPatch,
+                 *sets: str) -> SetupWorld:
     tarball = llvm_tarball()
     url = http_server.serve(LLVM_PATH, tarball.data)
     record = tmp_path / "build-record.jsonl"
     monkeypatch.setenv("FIXTURE_BUILD_RECORD", str(record))
-    ws = new_workspace(world, tmp_path / "ws", always_set=(f"artifacts.llvm.url={url}", PREREQUISITES, RUNTIME))
+    ws = new_workspace(world, tmp_path / "ws",
+                       always_set=(f"artifacts.llvm.url={url}", PREREQUISITES, RUNTIME, *sets))
     return SetupWorld(ws, build_venv(tmp_path / "venv", [*TOOLS, "torch", "numpy"]), http_server, world, record,
                       tarball)
+
+
+@pytest.fixture
+def sw_full(world: GitWorld, tmp_path: Path, http_server: LoopbackHTTPServer,
+            monkeypatch: pytest.MonkeyPatch) -> SetupWorld:
+    """The bundled recipe as it is, every kernel of its checks included."""
+    return _setup_world(world, tmp_path, http_server, monkeypatch)
+
+
+@pytest.fixture
+def sw(world: GitWorld, tmp_path: Path, http_server: LoopbackHTTPServer, monkeypatch: pytest.MonkeyPatch) -> SetupWorld:
+    """The bundled recipe with one kernel in its checks (ONE_KERNEL): for tests about when stages run."""
+    return _setup_world(world, tmp_path, http_server, monkeypatch, ONE_KERNEL)
 
 
 def stages(report: dict) -> dict[str, str]:
     return {s["stage"]: s["status"] for s in report["stages"]}
 
 
-def test_setup_runs_every_stage_then_a_rerun_is_a_quick_no_op(sw: SetupWorld) -> None:
+def test_setup_runs_every_stage_then_a_rerun_is_a_quick_no_op(sw_full: SetupWorld) -> None:
+    sw = sw_full
     result = sw.setup()
     assert result.exit_code == 0, result.stderr
     for stage in STAGES:

@@ -12,6 +12,11 @@ from typer.testing import CliRunner, Result
 from flagtree_cpu_build.cli import app
 from tests.support.gitworld import GitWorld, git
 
+# The bundled recipe's checks with one real kernel instead of four, for tests whose subject is when the validation
+# stage runs (a plan, a rerun, an interrupted setup), not what the kernels compute: test_validate.py runs every
+# kernel, and so does test_setup's whole-setup test. Each kernel imports torch, about 1.5 s of CPU.
+ONE_KERNEL = "checks=[{uses: flagtree/vector-add, with: {size: 1024}}]"
+
 
 @dataclass(frozen=True)
 class ProcessResult:
