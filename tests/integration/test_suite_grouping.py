@@ -67,7 +67,10 @@ def test_each_shared_world_is_built_once_and_its_tests_share_one_worker(tmp_path
     (suite / "pytest.ini").write_text("[pytest]\n")  # its own rootdir: not our pyproject, not our conftest
     log = tmp_path / "log.jsonl"
     env = {**os.environ, "GROUPING_LOG": str(log), "PYTHONPATH": str(REPO_ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
+    # its own --basetemp: a session under the default one would prune the older numbered folders there,
+    # this suite's own among them
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "--basetemp", str(tmp_path / "basetemp"),
                            "-p", "tests.support.xdistgroups", "-n", "2", "--dist", "loadgroup", str(suite)],
                           cwd=suite, env=env, capture_output=True, text=True, timeout=170, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
