@@ -41,7 +41,9 @@ from tests.support.httpserver import LoopbackHTTPServer
 from tests.support.tarballs import TOP, Tarball, llvm_tarball
 from tests.support.venvs import PREREQUISITES, TOOLS, build_venv
 
-# one worker runs every state (under --dist loadgroup), so the one setup they start from is made once
+# one worker runs every state (under --dist loadgroup), so the one setup they start from is made once; marked by
+# hand because the states ask for set_up_once through request.getfixturevalue, which tests/support/xdistgroups.py
+# cannot see (without the mark each worker made the setup again)
 pytestmark = pytest.mark.xdist_group("tests/integration/test_plan_contract.py")
 
 RUNTIME = "python.runtime=[torch>=2.0, numpy]"
