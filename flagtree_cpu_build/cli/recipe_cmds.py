@@ -175,15 +175,41 @@ def recipe_validate(
 
 
 @recipe_app.command("schema", cls=FlagtreeCommand, epilog=examples(
-    "flagtree-cpu recipe schema > recipe.schema.json",
-    "# VS Code / yaml-language-server: first line of a recipe",
+    "flagtree-cpu recipe schema -o recipe.schema.json",
+    "# first line of a recipe, for VS Code's YAML extension or any yaml-language-server client:",
     "# yaml-language-server: $schema=./recipe.schema.json",
 ))
-def recipe_schema_cmd(ctx: typer.Context) -> None:
-    """Print the recipe format as JSON Schema (draft 2020-12) on stdout, for editors and CI."""
+def recipe_schema_cmd(
+    ctx: typer.Context,
+    output: Annotated[Optional[Path], typer.Option(
+        "--output", "-o", metavar="FILE", dir_okay=False,
+        help="Write the schema to FILE (replaced whole) instead of stdout.")] = None,
+) -> None:
+    """Print the recipe format as JSON Schema (draft 2020-12), for editors and CI.
+
+    The schema is generated from the field specs the loader uses: what it rejects, `recipe validate` rejects.
+    A few rules need the whole recipe, the file system or the bundled presets; only the loader checks those.
+    """
+    import json
+
+    from ..atomic import write_atomic
+    from ..errors import UsageError
     from ..recipe.json_schema import recipe_json_schema
 
-    options(ctx).ui.emit_json(recipe_json_schema())
+    opts = options(ctx)
+    schema = recipe_json_schema()
+    if output is None:
+        opts.ui.emit_json(schema)
+        return
+    try:
+        write_atomic(output, json.dumps(schema, indent=2) + "\n")
+    except OSError as exc:
+        raise UsageError(f"cannot write the schema to {output}: {exc.strerror or exc}",
+                         fix=f"flagtree-cpu recipe schema -o ./recipe.schema.json  # or a folder you can write: "
+                             f"{output.parent}") from exc
+    opts.ui.success(f"wrote the recipe schema to {output}")
+    if opts.ui.json_mode:
+        opts.ui.emit_json({"file": str(output)})
 
 
 @recipe_app.command("upgrade", cls=FlagtreeCommand, epilog=examples(

@@ -17,7 +17,7 @@ from typing import Any
 from ..cache_url import CompileCacheUrlError, parse_url
 from ..digest import HEX_LENGTHS
 from . import schema as rs
-from .schema import Context, Path_, suggest
+from .schema import Context, Path_, json_rule, suggest
 
 # Placeholders every recipe may use in fields marked "interpolate". The values come from
 # the workspace and the host (placeholders.placeholder_values); per-source and per-artifact
@@ -47,8 +47,10 @@ ENV_PLACEHOLDER = "env.NAME"  # {env.PATH}: the inherited value of a variable ("
 
 ARCHES = ("aarch64", "x86_64", "riscv64", "ppc64le", "s390x")
 _ARCH_ALIASES = {"arm64": "aarch64", "amd64": "x86_64", "x64": "x86_64", "x86-64": "x86_64"}
-_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
-_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+NAME_PATTERN = "^[a-z0-9][a-z0-9_-]*$"
+ENV_NAME_PATTERN = "^[A-Za-z_][A-Za-z0-9_]*$"
+_NAME_RE = re.compile(NAME_PATTERN[1:-1])
+_ENV_NAME_RE = re.compile(ENV_NAME_PATTERN[1:-1])
 _HEX_RE = re.compile(r"[0-9a-fA-F]+")
 _GIT_SCHEMES = ("https", "http", "ssh", "git", "file")
 _DOWNLOAD_SCHEMES = ("https", "http", "file")
@@ -57,12 +59,14 @@ _DOWNLOAD_SCHEMES = ("https", "http", "file")
 # --- checks: (value, ctx, path) -> report problems ------------------------------------
 
 
+@json_rule({"pattern": NAME_PATTERN})
 def check_name(value: str, ctx: Context, path: Path_) -> None:
     if not _NAME_RE.fullmatch(value):
         ctx.report(path, f"{value!r} is not a valid name",
                    "use lower-case letters, digits, '-' and '_', starting with a letter or digit")
 
 
+@json_rule({"propertyNames": {"pattern": NAME_PATTERN}})
 def check_names(value: Mapping[str, Any], ctx: Context, path: Path_) -> None:
     for key in value:
         check_name(key, ctx, path + (key,))
@@ -111,6 +115,7 @@ def check_wheelhouse_location(value: str, ctx: Context, path: Path_) -> None:
     _check_wheelhouse_url(value, ctx, path)
 
 
+@json_rule({"pattern": "^[0-9a-fA-F]{40}$"})
 def check_commit(value: str, ctx: Context, path: Path_) -> None:
     if len(value) == 40 and _HEX_RE.fullmatch(value):
         return
@@ -123,6 +128,7 @@ def check_commit(value: str, ctx: Context, path: Path_) -> None:
                    "put a branch or tag name in `ref:` and the full commit id in `commit:`")
 
 
+@json_rule({"pattern": "^[0-9a-fA-F]{64}$"})
 def check_sha256(value: str, ctx: Context, path: Path_) -> None:
     if not (len(value) == 64 and _HEX_RE.fullmatch(value)):
         ctx.report(path, f"{value!r} is not a sha256 digest (64 hexadecimal characters, got "
@@ -134,6 +140,8 @@ def check_sha256(value: str, ctx: Context, path: Path_) -> None:
 DIGEST_LENGTHS = {a: HEX_LENGTHS[a] for a in ("md5", "sha256", "sha512")}
 
 
+@json_rule({"propertyNames": {"enum": list(DIGEST_LENGTHS)}, "properties": {
+    a: {"pattern": f"^[0-9a-fA-F]{{{n}}}$"} for a, n in DIGEST_LENGTHS.items()}})
 def check_digests(value: Mapping[str, str], ctx: Context, path: Path_) -> None:
     """md5 / sha256 / sha512 -> hexadecimal digests of the right length."""
     for algorithm, digest in value.items():
@@ -163,6 +171,7 @@ def check_regex(value: str, ctx: Context, path: Path_) -> None:
                    "escape literal characters such as . ( [ with a backslash")
 
 
+@json_rule({"pattern": r"^[^.]+(\.[^.]+)*$"})
 def check_json_path(value: str, ctx: Context, path: Path_) -> None:
     if not value or any(not part for part in value.split(".")):
         ctx.report(path, f"{value!r} is not a JSON path", "write keys (and list indexes) separated by dots, "
@@ -178,16 +187,6 @@ def check_variant_names(value: tuple[str, ...], ctx: Context, path: Path_) -> No
             have = ", ".join(sorted(known)) or "none"
             ctx.report(path + (i,), f"there is no variant named {name!r}{suggest(name, known)}",
                        f"the recipe's variants: {have}")
-
-
-def check_artifact_sizes(artifact: object, ctx: Context, path: Path_) -> None:
-    """size, unpacked_size and unpacked_entries are counts: a zero or negative one is a typo."""
-    for key in ("size", "unpacked_size", "unpacked_entries"):
-        value = getattr(artifact, key, None)
-        if value is not None and value < 1:
-            ctx.report(path + (key,), f"{key} must be a positive number, got {value}",
-                       "give the approximate value, or remove the key" + (
-                           " (the limits then derive from the download's size)" if key != "size" else ""))
 
 
 def _relative_path_check(what: str, escape_msg: str) -> rs.Check:
@@ -211,6 +210,7 @@ check_link_path = _relative_path_check("link path", "escapes the root source's f
 check_source_path = _relative_path_check("source path", "escapes the workdir")
 
 
+@json_rule({"propertyNames": {"pattern": ENV_NAME_PATTERN}, "items": {"pattern": ENV_NAME_PATTERN}})
 def check_env_names(value: Any, ctx: Context, path: Path_) -> None:
     names = value.keys() if isinstance(value, Mapping) else value
     for i, name in enumerate(names):
@@ -220,6 +220,7 @@ def check_env_names(value: Any, ctx: Context, path: Path_) -> None:
                        "use letters, digits and '_', not starting with a digit")
 
 
+@json_rule({"items": {"pattern": r"^(?!\*+$)[A-Za-z_*][A-Za-z0-9_*]*$"}})
 def check_env_patterns(value: tuple[str, ...], ctx: Context, path: Path_) -> None:
     """Variable names, or globs with '*' (LLVM_* drops every inherited LLVM_ variable, *_HOME every ..._HOME)."""
     for i, name in enumerate(value):
@@ -237,13 +238,19 @@ def check_script_path(value: str, ctx: Context, path: Path_) -> None:
                    "toolchain: {toolchains.NAME.path}/set_env.sh) or one inside the workdir")
 
 
+@json_rule({"enum": list(ARCHES)})
+def check_arch(value: str, ctx: Context, path: Path_) -> None:
+    """One architecture (a `uname -m` name), with the alias hint of ``check_arches``."""
+    if value not in ARCHES:
+        alias = _ARCH_ALIASES.get(value)
+        fix = f"Linux calls it {alias!r}" if alias else f"use one of: {', '.join(ARCHES)}"
+        ctx.report(path, f"unknown architecture {value!r}{suggest(value, ARCHES)}", fix)
+
+
+@json_rule({"items": {"enum": list(ARCHES)}})
 def check_arches(value: tuple[str, ...], ctx: Context, path: Path_) -> None:
     for i, arch in enumerate(value):
-        if arch in ARCHES:
-            continue
-        alias = _ARCH_ALIASES.get(arch)
-        fix = f"Linux calls it {alias!r}" if alias else f"use one of: {', '.join(ARCHES)}"
-        ctx.report(path + (i,), f"unknown architecture {arch!r}{suggest(arch, ARCHES)}", fix)
+        check_arch(arch, ctx, path + (i,))
 
 
 def check_requirement(value: str, ctx: Context, path: Path_) -> None:

@@ -16,7 +16,6 @@ from typing import Literal
 from ..artifact_kinds import DEFAULT_KIND, FOLDER_KINDS, KINDS, KINDS_SUMMARY, ArtifactKind
 from .checks import (
     check_arches,
-    check_artifact_sizes,
     check_commit,
     check_digest_agrees,
     check_digests,
@@ -89,8 +88,7 @@ class Source:
     url: str = spec("where to clone from", checks=check_git_url)
     ref: str | None = spec("branch or tag the commit belongs to; resolved once and locked when "
                            "`commit` is absent", default=None)
-    commit: str | None = spec("the pinned commit (full 40-hex id)", default=None, checks=check_commit,
-                              json={"pattern": "^[0-9a-fA-F]{40}$"})
+    commit: str | None = spec("the pinned commit (full 40-hex id)", default=None, checks=check_commit)
     path: str | None = spec("checkout folder, relative to the workdir (or to the `inside` source);"
                             " default: the source name", default=None, checks=check_source_path)
     inside: str | None = spec("name of the source this one is checked out inside", default=None,
@@ -194,7 +192,6 @@ class ArtifactVariant:
                                         default=None, json={"minimum": 1})
 
     def check(self, ctx: Context, path: Path_) -> None:
-        check_artifact_sizes(self, ctx, path)
         check_digest_agrees(self, ctx, path)
 
 
@@ -260,8 +257,7 @@ class Artifact:
     url: str = spec("download URL", checks=(check_download_url, check_no_artifact_placeholders,
                                             check_placeholders), interpolate=True)
     sha256: str | None = spec("expected sha256; absent = recorded on first download (lock file)",
-                              default=None, checks=check_sha256,
-                              json={"pattern": "^[0-9a-fA-F]{64}$"})
+                              default=None, checks=check_sha256)
     digest: dict[str, str] = spec("expected digests: md5, sha256 and/or sha512 (any one verifies the download; "
                                   "sha256 is also computed, as the cache key)", default_factory=dict,
                                   checks=check_digests)
@@ -285,7 +281,6 @@ class Artifact:
     variants: tuple[ArtifactVariant, ...] = spec("per-host replacements", default=())
 
     def check(self, ctx: Context, path: Path_) -> None:
-        check_artifact_sizes(self, ctx, path)
         check_digest_agrees(self, ctx, path)
         if not KINDS[self.kind].folders and (self.root.strip or self.root.find or self.after_unpack):
             ctx.report(path + ("kind",), f"{KINDS[self.kind].summary} has no folders: root and after_unpack do not "

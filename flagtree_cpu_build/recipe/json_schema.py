@@ -26,11 +26,20 @@ def recipe_json_schema() -> dict[str, Any]:
     schema["description"] += (f" This schema describes version {SCHEMA_VERSION}; version 1 files are still read "
                               "(upgraded in memory) but not described here: `flagtree-cpu recipe upgrade FILE` "
                               "rewrites one.")
-    # The loader reads both versions, so an editor should not flag the version line itself.
-    schema["properties"]["schema_version"]["enum"] = list(SUPPORTED_VERSIONS)
     # a stacked recipe may leave `platform` out: it builds where the recipe it extends builds
-    schema["required"] = [key for key in schema["required"] if key != "platform"]
-    schema["anyOf"] = [{"required": ["platform"]}, {"required": ["extends"]}]
+    required = [key for key in schema.pop("required") if key != "platform"]
+    version_2 = {key: schema.pop(key) for key in ("type", "additionalProperties", "properties")}
+    version_2["required"] = required
+    version_2["anyOf"] = [{"required": ["platform"]}, {"required": ["extends"]}]
+    # The loader reads both versions, so an editor must not flag a version 1 file: its layout is left
+    # undescribed (any mapping), and everything else is judged as version 2.
+    older = [v for v in SUPPORTED_VERSIONS if v != SCHEMA_VERSION]
+    schema["type"] = "object"
+    schema["required"] = ["schema_version"]
+    schema["properties"] = {"schema_version": {**version_2["properties"]["schema_version"],
+                                               "enum": list(SUPPORTED_VERSIONS)}}
+    schema["if"] = {"properties": {"schema_version": {"enum": older}}}
+    schema["else"] = version_2
     return schema
 
 
@@ -81,8 +90,10 @@ def _object_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
     for f in public_fields(cls):
         fs = field_spec(f)
         prop = _type_schema(hints[f.name], defs)
-        if fs.json:
-            prop = _merge_extra(prop, fs.json)
+        # the field's own keywords (the loader enforces them) and what its checks can say in JSON Schema
+        for extra in (fs.json, *(getattr(check, "json", None) for check in fs.checks)):
+            if extra:
+                prop = _merge_extra(prop, extra)
         prop = {"description": fs.doc, **prop}
         if f.default is not MISSING and f.default is not None:
             prop["default"] = to_data(f.default)

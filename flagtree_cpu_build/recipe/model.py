@@ -56,8 +56,7 @@ class Variant:
     null removes the key)."""
 
     description: str = spec("one line on what this variant is for", default="")
-    overlay: dict[str, object] = spec("the keys it changes, shaped like the recipe", default_factory=dict,
-                                      json={"type": "object"})
+    overlay: dict[str, object] = spec("the keys it changes, shaped like the recipe", default_factory=dict)
 
 
 # --- python ------------------------------------------------------------------------------------------

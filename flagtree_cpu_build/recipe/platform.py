@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .checks import (
-    ARCHES,
+    check_arch,
     check_arches,
     check_env_names,
 )
@@ -95,8 +95,7 @@ class HostPlatform:
     """The machines a build from this recipe runs on."""
 
     os: Literal["linux"] = spec("operating system", default="linux")
-    arch: tuple[str, ...] = spec("architectures that can build (uname -m names)", checks=check_arches,
-                                 json={"items": {"enum": list(ARCHES)}})
+    arch: tuple[str, ...] = spec("architectures that can build (uname -m names)", checks=check_arches)
     why: str = spec("why other machines cannot build it, shown with a host.arch failure", default="")
     advice: str = spec("what to use instead, shown as the fix of a host.arch failure", default="")
     requires: HostRequirements = spec("compilers, libraries, devices and commands the host must have",
@@ -112,17 +111,13 @@ class TargetPlatform:
     """The machines the products run on; by default the build host itself."""
 
     arch: str | None = spec("architecture the products run on; absent = the build host's (a native build)",
-                            default=None, json={"enum": list(ARCHES)})
+                            default=None, checks=check_arch)
     cpu_features: tuple[str, ...] = spec(
         "CPU features the products need, as /proc/cpuinfo spells them", default=())
     sve_vector_bits: int | None = spec(
         "SVE vector length (bits) the products assume, if any", default=None, json={"minimum": 128})
     why: str = spec("what happens on a CPU without those features, shown with a cpu.features failure", default="")
     machines: str = spec("examples of suitable CPUs, shown in fixes", default="")
-
-    def check(self, ctx: Context, path: Path_) -> None:
-        if self.arch is not None:
-            check_arches((self.arch,), ctx, path + ("arch",))
 
 
 @dataclass(frozen=True, kw_only=True)

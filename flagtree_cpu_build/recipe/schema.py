@@ -72,7 +72,9 @@ class FieldSpec:
     key: str | None = None  # YAML key when it is not the attribute name (e.g. "tle-rms-norm")
     checks: tuple[Check, ...] = ()
     interpolate: bool = False  # strings here may hold {placeholders}
-    json: dict[str, Any] | None = None  # extra JSON Schema keywords (patterns, bounds)
+    # JSON Schema keywords the value must also satisfy (bounds, patterns, enums): the loader enforces them
+    # (``keyword_problems``) and ``json_schema`` emits them, so the two cannot disagree about them
+    json: dict[str, Any] | None = None
     internal: bool = False  # filled in by the loader, not part of the file format
 
 
@@ -123,6 +125,49 @@ def suggest(word: object, candidates: Iterable[str]) -> str:
         return ""
     close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def json_rule(fragment: dict[str, Any]) -> Callable[[Check], Check]:
+    """Mark a check with the JSON Schema keywords that say the same thing, for ``json_schema`` to emit.
+
+    The check stays the loader's (its message can be kinder than a keyword's: "Linux calls it 'aarch64'");
+    the fragment is what an editor can be told. A check without one is a loader-only rule, which
+    tests/unit/test_schema_agreement.py lists with its reason."""
+
+    def mark(check: Check) -> Check:
+        check.json = fragment  # type: ignore[attr-defined]
+        return check
+
+    return mark
+
+
+# The JSON Schema keywords a field's ``json`` may use: each is enforced here, by the loader, as the schema
+# states it. A keyword not listed raises TypeError at the first load, so none can be schema-only.
+_BOUNDS = {"minimum": (lambda v, b: v >= b, "must be at least"), "maximum": (lambda v, b: v <= b, "must be at most"),
+           "exclusiveMinimum": (lambda v, b: v > b, "must be more than")}
+
+
+def keyword_problems(value: Any, keywords: dict[str, Any], ctx: Context, path: Path_) -> None:
+    """Report where ``value`` breaks one of the JSON Schema ``keywords`` (a converted value, never null)."""
+    for keyword, bound in keywords.items():
+        if keyword in _BOUNDS:
+            holds, words = _BOUNDS[keyword]
+            if not holds(value, bound):
+                ctx.report(path, f"{value:g} is out of range: it {words} {bound:g}")
+        elif keyword == "pattern":
+            import re
+
+            if not re.search(bound, value):
+                ctx.report(path, f"{value!r} does not match the pattern {bound}")
+        elif keyword == "enum":
+            if value not in bound:
+                ctx.report(path, f"{_describe(value)} is not one of: {', '.join(map(str, bound))}"
+                           f"{suggest(value, map(str, bound))}")
+        elif keyword == "items":
+            for i, item in enumerate(value):
+                keyword_problems(item, bound, ctx, path + (i,))
+        else:
+            raise TypeError(f"JSON Schema keyword {keyword!r} at {path} has no loader rule: add one here")
 
 
 # --- conversion ------------------------------------------------------------------------
@@ -203,6 +248,7 @@ def _convert_object(data: Any, cls: type, ctx: Context, path: Path_) -> Any:
             value, ok = value.good, False
         before = len(ctx.problems)
         if value is not None:  # an explicit null on an optional key means "absent"
+            keyword_problems(value, field_spec(f).json or {}, ctx, path + (key,))
             for check in field_spec(f).checks:
                 check(value, ctx, path + (key,))
         ok = ok and len(ctx.problems) == before

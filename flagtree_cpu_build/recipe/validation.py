@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .checks import (
-    ARCHES,
     INTERPOLATED,
+    check_arch,
     check_arches,
     check_name,
     check_regex,
@@ -19,7 +19,7 @@ from .checks import (
 )
 from .environment import EnvOps
 from .inputs import Selector
-from .schema import Context, Path_, spec, suggest
+from .schema import Context, Path_, json_rule, spec, suggest
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,18 +61,17 @@ class WheelCheck:
     path: str = spec("glob of the wheel(s) to inspect, e.g. {wheel_dir}/*.whl", interpolate=True,
                      checks=INTERPOLATED)
     arch: str | None = spec("every ELF object in the wheel must be for this architecture", default=None,
-                            json={"enum": list(ARCHES)})
+                            checks=check_arch)
     forbid: tuple[str, ...] = spec("no ELF object may be for these", default=(), checks=check_arches)
     tags: tuple[str, ...] = spec("platform tags the wheel's file name must carry, e.g. linux_riscv64", default=())
 
     def check(self, ctx: Context, path: Path_) -> None:
-        if self.arch is not None:
-            check_arches((self.arch,), ctx, path + ("arch",))
         if self.arch is None and not self.forbid and not self.tags:
             ctx.report(path, "a wheel check needs arch, forbid or tags",
                        "e.g. arch: riscv64 (every ELF object is for it), forbid: [x86_64], or tags: [linux_riscv64]")
 
 
+@json_rule({"items": {"pattern": "^/dev/"}})
 def check_devices(value: tuple[str, ...], ctx: Context, path: Path_) -> None:
     for i, device in enumerate(value):
         if not device.startswith("/dev/"):
@@ -114,8 +113,7 @@ class Check:
     argv: tuple[str, ...] = spec("a command (one list item per argument)", default=(), interpolate=True,
                                  checks=INTERPOLATED)
     uses: str | None = spec("a bundled preset, LIBRARY/NAME (flagtree-cpu validate --list shows them)", default=None)
-    with_: dict[str, object] = spec("the preset's parameters", default_factory=dict, key="with",
-                                    json={"type": "object"})
+    with_: dict[str, object] = spec("the preset's parameters", default_factory=dict, key="with")
     import_: ImportCheck | None = spec("a module the target Python must import", default=None, key="import")
     wheel: WheelCheck | None = spec("a wheel whose objects must be for the target", default=None)
     cwd: str | None = spec("working folder (default: the workdir)", default=None, interpolate=True,

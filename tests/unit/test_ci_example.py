@@ -188,3 +188,53 @@ def test_the_wheelhouse_jobs_install_the_tool_and_cache_like_the_main_job() -> N
         cache = step_using(job, "actions/cache")
         assert cache and cache[0]["with"] == main_cache, name
         assert job["env"]["FLAGTREE_CPU_LOCK_FILE"], name
+
+
+# --- current practice (issue 28): pinned current actions, least privilege, no persisted token, fresh apt lists
+# The oldest major version of each action the example may use: the first on the node24 runtime (node20 is
+# deprecated on GitHub's runners), so an example copied today does not warn on every run.
+CURRENT_MAJORS = {"actions/checkout": 5, "actions/setup-python": 6, "actions/cache": 5,
+                  "actions/upload-artifact": 6, "actions/download-artifact": 7}
+PINNED_USES = re.compile(r"^\s*(?:- )?uses: (?P<action>[\w.-]+/[\w.-]+)@(?P<ref>\S+)(?: +# (?P<comment>.*))?$")
+
+
+def uses_lines() -> list[re.Match]:
+    lines = [line for line in WORKFLOW.read_text().splitlines() if re.match(r"^\s*(?:- )?uses:", line)]
+    matches = [PINNED_USES.match(line) for line in lines]
+    assert all(matches), [line for line, m in zip(lines, matches, strict=True) if not m]
+    return [m for m in matches if m]
+
+
+def all_steps() -> list[tuple[str, int, dict]]:
+    return [(name, i, step) for name, job in workflow()["jobs"].items() for i, step in enumerate(job["steps"])]
+
+
+def test_every_action_is_pinned_by_commit_with_its_current_version_named() -> None:
+    found = uses_lines()
+    assert {m["action"] for m in found} == set(CURRENT_MAJORS), "a new action needs its minimum major here"
+    for m in found:
+        where = m.group(0).strip()
+        assert re.fullmatch(r"[0-9a-f]{40}", m["ref"]), f"{where}: pin a full commit id, not a tag (a tag can move)"
+        version = re.fullmatch(r"v(\d+)\.\d+\.\d+", m["comment"] or "")
+        assert version, f"{where}: name the release the commit is, as `# vX.Y.Z` (update tools read it)"
+        assert int(version[1]) >= CURRENT_MAJORS[m["action"]], f"{where}: older than the node24 releases"
+
+
+def test_the_token_may_only_read_and_is_not_left_in_the_checkout() -> None:
+    document = workflow()
+    assert document.get("permissions") == {"contents": "read"}, "top-level `permissions: contents: read`"
+    for name, job in document["jobs"].items():
+        assert job.get("permissions", {"contents": "read"}) == {"contents": "read"}, name
+    checkouts = [(name, step) for name, _, step in all_steps() if step.get("uses", "").startswith("actions/checkout@")]
+    assert len(checkouts) == len(document["jobs"])
+    for name, step in checkouts:
+        assert step.get("with", {}).get("persist-credentials") is False, f"{name}: checkout keeps the token"
+
+
+def test_apt_lists_are_refreshed_before_system_packages_are_installed() -> None:
+    for name, job in workflow()["jobs"].items():
+        runs = [step.get("run", "") for step in job["steps"]]
+        installs = [i for i, run in enumerate(runs) if "--install-system-packages" in run]
+        for i in installs:
+            assert any(re.search(r"\bapt-get update\b", run) for run in runs[:i]), \
+                f"{name}: step {i} installs apt packages from lists no step refreshed"
