@@ -18,7 +18,7 @@ ARGS   ?=
 # workers pay even on 2 cores. PYTEST_ARGS="-n 0" (or `make test-serial`) runs it in one process; add e.g. "-k fetch" to pick tests.
 PYTEST_ARGS ?= -n 4 --dist loadgroup
 
-.PHONY: setup test test-env test-serial print-pytest-args test-latest test-installed test-arm64 constraints lint bench clean
+.PHONY: setup test test-env test-serial print-pytest-args test-latest test-installed test-arm64 constraints lint docs bench clean
 
 $(TOOL): pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
@@ -92,9 +92,14 @@ test-arm64: $(DEV)
 lint: $(DEV)
 	$(BIN)/ruff check flagtree_cpu_build tests bench
 
+## docs: the documentation site (mkdocs.yml, docs/), built strictly (a broken link or anchor fails) into $(SITE)
+SITE ?= site
+docs: $(DEV)
+	$(BIN)/mkdocs build --strict --site-dir $(SITE)
+
 ## bench: benchmarks (not part of `make test`); results in bench/results/
 bench: $(DEV)
 	$(BIN)/python bench/run.py
 
 clean:
-	rm -rf $(VENV) $(LATEST) build dist *.egg-info .pytest_cache
+	rm -rf $(VENV) $(LATEST) build dist site *.egg-info .pytest_cache

@@ -14,13 +14,13 @@ from typing import Any
 
 
 class ExitCode(IntEnum):
-    OK = 0
-    UNEXPECTED = 1
+    OK = 0  # success
+    UNEXPECTED = 1  # an unexpected error: a bug; --verbose shows the traceback to report
     USAGE = 2  # bad command line or bad recipe
     SOURCE = 3  # git: clone, fetch, pin, dirty checkout
     ARTIFACT = 4  # download, checksum, extraction
-    BUILD = 5
-    VALIDATION = 6
+    BUILD = 5  # the build failed (the error names its log and what was diagnosed in it)
+    VALIDATION = 6  # a required validation check failed
     DOCTOR = 7  # doctor (or setup's preflight) found a blocking problem
     BUSY = 8  # another flagtree-cpu run holds the workspace
     NOT_CURRENT = 9  # status --check: the workspace is not what the recipe says

@@ -1,5 +1,6 @@
 """Board snapshots: `doctor --snapshot` on this machine, read back with `doctor --sysroot FILE.tar.gz`,
-the README's python3 fallback, the old tar recipe, and hostile tarballs from another machine."""
+the doctor guide's python3 fallback (docs/guides/doctor.md), the old tar recipe, and hostile tarballs from another
+machine."""
 
 from __future__ import annotations
 
@@ -124,8 +125,8 @@ def test_snapshot_holds_file_contents_and_a_manifest(tmp_path: Path) -> None:
 
 
 def readme_fallback_script() -> str:
-    readme = (REPO_ROOT / "README.md").read_text()
-    section = readme[readme.index("### `doctor`"):]
+    guide = (REPO_ROOT / "docs" / "guides" / "doctor.md").read_text()
+    section = guide[guide.index("Diagnosing a board from elsewhere"):]
     blocks = re.findall(r"```sh\n(.*?)```", section, re.S)
     return next(b for b in blocks if b.startswith("python3 - board.tar.gz <<'EOF'"))
 
@@ -150,7 +151,7 @@ def test_readme_fallback_script_makes_an_equivalent_snapshot(tmp_path: Path, scr
 
 
 def test_the_old_tar_recipe_is_refused_with_the_way_to_make_a_snapshot(tmp_path: Path, scratch: Path) -> None:
-    # what the README used to say, run for real: tar stores /proc files empty and os-release as a link
+    # what the README once said, run for real: tar stores /proc files empty and os-release as a link
     subprocess.run("tar czf old.tgz /proc/cpuinfo /proc/meminfo /proc/sys/abi/sve_default_vector_length "
                    "/sys/devices/system/cpu/cpu*/cpu_capacity /etc/os-release /var/lib/dpkg/status 2>/dev/null",
                    shell=True, cwd=tmp_path)
