@@ -58,7 +58,18 @@ def all_checks() -> list[Check]:
     from . import interpreter, local, machine, network, workspace  # noqa: F401 - importing registers the checks
 
     checks = kit.CHECKS  # looked up now, not bound at import: the registry may be replaced (tests do)
-    return sorted(checks, key=lambda c: (AREAS.index(c.area), checks.index(c)))
+    # Within an area, checks keep the order of their module in _MODULES, then their order in it: the order
+    # the modules happened to be imported in (another command may import one first) must not reorder them.
+    modules = [m.rsplit(".", 1)[-1] for m in _MODULES]
+
+    def rank(c: Check) -> tuple[int, int, int]:
+        module = c.run.__module__.rsplit(".", 1)[-1]
+        return (AREAS.index(c.area), modules.index(module) if module in modules else len(modules), checks.index(c))
+
+    return sorted(checks, key=rank)
+
+
+_MODULES = ("interpreter", "local", "machine", "network", "workspace")
 
 
 def run_doctor(ctx: DoctorContext, only: Sequence[str] = ()) -> DoctorReport:
