@@ -270,8 +270,8 @@ ModelOption = Annotated[Optional[Path], typer.Option(
 TimeoutOption = Annotated[Optional[float], typer.Option(
     "--timeout", metavar="SECONDS", min=1, help="Stop each kernel after this long. \\[default: the recipe's]")]
 PythonOption = Annotated[Optional[Path], typer.Option(
-    "--python", metavar="PATH", help="Target interpreter. \\[default: the active venv, else <workdir>/.venv, "
-    "created when missing]")]
+    "--python", metavar="PATH", help="Target interpreter. \\[default: the active venv (never the one flagtree-cpu "
+    "runs from), else <workdir>/.venv, created when missing]")]
 
 
 def _checked_by(parse: Callable[[str], object]) -> Callable[[Optional[str]], Optional[str]]:
