@@ -44,7 +44,7 @@ def recipe_list(ctx: typer.Context) -> None:
         return
     opts.ui.table(["name", "origin", "status", "description"],
                   [[e["name"], str(e["origin"]) + (" (hides bundled)" if e["shadows"] else ""), e["status"],
-                    e["description"] or e["file"]] for e in entries])
+                    e["description"] or e["file"]] for e in entries], listing=True)
 
 
 def _warn_skipped(ui: UI, user_dirs: Sequence[Path]) -> list[SkippedFile]:
