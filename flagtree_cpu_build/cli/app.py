@@ -20,6 +20,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from .. import __version__
 from ..ui import UI
+from . import completion
 from .boundary import guard_invoke, guard_main, run_of
 from .session import Options, Run
 
@@ -163,18 +164,13 @@ def _version_callback(value: bool) -> None:
         raise typer.Exit()
 
 
-def _complete_recipes(incomplete: str) -> list[str]:
-    """Shell completion of --recipe: the names `recipe list` shows."""
-    from ..recipe.locate import list_recipes, user_recipe_dirs
-
-    return [r.name for r in list_recipes(user_recipe_dirs()) if r.name.startswith(incomplete)]
-
-
-def complete_kernels(incomplete: str) -> list[str]:
-    from ..presets import PRESETS
-
-    names = [name.rsplit("/", 1)[-1] for name in PRESETS]  # a preset's check is named after it by default
-    return [n for n in names if n.startswith(incomplete)]
+def deprecated_check(ui: UI, command: str, values: list[str] | None) -> list[str]:
+    """doctor and validate once selected items with --check, which status and link use as their CI gate: one
+    meaning per flag name, so the selector is --only; --check still selects here, hidden, with a warning."""
+    if values:
+        ui.warn(f"`{command} --check` is deprecated (--check is the CI gate of status and link): use "
+                f"`{command} " + " ".join(f"--only {v}" for v in values) + "`")
+    return list(values or ())
 
 
 app = typer.Typer(
@@ -198,10 +194,10 @@ app = typer.Typer(
 def main_options(
     ctx: typer.Context,
     recipe: Annotated[str, typer.Option(
-        "--recipe", "-r", envvar="FLAGTREE_CPU_RECIPE", metavar="NAME|PATH", autocompletion=_complete_recipes,
+        "--recipe", "-r", envvar="FLAGTREE_CPU_RECIPE", metavar="NAME|PATH", autocompletion=completion.recipes,
         help="Recipe to use: a name from `recipe list` or a YAML file.")] = "flagtree-cpu-arm64",
     variant: Annotated[Optional[str], typer.Option(
-        "--variant", envvar="FLAGTREE_CPU_VARIANT", metavar="NAME",
+        "--variant", envvar="FLAGTREE_CPU_VARIANT", metavar="NAME", autocompletion=completion.variants,
         help="The recipe's variant to use (`recipe show` lists them).  \\[default: the recipe's own default]")] = None,
     workdir: Annotated[Optional[str], typer.Option(
         "--workdir", "-w", envvar="FLAGTREE_CPU_WORKDIR", metavar="DIR",

@@ -98,7 +98,7 @@ def _disk_full(exc: BaseException) -> FlagtreeCpuError | None:
         return disk_full(Path(exc.filename), None, f"writing {exc.filename}", None, keep_note=kept)
     return DiskFull(f"a file system filled while this run was writing ({exc.strerror})", details=(kept,),
                     fix="free space where the workspace, the download cache and ~/.triton live (flagtree-cpu "
-                    "doctor --check resources.disk shows each), then run the same command again")
+                    "doctor --only resources.disk shows each), then run the same command again")
 
 
 def _report_usage_error(run: Run, exc: ClickException) -> None:

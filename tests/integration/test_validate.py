@@ -181,7 +181,7 @@ def test_sigill_points_at_the_cpu_features(built: Built, monkeypatch: pytest.Mon
     softmax = by_kernel(report(result), "softmax")
     assert softmax["figure"] == "SIGILL"
     assert "the recipe's target needs asimd, sve2, i8mm, bf16" in softmax["message"]
-    assert softmax["fix"].startswith("flagtree-cpu doctor --check cpu.features")
+    assert softmax["fix"].startswith("flagtree-cpu doctor --only cpu.features")
 
 
 def test_a_hanging_kernel_is_stopped_at_its_timeout(built: Built, tmp_path: Path,
