@@ -226,6 +226,7 @@ def main_options(
 
     Global options may also be written after the command.
     """
+    _refuse_missing_folders(recipes_dirs or [])
     run_of(ctx).options = Options(
         recipe=recipe,
         variant=variant or None,  # FLAGTREE_CPU_VARIANT= (empty) means the default, as if unset
@@ -236,6 +237,21 @@ def main_options(
         wait=wait,
         lock_file=lock_file,
     )
+
+
+def _refuse_missing_folders(folders: list[str]) -> None:
+    """A --recipes-dir that is not a folder is a typo the user made just now: refused (exit 2), not skipped."""
+    import shlex
+
+    from ..errors import UsageError
+    from ..recipe.locate import unusable_folder
+
+    for folder in folders:
+        why = unusable_folder(Path(folder).expanduser())
+        if why is not None:
+            raise UsageError(f"--recipes-dir {folder} {why}",
+                             fix=f"ls -d {shlex.quote(folder)}   # check the name, or create it: mkdir -p "
+                             f"{shlex.quote(folder)}")
 
 
 recipe_app = typer.Typer(

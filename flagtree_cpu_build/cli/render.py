@@ -178,7 +178,7 @@ def doctor(ui: UI, report: DoctorReport, areas: Sequence[str], board: str | None
         return
     ui.findings(report.findings, areas)
     counts = report.summary()
-    ui.info(f"doctor: {counts['ok']} ok, {counts['warn']} warnings, {counts['fail']} failed, "
+    ui.info(f"doctor: {counts['ok']} ok, {count(counts['warn'], 'warning')}, {counts['fail']} failed, "
             f"{counts['skip']} skipped in {report.seconds:.2f}s" + (f" (sysroot {board})" if board else ""))
 
 
