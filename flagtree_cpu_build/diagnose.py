@@ -82,7 +82,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "disk-full",
         r"No space left on device",
         "the disk is full",
-        "free space (`flagtree-cpu doctor --check resources.disk` shows what the recipe needs where), or use "
+        "free space (`flagtree-cpu doctor --only resources.disk` shows what the recipe needs where), or use "
         "another --workdir",
     ),
     Signature(
@@ -102,7 +102,7 @@ RUNTIME_SIGNATURES: tuple[Signature, ...] = (
         _GLIBC_NOT_FOUND,
         "a built library (or a JIT-compiled kernel) needs a newer libstdc++/glibc than this system provides",
         "install a newer libstdc++ and preload it: export LD_PRELOAD=/path/to/newer/libstdc++.so.6 "
-        "(flagtree-cpu doctor --check runtime.glibc shows which versions are missing)",
+        "(flagtree-cpu doctor --only runtime.glibc shows which versions are missing)",
     ),
     Signature(
         "prerequisite-missing",

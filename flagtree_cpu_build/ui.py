@@ -156,13 +156,17 @@ class UI:
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         self.console.print(Text(text.rstrip(), style="dim"), soft_wrap=True)
 
-    def table(self, columns: Sequence[str], rows: Sequence[Sequence[Any]], *, title: str | None = None) -> None:
-        """A result table for people; --quiet means only warnings and errors, so none then."""
+    def table(self, columns: Sequence[str], rows: Sequence[Sequence[Any]], *, title: str | None = None,
+              listing: bool = False) -> None:
+        """A result table for people; --quiet means only warnings and errors, so none then. A ``listing`` (`recipe
+        list`, `status`, `doctor`, `lock`, `validate --list`) is the command's product: it goes to stdout, as
+        `pip list` does, so `| grep` and `| less` work; progress, warnings and logs stay on stderr."""
         if self.quiet:
             return
+        console = self._stdout_console() if listing else self.console
         table = Table(
             title=title,
-            box=box.SIMPLE_HEAD if self.interactive else box.ASCII2,
+            box=box.SIMPLE_HEAD if console.is_terminal else box.ASCII2,
             show_edge=False,
             title_justify="left",
         )
@@ -170,7 +174,15 @@ class UI:
             table.add_column(column, overflow="fold")
         for row in rows:
             table.add_row(*(c if isinstance(c, Text) else Text(str(c)) for c in row))
-        self.console.print(table)
+        console.print(table)
+
+    def _stdout_console(self) -> Console:
+        """A console on stdout (looked up now: tests and pipes replace it). Not a terminal: one row per line,
+        never wrapped, so a pipe to grep sees each row whole."""
+        stream = self.stdout
+        terminal = stream.isatty()
+        return Console(file=stream, highlight=False, width=None if terminal else _UNWRAPPED,
+                       no_color=None if terminal else True)
 
     @contextmanager
     def progress(self, description: str, *, total: float | None = None,
@@ -249,7 +261,8 @@ class UI:
         return Text(status, style=_STATUS_STYLE.get(status, ""))
 
     def findings(self, findings: Sequence[Any], areas: Sequence[str]) -> None:
-        """doctor's report: a table grouped by area (✓ ok, ! warn, ✗ fail, - skip), then the fixes."""
+        """doctor's report: a table grouped by area (✓ ok, ! warn, ✗ fail, - skip) on stdout (the product), then
+        the fixes on stderr."""
         symbols = {"ok": ("✓", "green"), "warn": ("!", "yellow"), "fail": ("✗", "bold red"), "skip": ("-", "dim")}
         rows: list[list[Any]] = []
         for area in areas:
@@ -260,7 +273,7 @@ class UI:
             for f in group:
                 symbol, style = symbols[f.status]
                 rows.append([Text(f"  {symbol}", style=style), f.id, f.detail])
-        self.table(["", "check", "detail"], rows)
+        self.table(["", "check", "detail"], rows, listing=True)
         fixes = [f for f in findings if f.fix and f.status in ("fail", "warn")]
         if fixes and self.quiet:  # the problems alone, one per line
             for f in sorted(fixes, key=lambda f: f.status != "fail"):
@@ -309,6 +322,9 @@ def _escape_data(text: str) -> str:
 
 def _escape_property(text: str) -> str:
     return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+_UNWRAPPED = 10_000  # a listing on a pipe: as wide as its widest row (rich sizes a table to its content)
 
 
 def plain_width() -> int:

@@ -8,6 +8,7 @@ this module (``placeholders`` joins the two), so it imports none of them.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -151,8 +152,31 @@ def user_config_dir(environ: Mapping[str, str]) -> Path:
 
 
 def target_python(ws: Workspace, environ: Mapping[str, str]) -> Path:
-    """The interpreter builds go into: an active venv, else the workspace's own venv."""
+    """The interpreter builds go into: an active venv, else the workspace's own venv. The venv flagtree-cpu
+    itself runs from is never taken by default (activating the checkout's `.venv` to reach the tool must not
+    make pip install torch into it): only ``--python`` naming it makes it the target."""
     active = environ.get("VIRTUAL_ENV")
-    if active:
+    if active and own_venv(environ) is None:
         return Path(active) / "bin" / "python"
     return ws.venv_dir / "bin" / "python"
+
+
+def own_venv(environ: Mapping[str, str]) -> Path | None:
+    """The active venv (``VIRTUAL_ENV``) when it is the one this tool runs from (``sys.prefix``); else None."""
+    active = environ.get("VIRTUAL_ENV")
+    if not active:
+        return None
+    try:
+        same = os.path.samefile(active, sys.prefix)
+    except OSError:  # a VIRTUAL_ENV that names nothing is not the tool's
+        return None
+    return Path(active) if same else None
+
+
+def own_venv_note(ws: Workspace, python: Path, environ: Mapping[str, str]) -> str | None:
+    """What to tell the user when the target is the workspace venv because the active venv is the tool's own."""
+    own = own_venv(environ)
+    if own is None or python != ws.venv_dir / "bin" / "python":
+        return None
+    return (f"the active venv {own} is flagtree-cpu's own, not the build's target: using {ws.venv_dir} "
+            f"(--python {own / 'bin' / 'python'} to build into it)")

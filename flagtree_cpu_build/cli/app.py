@@ -20,6 +20,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from .. import __version__
 from ..ui import UI
+from . import completion
 from .boundary import guard_invoke, guard_main, run_of
 from .session import Options, Run
 
@@ -163,18 +164,13 @@ def _version_callback(value: bool) -> None:
         raise typer.Exit()
 
 
-def _complete_recipes(incomplete: str) -> list[str]:
-    """Shell completion of --recipe: the names `recipe list` shows."""
-    from ..recipe.locate import list_recipes, user_recipe_dirs
-
-    return [r.name for r in list_recipes(user_recipe_dirs()) if r.name.startswith(incomplete)]
-
-
-def complete_kernels(incomplete: str) -> list[str]:
-    from ..presets import PRESETS
-
-    names = [name.rsplit("/", 1)[-1] for name in PRESETS]  # a preset's check is named after it by default
-    return [n for n in names if n.startswith(incomplete)]
+def deprecated_check(ui: UI, command: str, values: list[str] | None) -> list[str]:
+    """doctor and validate once selected items with --check, which status and link use as their CI gate: one
+    meaning per flag name, so the selector is --only; --check still selects here, hidden, with a warning."""
+    if values:
+        ui.warn(f"`{command} --check` is deprecated (--check is the CI gate of status and link): use "
+                f"`{command} " + " ".join(f"--only {v}" for v in values) + "`")
+    return list(values or ())
 
 
 app = typer.Typer(
@@ -198,10 +194,10 @@ app = typer.Typer(
 def main_options(
     ctx: typer.Context,
     recipe: Annotated[str, typer.Option(
-        "--recipe", "-r", envvar="FLAGTREE_CPU_RECIPE", metavar="NAME|PATH", autocompletion=_complete_recipes,
+        "--recipe", "-r", envvar="FLAGTREE_CPU_RECIPE", metavar="NAME|PATH", autocompletion=completion.recipes,
         help="Recipe to use: a name from `recipe list` or a YAML file.")] = "flagtree-cpu-arm64",
     variant: Annotated[Optional[str], typer.Option(
-        "--variant", envvar="FLAGTREE_CPU_VARIANT", metavar="NAME",
+        "--variant", envvar="FLAGTREE_CPU_VARIANT", metavar="NAME", autocompletion=completion.variants,
         help="The recipe's variant to use (`recipe show` lists them).  \\[default: the recipe's own default]")] = None,
     workdir: Annotated[Optional[str], typer.Option(
         "--workdir", "-w", envvar="FLAGTREE_CPU_WORKDIR", metavar="DIR",
@@ -230,6 +226,7 @@ def main_options(
 
     Global options may also be written after the command.
     """
+    _refuse_missing_folders(recipes_dirs or [])
     run_of(ctx).options = Options(
         recipe=recipe,
         variant=variant or None,  # FLAGTREE_CPU_VARIANT= (empty) means the default, as if unset
@@ -240,6 +237,21 @@ def main_options(
         wait=wait,
         lock_file=lock_file,
     )
+
+
+def _refuse_missing_folders(folders: list[str]) -> None:
+    """A --recipes-dir that is not a folder is a typo the user made just now: refused (exit 2), not skipped."""
+    import shlex
+
+    from ..errors import UsageError
+    from ..recipe.locate import unusable_folder
+
+    for folder in folders:
+        why = unusable_folder(Path(folder).expanduser())
+        if why is not None:
+            raise UsageError(f"--recipes-dir {folder} {why}",
+                             fix=f"ls -d {shlex.quote(folder)}   # check the name, or create it: mkdir -p "
+                             f"{shlex.quote(folder)}")
 
 
 recipe_app = typer.Typer(
@@ -270,8 +282,8 @@ ModelOption = Annotated[Optional[Path], typer.Option(
 TimeoutOption = Annotated[Optional[float], typer.Option(
     "--timeout", metavar="SECONDS", min=1, help="Stop each kernel after this long. \\[default: the recipe's]")]
 PythonOption = Annotated[Optional[Path], typer.Option(
-    "--python", metavar="PATH", help="Target interpreter. \\[default: the active venv, else <workdir>/.venv, "
-    "created when missing]")]
+    "--python", metavar="PATH", help="Target interpreter. \\[default: the active venv (never the one flagtree-cpu "
+    "runs from), else <workdir>/.venv, created when missing]")]
 
 
 def _checked_by(parse: Callable[[str], object]) -> Callable[[Optional[str]], Optional[str]]:

@@ -98,25 +98,27 @@ def _disk_full(exc: BaseException) -> FlagtreeCpuError | None:
         return disk_full(Path(exc.filename), None, f"writing {exc.filename}", None, keep_note=kept)
     return DiskFull(f"a file system filled while this run was writing ({exc.strerror})", details=(kept,),
                     fix="free space where the workspace, the download cache and ~/.triton live (flagtree-cpu "
-                    "doctor --check resources.disk shows each), then run the same command again")
+                    "doctor --only resources.disk shows each), then run the same command again")
 
 
 def _report_usage_error(run: Run, exc: ClickException) -> None:
-    from typer import rich_utils
-
-    rich_utils.rich_format_error(exc)
     if exc.__class__.__name__ == "NoArgsIsHelpError":  # `flagtree-cpu` alone: the help, not an error
+        from typer import rich_utils
+
+        rich_utils.rich_format_error(exc)
         return
     ctx = getattr(exc, "ctx", None)
     path = ctx.command_path if ctx is not None else "flagtree-cpu"
     if run.command is None and ctx is not None and ctx.parent is not None:
         run.command = path.partition(" ")[2] or None  # `status --bogus`: the command is known
-    error = UsageError(exc.format_message(), fix=f"`{path} --help` lists the commands and options")
+    # the same error:/fix: lines as every other error (not click's box), the fix a command to copy
+    error = UsageError(exc.format_message(), fix=f"{path} --help")
     try:  # click's usage errors are 2 (ours too); its few other errors 1
         error.exit_code = ExitCode(exc.exit_code)
     except ValueError:
         pass
     run.error = error
+    run.ui.error(error)
 
 
 def _print_envelope(run: Run, code: int) -> None:

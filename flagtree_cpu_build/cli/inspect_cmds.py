@@ -9,8 +9,17 @@ from typing import Annotated, Optional
 
 import typer
 
-from . import render
-from .app import CacheDirOption, FlagtreeCommand, MirrorsOption, PythonOption, app, examples, options
+from . import completion, render
+from .app import (
+    CacheDirOption,
+    FlagtreeCommand,
+    MirrorsOption,
+    PythonOption,
+    app,
+    deprecated_check,
+    examples,
+    options,
+)
 from .session import Verdict
 from .stage_cmds import opened
 
@@ -115,7 +124,7 @@ def env_command(
 @app.command(cls=FlagtreeCommand, epilog=examples(
     "flagtree-cpu doctor",
     "flagtree-cpu doctor --json > doctor.json      # for CI and bug reports",
-    "flagtree-cpu doctor --check cpu.features --check cpu.topology",
+    "flagtree-cpu doctor --only cpu.features --only cpu.topology",
     "flagtree-cpu doctor --snapshot board.tar.gz   # on a board: what doctor reads about it, in one file",
     "flagtree-cpu doctor --sysroot board.tar.gz    # anywhere: check that board from its snapshot",
     "flagtree-cpu doctor --mirror https://oaitriton.blob.core.windows.net/=https://mirror.example/triton/",
@@ -123,8 +132,11 @@ def env_command(
 ))
 def doctor(
     ctx: typer.Context,
-    check_ids: Annotated[Optional[list[str]], typer.Option("--check", metavar="ID",
-                                                           help="Run only this check. Repeatable.")] = None,
+    only: Annotated[Optional[list[str]], typer.Option(
+        "--only", metavar="ID", help="Run only this check. Repeatable.", autocompletion=completion.doctor_checks)]
+    = None,
+    old_checks: Annotated[Optional[list[str]], typer.Option(  # deprecated: --check is status's and link's gate
+        "--check", hidden=True, autocompletion=completion.doctor_checks)] = None,
     list_checks: Annotated[bool, typer.Option("--list", help="List the checks and exit.")] = False,
     sysroot: Annotated[Optional[Path], typer.Option("--sysroot", metavar="FILE.tar.gz|DIR", help="Read /proc, /sys "
                                                     "and /etc from a board's snapshot (made there with --snapshot) "
@@ -156,6 +168,7 @@ def doctor(
     from ..stagekit.stage import RunOptions
 
     opts = options(ctx)
+    check_ids = [*(only or ()), *deprecated_check(opts.ui, "doctor", old_checks)]
     if schema:
         opts.ui.emit_json(DOCTOR_SCHEMA)
         return
@@ -179,7 +192,7 @@ def doctor(
         run_options = RunOptions(python=target, offline=offline, mirrors=rules)
         report = run_doctor(DoctorContext(stage_ctx.recipe, stage_ctx.workspace, stage_ctx.host, read_cpu(root), root,
                                           run_options, dict(os.environ), euid=euid),
-                            check_ids or [])
+                            check_ids)
         if board:
             report = dataclasses.replace(report, sysroot=board.label)
     render.doctor(opts.ui, report, AREAS, board.describe() if board else None)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
+from . import completion
 from .app import FlagtreeCommand, examples, options, recipe_app
 from .render import count
 from .session import Verdict
@@ -44,7 +45,7 @@ def recipe_list(ctx: typer.Context) -> None:
         return
     opts.ui.table(["name", "origin", "status", "description"],
                   [[e["name"], str(e["origin"]) + (" (hides bundled)" if e["shadows"] else ""), e["status"],
-                    e["description"] or e["file"]] for e in entries])
+                    e["description"] or e["file"]] for e in entries], listing=True)
 
 
 def _warn_skipped(ui: UI, user_dirs: Sequence[Path]) -> list[SkippedFile]:
@@ -68,7 +69,8 @@ def _warn_skipped(ui: UI, user_dirs: Sequence[Path]) -> list[SkippedFile]:
 def recipe_show(
     ctx: typer.Context,
     name: Annotated[Optional[str], typer.Argument(
-        metavar="[NAME|PATH]", help="Recipe to show.  \\[default: the --recipe option]")] = None,
+        metavar="[NAME|PATH]", help="Recipe to show.  \\[default: the --recipe option]",
+        autocompletion=completion.recipes)] = None,
     raw: Annotated[bool, typer.Option(
         "--raw", help="Show the recipe as written (placeholders and variants unresolved).")] = False,
 ) -> None:

@@ -1,5 +1,6 @@
-"""Renderers: a command's result object as tables and lines for people (stderr), or as the ``result``
-of the --json envelope. They decide nothing about exit codes and call no core function."""
+"""Renderers: a command's result object as tables and lines for people (stderr; a listing's table, the product of
+`recipe list`, `status`, `doctor`, `lock` and `validate --list`, on stdout), or as the ``result`` of the --json
+envelope. They decide nothing about exit codes and call no core function."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ if TYPE_CHECKING:
 
     from ..clean import CleanReport
     from ..doctor import Check, DoctorReport
+    from ..preflight import Stop
     from ..setup_plan import SetupPlan
     from ..setup_report import SetupReport
     from ..snapshot import SnapshotWritten
+    from ..stagekit.plan import PlanItem
     from ..stagekit.stage import StageResult
     from ..stages.links.link import LinkPlan
     from ..stages.validate.validate import ValidationReport
@@ -28,12 +31,14 @@ def count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-def stage_result(ui: UI, result: StageResult, subject: str) -> None:
-    """A stage's actions as a table, its warnings, and a one-line summary (sync, fetch, build, lock, python)."""
+def stage_result(ui: UI, result: StageResult, subject: str, *, listing: bool = False) -> None:
+    """A stage's actions as a table, its warnings, and a one-line summary (sync, fetch, build, lock, python).
+    ``listing``: the table is the command's product (lock's sources and their commits), on stdout."""
     if ui.json_mode:
         ui.emit_json(result.to_json())
         return
-    ui.table([subject, "status", "detail"], [[a.subject, ui.styled(a.status), a.detail] for a in result.actions])
+    ui.table([subject, "status", "detail"], [[a.subject, ui.styled(a.status), a.detail] for a in result.actions],
+             listing=listing)
     for warning in result.warnings:
         ui.warn(warning)
     ui.info(f"{result.stage}: {result.status} in {result.seconds:.2f}s")
@@ -83,12 +88,28 @@ def setup_plan(ui: UI, plan: SetupPlan) -> None:
             else "nothing was changed (--dry-run)")
 
 
+def stage_plan(ui: UI, command: str, items: Sequence[PlanItem], stop: Stop | None) -> None:
+    """`sync --dry-run`, `fetch --dry-run`: each item's action and why, where the run would stop."""
+    if ui.json_mode:
+        ui.emit_json({"command": command, "changes_nothing": True, "items": [i.to_json() for i in items],
+                      "would_stop": stop.to_json() if stop else None})
+        return
+    rows = [[i.subject, i.action or ui.styled(i.state), f"{i.reason}: {i.detail}" if i.reason else i.detail]
+            for i in items]
+    ui.table(["item", "would do", "why"], rows, title=f"{command} plan")
+    if stop is not None:
+        ui.warn(f"{command} would stop (exit code {stop.exit_code}): {stop.reason}")
+    current = all(i.current for i in items)
+    ui.info("nothing to do: everything is current" if current else "nothing was changed (--dry-run)")
+
+
 def status(ui: UI, found: WorkspaceStatus) -> None:
     if ui.json_mode:
         ui.emit_json(found.to_json())
         return
     ui.table(["area", "item", "state", "detail"], [[i.area, i.subject, ui.styled(i.state), i.detail]
-                                                   for i in found.items], title=f"{found.recipe} in {found.workspace}")
+                                                   for i in found.items], title=f"{found.recipe} in {found.workspace}",
+             listing=True)
     behind = [i for i in found.items if not i.current]
     if not behind:
         ui.success("everything is current")
@@ -146,8 +167,8 @@ def check_listing(ui: UI, listing: dict[str, object], python: Path) -> None:
     presets: list[dict[str, object]] = listing["presets"]  # type: ignore[assignment]
     ui.table(["check", "kind", "preset", "required", "proves"],
              [[c["name"], c["kind"], c["preset"] or "", "required" if c["required"] else "optional", c["proves"]]
-              for c in checks])
-    ui.table(["preset", "proves"], [[p["preset"], p["proves"]] for p in presets])
+              for c in checks], listing=True)
+    ui.table(["preset", "proves"], [[p["preset"], p["proves"]] for p in presets], listing=True)
     ui.info(f"preset scripts: {listing['folder']} (run one by hand: {python} <script> --expect '{{...}}')")
 
 
@@ -157,7 +178,7 @@ def doctor(ui: UI, report: DoctorReport, areas: Sequence[str], board: str | None
         return
     ui.findings(report.findings, areas)
     counts = report.summary()
-    ui.info(f"doctor: {counts['ok']} ok, {counts['warn']} warnings, {counts['fail']} failed, "
+    ui.info(f"doctor: {counts['ok']} ok, {count(counts['warn'], 'warning')}, {counts['fail']} failed, "
             f"{counts['skip']} skipped in {report.seconds:.2f}s" + (f" (sysroot {board})" if board else ""))
 
 
@@ -165,7 +186,7 @@ def check_list(ui: UI, checks: Sequence[Check]) -> None:
     if ui.json_mode:
         ui.emit_json({"checks": [{"id": c.id, "area": c.area, "title": c.title} for c in checks]})
     else:
-        ui.table(["check", "area", "what it looks at"], [[c.id, c.area, c.title] for c in checks])
+        ui.table(["check", "area", "what it looks at"], [[c.id, c.area, c.title] for c in checks], listing=True)
 
 
 def snapshot(ui: UI, written: SnapshotWritten) -> None:

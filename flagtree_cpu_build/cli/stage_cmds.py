@@ -30,6 +30,7 @@ from .app import (
 )
 from .bundle_trust import ExpectDigestOption, TrustedKeysOption, import_for_setup, trust_of
 from .session import Options, Verdict, named_paths
+from .stage_dry_run import DryRunOption, dry_run_stage
 
 if TYPE_CHECKING:
     from ..stagekit.stage import StageContext
@@ -170,9 +171,11 @@ def setup(
     "flagtree-cpu sync --source-path flagtree-cpu=~/src/flagtree-cpu",
     "flagtree-cpu sync --update           # move unpinned sources to their branch tips",
     "flagtree-cpu sync --frozen --offline # CI: exactly the lock, no network",
+    "flagtree-cpu sync --dry-run          # what would be cloned or moved, and why",
 ))
 def sync(
     ctx: typer.Context,
+    dry_run: DryRunOption = False,
     update: Annotated[bool, typer.Option("--update", help="Re-resolve unpinned refs (e.g. flagtree-cpu main) "
                                          "instead of using the lock file.")] = False,
     frozen: Annotated[bool, typer.Option("--frozen", help="Fail instead of resolving, or when the lock disagrees "
@@ -205,6 +208,8 @@ def sync(
     sync_options = RunOptions(python=target, update=update, frozen=frozen, offline=offline, allow_dirty=allow_dirty,
                               force=force, git_cache=git_cache.expanduser() if git_cache else None,
                               sync=SyncExtras(named))
+    if dry_run:
+        return dry_run_stage(stage_ctx, "sources", sync_options)
     with exclusive(opts, stage_ctx, "sync"):
         result = run_stage(stage_named("sources"), stage_ctx, sync_options)
     render.stage_result(opts.ui, result, "source")
@@ -247,9 +252,11 @@ def link(
     "flagtree-cpu fetch --from ~/Downloads/llvm-a66376b0-ubuntu-arm64.tar.gz",
     "flagtree-cpu fetch --offline --cache-dir /media/usb/flagtree-cache",
     "flagtree-cpu fetch --require-hashes  # CI: every download must have a known sha256",
+    "flagtree-cpu fetch --dry-run         # what would be downloaded, and why",
 ))
 def fetch(
     ctx: typer.Context,
+    dry_run: DryRunOption = False,
     offline: Annotated[bool, typer.Option("--offline", help="Use only the download cache; list what is "
                                           "missing and how to get it.")] = False,
     require_hashes: Annotated[bool, typer.Option("--require-hashes", help="Refuse to trust a download on first "
@@ -279,6 +286,8 @@ def fetch(
                                mirrors=tuple(parse_mirrors(mirrors or [])),
                                fetch=FetchExtras(named_paths("--from", from_files or [],
                                                              list(stage_ctx.recipe.artifacts), "artifacts")))
+    if dry_run:
+        return dry_run_stage(stage_ctx, "artifacts", fetch_options)
     with exclusive(opts, stage_ctx, "fetch"):
         result = run_stage(stage_named("artifacts"), stage_ctx, fetch_options)
     render.stage_result(opts.ui, result, "artifact")
@@ -386,6 +395,6 @@ def lock(
     opts, stage_ctx, target = opened(ctx)
     with exclusive(opts, stage_ctx, "lock"):
         result = run_lock(stage_ctx, RunOptions(python=target, update=update))
-    render.stage_result(opts.ui, result, "source")
+    render.stage_result(opts.ui, result, "source", listing=True)
     if not opts.ui.json_mode:
         opts.ui.info(f"lock file: {stage_ctx.workspace.lock_file}")

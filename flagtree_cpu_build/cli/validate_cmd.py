@@ -7,28 +7,38 @@ from typing import Annotated, Optional
 
 import typer
 
-from . import render
-from .app import FlagtreeCommand, ModelOption, PythonOption, TimeoutOption, app, complete_kernels, examples
+from . import completion, render
+from .app import (
+    FlagtreeCommand,
+    ModelOption,
+    PythonOption,
+    TimeoutOption,
+    app,
+    deprecated_check,
+    examples,
+)
 from .session import Verdict
 from .stage_cmds import absolute, exclusive, opened
 
 
 @app.command(cls=FlagtreeCommand, epilog=examples(
     "flagtree-cpu validate",
-    "flagtree-cpu validate --check backend --check tle-rms-norm",
+    "flagtree-cpu validate --only backend --only tle-rms-norm",
     "flagtree-cpu validate --junit reports/validate.xml   # for CI test reports",
     "flagtree-cpu validate --install-prereqs              # pip install torch, numpy first",
-    "flagtree-cpu validate --model ~/models/MiniCPM5-0.9B-int8 --check decode-e2e",
+    "flagtree-cpu validate --model ~/models/MiniCPM5-0.9B-int8 --only decode-e2e",
     "flagtree-cpu validate --list",
 ))
 def validate(
     ctx: typer.Context,
-    checks: Annotated[Optional[list[str]], typer.Option("--check", "-c", metavar="NAME", help="Run only this "
-                                                        "check of the recipe. Repeatable.",
-                                                        autocompletion=complete_kernels)] = None,
-    kernels: Annotated[Optional[list[str]], typer.Option("--kernel", "-k", metavar="NAME", help="The same as "
-                                                         "--check. Repeatable.", autocompletion=complete_kernels)]
-    = None,
+    only: Annotated[Optional[list[str]], typer.Option(
+        "--only", metavar="NAME", help="Run only this check of the recipe. Repeatable.",
+        autocompletion=completion.recipe_checks)] = None,
+    kernels: Annotated[Optional[list[str]], typer.Option(
+        "--kernel", "-k", metavar="NAME", help="The same as --only. Repeatable.",
+        autocompletion=completion.recipe_checks)] = None,
+    old_checks: Annotated[Optional[list[str]], typer.Option(  # deprecated: --check is status's and link's gate
+        "--check", "-c", hidden=True, autocompletion=completion.recipe_checks)] = None,
     python: PythonOption = None,
     model: ModelOption = None,
     timeout: TimeoutOption = None,
@@ -51,13 +61,14 @@ def validate(
     from ..stages.validate.validate import run_validate
 
     opts, stage_ctx, target = opened(ctx, python=python)
+    checks = [*(only or ()), *deprecated_check(opts.ui, "validate", old_checks)]
     if list_checks:
         from ..stages.validate.check_catalog import listing
 
         render.check_listing(stage_ctx.ui, listing(stage_ctx.recipe), target)
         return
     validate_options = RunOptions(python=target, model=absolute(model), timeout=timeout, verbose=opts.ui.verbose,
-                                  validate=ValidateExtras((*(checks or ()), *(kernels or ())), install_prereqs))
+                                  validate=ValidateExtras((*checks, *(kernels or ())), install_prereqs))
     junit_path = absolute(junit)
     try:
         with exclusive(opts, stage_ctx, "validate"):
@@ -71,6 +82,6 @@ def validate(
         write_junit(report, junit_path)
     render.validation(opts.ui, report, junit_path)
     if report.failed:
-        raise Verdict(report.failure("fix the cause above, then `flagtree-cpu validate` again (`--check NAME` "
+        raise Verdict(report.failure("fix the cause above, then `flagtree-cpu validate` again (`--only NAME` "
                                      "re-runs one)"))
 

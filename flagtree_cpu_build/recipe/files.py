@@ -236,11 +236,12 @@ def _apply_variant(data: dict[str, Any], loaded: LoadedData, origin: str, asked:
         names = sorted(k for k in variants if isinstance(k, str)) if isinstance(variants, dict) else []
         if asked is None:
             return data  # the default names no variant: the validator reports it at `variant:`
-        pos = loaded.position(("variants",))
+        # the option asked for a name the file does not have: the user's mistake on the command line, not the file's
+        from ..errors import UsageError
+
         have = ", ".join(names) or "none (the recipe has no variants)"
-        raise RecipeError(origin, [RecipeProblem(pos.origin, pos.line, "variants",
-                                                 f"recipe has no variant {asked!r}{suggest(asked, names)}",
-                                                 f"use --variant with one of: {have}")])
+        raise UsageError(f"--variant {asked}: recipe {origin} has no variant {asked!r}{suggest(asked, names)}",
+                         fix=f"use --variant with one of: {have} (or leave --variant out for the recipe's default)")
     entry = variants[chosen]
     overlay = entry.get("overlay") if isinstance(entry, dict) else None
     merged = dict(data)

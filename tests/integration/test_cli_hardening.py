@@ -257,8 +257,21 @@ def test_validate_writes_an_error_case_when_installing_prerequisites_fails(world
 # --- messages -------------------------------------------------------------------------------------------------
 
 
-def test_recipe_list_warns_about_a_recipes_folder_that_is_not_there(tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["recipe", "list", "--recipes-dir", str(tmp_path / "typo")])
+def test_a_recipes_dir_option_naming_no_folder_is_refused(tmp_path: Path) -> None:
+    """Typed just now: a usage error (exit 2) naming the folder, for every command, not a silently shorter list."""
+    (tmp_path / "a-file").write_text("")
+    for folder, why in ((tmp_path / "typo", "does not exist"), (tmp_path / "a-file", "is not a folder")):
+        for args in (["recipe", "list"], ["status"]):
+            result = CliRunner().invoke(app, [*args, "--recipes-dir", str(folder)])
+            assert result.exit_code == 2, result.output
+            assert f"error: --recipes-dir {folder} {why}" in result.stderr
+            assert f"mkdir -p {folder}" in result.stderr and result.stdout == ""
+
+
+def test_recipe_list_warns_about_a_recipes_folder_in_the_environment_that_is_not_there(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLAGTREE_CPU_RECIPES", str(tmp_path / "typo"))
+    result = CliRunner().invoke(app, ["recipe", "list"])
     assert result.exit_code == 0
     assert f"recipes folder {tmp_path / 'typo'} (does not exist) is skipped" in result.stderr
 

@@ -53,10 +53,10 @@ def test_doctor_on_this_machine(tmp_path: Path) -> None:
 def test_the_human_report_groups_by_area_and_lists_fixes(tmp_path: Path) -> None:
     result = doctor("--offline", "-w", str(tmp_path / "ws"), "--set", "platform.host.arch=[riscv64]")
     assert result.exit_code == 7
-    out = result.stderr
-    assert out.index(" host ") < out.index(" cpu ") < out.index(" toolchain ") < out.index(" workspace ")
-    assert "✗" in out and "fixes" in out and " 1. ✗ host.arch: " in out
-    assert "doctor: " in out and "failed" in out
+    table, out = result.stdout, result.stderr  # the findings are the product (stdout); fixes and summary: stderr
+    assert table.index(" host ") < table.index(" cpu ") < table.index(" toolchain ") < table.index(" workspace ")
+    assert "✗" in table and "fixes" in out and " 1. ✗ host.arch: " in out
+    assert "doctor: " in out and "failed" in out and "doctor: " not in table
 
 
 def test_list_check_and_schema(tmp_path: Path) -> None:

@@ -39,6 +39,22 @@ def test_usage_errors_without_json_leave_stdout_empty() -> None:
     assert result.exit_code == 2 and result.stdout == ""
 
 
+@pytest.mark.parametrize("argv, message, fix", [
+    (["status", "--bogus"], "error: No such option: --bogus", "fix: flagtree-cpu status --help"),
+    (["recipe", "frobnicate"], "error: No such command 'frobnicate'", "fix: flagtree-cpu recipe --help"),
+    (["build", "--jobs", "0"], "error: Invalid value for '--jobs'", "fix: flagtree-cpu build --help"),
+])
+def test_usage_errors_print_error_and_fix_lines_like_every_other_error(argv: list[str], message: str,
+                                                                       fix: str) -> None:
+    """Not click's box: the `error:` line and a `fix:` command to copy, exit 2."""
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 2
+    lines = result.stderr.splitlines()
+    assert any(line.startswith(message) for line in lines), result.stderr
+    assert fix in lines, result.stderr
+    assert "╭" not in result.stderr and "Usage:" not in result.stderr
+
+
 @pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
 def test_subcommand_help_lists_the_global_options_that_work_after_it(command: list[str]) -> None:
     result = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "200"})
@@ -146,3 +162,20 @@ def test_plain_progress_in_a_log_shows_bytes_rate_and_counts(monkeypatch: pytest
     assert lines[3] == "unpacking llvm: started, 4 MB"
     assert "building: started, 45%, 120 of 268" in lines
     assert not [line for line in lines if line.rstrip().endswith(":")]
+
+
+@pytest.mark.parametrize("warnings, said", [(1, "1 warning,"), (2, "2 warnings,"), (0, "0 warnings,")])
+def test_doctor_summary_agrees_in_number(warnings: int, said: str) -> None:
+    import io
+
+    from flagtree_cpu_build.cli import render
+    from flagtree_cpu_build.doctor.run import DoctorReport, Finding
+    from flagtree_cpu_build.ui import UI
+
+    findings = [Finding("host.os", "host", "os", "ok", "ubuntu", None)] + [
+        Finding(f"cpu.w{i}", "cpu", "w", "warn", "odd", "do this") for i in range(warnings)]
+    stderr, stdout = io.StringIO(), io.StringIO()
+    render.doctor(UI(stderr=stderr, stdout=stdout), DoctorReport(tuple(findings), 0.1, "r", "/"), ["host", "cpu"],
+                  None)
+    summary = next(line for line in stderr.getvalue().splitlines() if line.startswith("doctor: "))
+    assert summary.startswith(f"doctor: 1 ok, {said}"), summary

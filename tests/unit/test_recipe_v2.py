@@ -78,12 +78,15 @@ def test_an_overlay_merges_key_by_key_and_null_removes_a_key() -> None:
     assert recipe.digest != parse_recipe(MULTI, "m.yaml").digest
 
 
-def test_an_unknown_variant_lists_the_variants() -> None:
-    with pytest.raises(RecipeError) as info:
+def test_an_unknown_variant_is_a_usage_error_listing_the_variants() -> None:
+    """--variant names what the file lacks: the command line is wrong (exit 2), not a problem in the recipe file."""
+    from flagtree_cpu_build.errors import UsageError
+
+    with pytest.raises(UsageError) as info:
         parse_recipe(MULTI, "m.yaml", variant="nppu")
-    [problem] = info.value.problems
-    assert "recipe has no variant 'nppu' (did you mean 'npu'?)" in problem.message
-    assert "broken, cpu, npu" in problem.fix
+    assert not isinstance(info.value, RecipeError) and info.value.exit_code == 2
+    assert "--variant nppu: recipe m.yaml has no variant 'nppu' (did you mean 'npu'?)" in info.value.message
+    assert "broken, cpu, npu" in info.value.fix
 
 
 def test_a_problem_inside_an_overlay_is_reported_at_the_overlays_line() -> None:
@@ -117,8 +120,9 @@ def test_an_unknown_variant_option_exits_2_with_the_list(multi: str) -> None:
                  ["--variant", "gpu", "recipe", "validate", multi]):
         result = CliRunner().invoke(app, argv)
         assert result.exit_code == 2, result.stderr
-        assert "recipe has no variant 'gpu'" in result.stderr
-        assert "use --variant with one of: broken, cpu, npu" in result.stderr
+        assert f"error: --variant gpu: recipe {multi} has no variant 'gpu'" in result.stderr
+        assert "fix: use --variant with one of: broken, cpu, npu" in result.stderr
+        assert "problem" not in result.stderr  # not reported as a problem in the recipe file
         assert result.stdout == ""
 
 

@@ -50,7 +50,7 @@ def main() -> None:
     finish("decode-e2e", passed, f"{rate:.2f} tokens/s, {int8_layers} INT8 layers{', FlagGems' if with_gems else ''}",
            "" if passed else f"below the floor of {floor} tokens/s",
            fix="" if passed else "on big.LITTLE boards run on the big cores (taskset -c <big cores>) with the "
-           "performance governor; flagtree-cpu doctor --check cpu.topology --check cpu.governor says how",
+           "performance governor; flagtree-cpu doctor --only cpu.topology --only cpu.governor says how",
            tokens_per_s=rate, tokens=tokens, int8_layers=int8_layers, flag_gems=with_gems)
 
 

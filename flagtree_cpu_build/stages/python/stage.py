@@ -33,6 +33,17 @@ def _search_path(python: Path) -> str:
 
 
 def plan_python(ctx: StageContext, options: RunOptions) -> list[PlanItem]:
+    """The python item, whose detail also says when the active venv was passed over as the tool's own."""
+    from dataclasses import replace
+
+    from ...workspace import own_venv_note
+
+    items = _plan_items(ctx, options)
+    note = own_venv_note(ctx.workspace, options.python, os.environ)
+    return [replace(item, detail=f"{item.detail}; {note}") for item in items] if note else items
+
+
+def _plan_items(ctx: StageContext, options: RunOptions) -> list[PlanItem]:
     from ... import pythonenv
 
     recipe, ws = ctx.recipe, ctx.workspace
@@ -80,8 +91,12 @@ def run_python(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> 
     from ... import pythonenv
     from ...errors import BuildError
     from ...stagekit.stage import Action, StageResult
+    from ...workspace import own_venv_note
 
     recipe, ws, python = ctx.recipe, ctx.workspace, options.python
+    note = own_venv_note(ws, python, os.environ)
+    if note:
+        ctx.ui.info(note)
     requirements = wanted(ctx, options.validating)
     pythonenv.refuse_conflicts(recipe, requirements)  # a contradiction in the recipe: before the venv and pip
     actions = []

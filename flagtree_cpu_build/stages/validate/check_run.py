@@ -236,13 +236,13 @@ def _died(recipe: Recipe, check: Check, run: Run) -> CheckResult | None:
         return CheckResult(status="fail", figure="timeout", message=f"timed out after {run.timeout:g} s (stopped)",
                            fix="look at the log for where it stopped; if it was only slow (a first JIT compile on "
                            "a throttled or little core), pass --timeout or raise the check's `timeout` "
-                           "(flagtree-cpu doctor --check cpu.topology --check cpu.governor)", **_common(check, run))
+                           "(flagtree-cpu doctor --only cpu.topology --only cpu.governor)", **_common(check, run))
     if run.result.returncode == -signal.SIGILL:
         features = recipe.platform.target.cpu_features
         needs = f" (the recipe's target needs {', '.join(features)})" if features else ""
         return CheckResult(status="fail", figure="SIGILL", message="killed by SIGILL (illegal instruction): this "
                            f"CPU lacks an instruction the code uses{needs}",
-                           fix="flagtree-cpu doctor --check cpu.features   # run on a CPU that has them, or rebuild "
+                           fix="flagtree-cpu doctor --only cpu.features   # run on a CPU that has them, or rebuild "
                            "for this one", **_common(check, run))
     return None
 
