@@ -8,7 +8,9 @@ Each reference is read from the one place the tool itself reads it, so it cannot
 - commands.md: every command and option of the Typer app (typer.main.get_command(app));
 - recipe.md: every recipe key, from the recipe model's field specs (one `spec(...)` per key);
 - exit-codes.md: the exit code table (errors.ExitCode) and the error classes that carry each code;
-- doctor-checks.md: doctor's check list (doctor.all_checks()).
+- doctor-checks.md: doctor's check list (doctor.all_checks());
+- and in docs/guides/build.md, the section between its diagnosis markers: the build-failure table
+  (diagnose.markdown_table(), what `python -m flagtree_cpu_build.diagnose` prints).
 tests/unit/test_docs_reference.py fails when a committed file differs from what this writes.
 """
 
@@ -338,7 +340,23 @@ def generate() -> dict[Path, str]:
         REFERENCE / "recipe.md": recipe_reference(),
         REFERENCE / "exit-codes.md": exit_codes_reference(),
         REFERENCE / "doctor-checks.md": doctor_reference(),
+        BUILD_GUIDE: build_guide(),
     }
+
+
+BUILD_GUIDE = Path("docs/guides/build.md")
+_DIAGNOSIS_START, _DIAGNOSIS_END = "<!-- diagnosis:start", "<!-- diagnosis:end -->"
+
+
+def build_guide() -> str:
+    """The build guide as written by hand, with the table between its diagnosis markers as the code gives it."""
+    from flagtree_cpu_build.diagnose import markdown_table
+
+    text = (ROOT / BUILD_GUIDE).read_text(encoding="utf-8")
+    head, rest = text.split(_DIAGNOSIS_START, 1)
+    marker, rest = rest.split("-->", 1)
+    tail = rest.split(_DIAGNOSIS_END, 1)[1]
+    return f"{head}{_DIAGNOSIS_START}{marker}-->\n{markdown_table().strip()}\n{_DIAGNOSIS_END}{tail}"
 
 
 def stale(root: Path = ROOT) -> list[Path]:
