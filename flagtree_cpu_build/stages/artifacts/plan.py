@@ -27,7 +27,7 @@ from ...stagekit.plan import PlanItem
 
 if TYPE_CHECKING:
     from ...artifact_cache import ArtifactCache
-    from ...lockfile import Lock
+    from ...lockfile import ArtifactLock, Lock
     from ...recipe import Artifact, Recipe
     from ...stagekit.stage import RunOptions
 
@@ -102,6 +102,30 @@ def plan_artifacts(recipe: Recipe, lock: Lock | None, options: RunOptions) -> li
     cache = ArtifactCache((options.cache_dir or user_cache_dir(os.environ)) / "downloads", ui=None)
     return [_plan_one(name, artifact, lock, options, cache, options.fetch.from_files.get(name))
             for name, artifact in recipe.artifacts.items()]
+
+
+def published_locks(recipe: Recipe, lock: Lock | None, options: RunOptions) -> dict[str, ArtifactLock]:
+    """The lock entries of the trees published and verified here (the plan's current items), as `fetch` records
+    them: what `lock` writes, so that `--frozen` accepts it. An entry of the same file keeps its served_from."""
+    from ...lockfile import ArtifactLock
+
+    entries = {}
+    for item in plan_artifacts(recipe, lock, options):
+        if item.will != "ok":
+            continue
+        facts = FetchFacts.of(item)
+        entries[item.subject] = keep_served_from(lock, item.subject, ArtifactLock(
+            url=recipe.artifacts[item.subject].url, sha256=item.data["sha256"], size=facts.size, digest=facts.digest))
+    return entries
+
+
+def keep_served_from(lock: Lock | None, name: str, entry: ArtifactLock) -> ArtifactLock:
+    """``entry`` with the served_from the lock records for the same file (same URL and sha256) when it has none:
+    a run that downloads nothing does not forget where the bytes came from."""
+    old = lock.artifacts.get(name) if lock else None
+    if entry.served_from is None and old is not None and (old.url, old.sha256) == (entry.url, entry.sha256):
+        return replace(entry, served_from=old.served_from)
+    return entry
 
 
 def _plan_one(name: str, artifact: Artifact, lock: Lock | None, options: RunOptions, cache: ArtifactCache,
