@@ -32,8 +32,10 @@ from urllib.parse import unquote, urlparse
 
 from .digest import Hashers, mismatches
 from .diskspace import disk_full, is_disk_full
-from .download_failures import NO_NETWORK_ENV, SWITCHED_OFF
+from .download_failures import NO_NETWORK_ENV, SWITCHED_OFF, unresolved
 from .download_failures import all_failed as _all_failed
+from .download_failures import from_size as _from
+from .download_failures import kept as _kept
 from .download_failures import short as _short
 from .download_notes import (  # noqa: F401  (their home for the download cache and the wheelhouse too)
     discard_part,
@@ -225,6 +227,9 @@ class Downloader:
                     if self._attempt(session, url, part, task, note):
                         break
                 except (requests.ConnectionError, requests.Timeout, urllib3.exceptions.HTTPError) as exc:
+                    if unresolved(exc):  # no DNS answer: no network here, or a wrong name; waiting changes neither
+                        raise _Failure(f"the host name {urlparse(url).hostname} cannot be resolved (no network, or "
+                                       "no DNS answer for it); not retried") from None
                     # refused, reset, timed out, or cut in the middle of the body: the .part is kept
                     last = _short(exc)
                 except (requests.RequestException, ValueError) as exc:  # a redirect to ftp:// or file://, a loop
@@ -325,15 +330,6 @@ def _received(raw: Any, part: _Part) -> Iterator[bytes]:
     than the part has room for: a body without a length that does not end stops one byte past the limit."""
     while (room := part.room()) and (data := raw.read1(room, decode_content=False)):
         yield data
-
-
-def _from(size: int) -> str:
-    return f", resuming at {human_bytes(size)}" if size else ""
-
-
-def _kept(part: Path) -> str:
-    size = part.stat().st_size if part.is_file() else 0
-    return f"; the partial download ({human_bytes(size)}, {part}) is kept" if size else ""
 
 
 def _local_path(url: str) -> Path | None:

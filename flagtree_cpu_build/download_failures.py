@@ -7,7 +7,11 @@ did not match, bytes kept to resume, the network switched off).
 
 from __future__ import annotations
 
+import socket
+from pathlib import Path
+
 from .errors import ArtifactError
+from .progress import human_bytes
 
 NO_NETWORK_ENV = "FLAGTREE_CPU_NO_NETWORK"
 SWITCHED_OFF = f"the network is switched off ({NO_NETWORK_ENV}=1); no connection was opened"
@@ -35,3 +39,28 @@ def short(exc: BaseException) -> str:
     # a server's words (a Location header in a redirect error): escaped, so no control character reaches a log
     text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(exc))
     return f"{type(exc).__name__}: {text[:160]}{'...' if len(text) > 160 else ''}"
+
+
+def unresolved(exc: BaseException) -> bool:
+    """A host name that got no DNS answer (socket.gaierror somewhere in the chain requests and urllib3 wrap it
+    in): not a dropped connection, so not retried."""
+    seen: set[int] = set()
+    todo: list[object] = [exc]
+    while todo:
+        current = todo.pop()
+        if not isinstance(current, BaseException) or id(current) in seen:
+            continue
+        if isinstance(current, socket.gaierror):
+            return True
+        seen.add(id(current))
+        todo += [current.__cause__, current.__context__, getattr(current, "reason", None), *current.args]
+    return False
+
+
+def from_size(size: int) -> str:
+    return f", resuming at {human_bytes(size)}" if size else ""
+
+
+def kept(part: Path) -> str:
+    size = part.stat().st_size if part.is_file() else 0
+    return f"; the partial download ({human_bytes(size)}, {part}) is kept" if size else ""
