@@ -32,6 +32,11 @@ from urllib.parse import unquote, urlparse
 
 from .digest import Hashers, mismatches
 from .diskspace import disk_full, is_disk_full
+from .download_failures import NO_NETWORK_ENV, SWITCHED_OFF, unresolved
+from .download_failures import all_failed as _all_failed
+from .download_failures import from_size as _from
+from .download_failures import kept as _kept
+from .download_failures import short as _short
 from .download_notes import (  # noqa: F401  (their home for the download cache and the wheelhouse too)
     discard_part,
     make_way,
@@ -53,8 +58,6 @@ _HEADERS = {"User-Agent": "flagtree-cpu",
             "Accept-Encoding": "identity"}
 _PROBE_TIMEOUT_S = (3, 5)  # connect, read: a dry run's size question must not hold the dry run up
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
-NO_NETWORK_ENV = "FLAGTREE_CPU_NO_NETWORK"
-_SWITCHED_OFF = f"the network is switched off ({NO_NETWORK_ENV}=1); no connection was opened"
 
 
 def network_switched_off() -> bool:
@@ -204,7 +207,7 @@ class Downloader:
                 self.watcher.follow(path)
             return self._copy_local(url, local, part, label)
         if network_switched_off():
-            raise _Failure(_SWITCHED_OFF)
+            raise _Failure(SWITCHED_OFF)
         import requests
         import urllib3
 
@@ -224,6 +227,9 @@ class Downloader:
                     if self._attempt(session, url, part, task, note):
                         break
                 except (requests.ConnectionError, requests.Timeout, urllib3.exceptions.HTTPError) as exc:
+                    if unresolved(exc):  # no DNS answer: no network here, or a wrong name; waiting changes neither
+                        raise _Failure(f"the host name {urlparse(url).hostname} cannot be resolved (no network, or "
+                                       "no DNS answer for it); not retried") from None
                     # refused, reset, timed out, or cut in the middle of the body: the .part is kept
                     last = _short(exc)
                 except (requests.RequestException, ValueError) as exc:  # a redirect to ftp:// or file://, a loop
@@ -326,39 +332,6 @@ def _received(raw: Any, part: _Part) -> Iterator[bytes]:
         yield data
 
 
-def _all_failed(label: str, failures: list[str]) -> ArtifactError:
-    if failures and all(_SWITCHED_OFF in f for f in failures):
-        return ArtifactError(f"could not download {label}: {_SWITCHED_OFF}", details=tuple(failures), fix=f"unset "
-                             f"{NO_NETWORK_ENV}, or bring it without the network: flagtree-cpu bundle import FILE")
-    mismatch = any(" mismatch — expected " in f for f in failures)
-    kept = any("is kept" in f for f in failures)
-    return ArtifactError(
-        f"could not download {label}" + (": the bytes did not match the expected digest" if mismatch else ""),
-        details=tuple(failures),
-        fix=("the file changed upstream or a mirror serves another file: check the recipe's digest (sha256, md5 "
-             "or sha512) and the mirror"
-             if mismatch else
-             ("run the same command again to resume; " if kept else "") +
-             "check the URL, or use a mirror (--mirror PREFIX=REPLACEMENT or FLAGTREE_CPU_MIRRORS), or download it "
-             "by any means and import it: flagtree-cpu fetch --from FILE"),
-    )
-
-
-def _short(exc: BaseException) -> str:
-    # a server's words (a Location header in a redirect error): escaped, so no control character reaches a log
-    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(exc))
-    return f"{type(exc).__name__}: {text[:160]}{'...' if len(text) > 160 else ''}"
-
-
-def _from(size: int) -> str:
-    return f", resuming at {human_bytes(size)}" if size else ""
-
-
-def _kept(part: Path) -> str:
-    size = part.stat().st_size if part.is_file() else 0
-    return f"; the partial download ({human_bytes(size)}, {part}) is kept" if size else ""
-
-
 def _local_path(url: str) -> Path | None:
     if url.startswith("file://"):
         return Path(unquote(urlparse(url).path))
@@ -372,23 +345,47 @@ def _total_from(content_range: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+@dataclass(frozen=True)
+class RemoteSize:
+    """What a server said of a file before it is downloaded (a dry run's question)."""
+
+    size: int | None = None  # its size, when the server said it
+    missing: bool = False  # the server said for certain that no file is there (404, 410 to the GET)
+    why: str = ""  # without a size: what the server answered, or why it could not be asked
+
+
+_GONE = {404: "not found", 410: "gone"}
+
+
 def remote_size(url: str) -> int | None:
-    """The size of the file at an http(s) URL, asked without downloading it: the Content-Length of a
-    HEAD request (redirects followed, short timeouts); a server that leaves it out is asked for one
-    byte, whose Content-Range names the whole size. None when the server does not say, cannot be
-    reached, or the URL is not http(s)."""
-    if not url.startswith(("http://", "https://")) or network_switched_off():
-        return None
+    """The size of the file at an http(s) URL (``ask_size``), None when it is not known."""
+    return ask_size(url).size
+
+
+def ask_size(url: str) -> RemoteSize:
+    """Ask a server how large the file at an http(s) URL is, without downloading it: the Content-Length of a
+    HEAD request (redirects followed, short timeouts); a server that leaves it out, or does not allow HEAD, is
+    asked for one byte, whose Content-Range names the whole size. Only that GET's 404 or 410 says the file is
+    missing, as the download would find it; a timeout, a 5xx, a refused connection decide nothing."""
+    if not url.startswith(("http://", "https://")):
+        return RemoteSize(why="not an http(s) URL")
+    if network_switched_off():
+        return RemoteSize(why=SWITCHED_OFF)
     import requests
 
     try:
         response = requests.head(url, allow_redirects=True, timeout=_PROBE_TIMEOUT_S, headers=_HEADERS)
         length = response.headers.get("Content-Length", "")
         if response.ok and length.isdigit() and int(length) > 0:
-            return int(length)
+            return RemoteSize(int(length))
         with requests.get(url, headers={**_HEADERS, "Range": "bytes=0-0"}, stream=True,
                           timeout=_PROBE_TIMEOUT_S) as probe:
+            status = probe.status_code
             total = probe.headers.get("Content-Range", "").rpartition("/")[2]
-            return int(total) if probe.status_code == 206 and total.isdigit() else None
-    except requests.RequestException:
-        return None
+    except requests.RequestException as exc:
+        return RemoteSize(why=f"{url}: {_short(exc)}")
+    if status == 206 and total.isdigit():
+        return RemoteSize(int(total))
+    if status in _GONE:
+        return RemoteSize(missing=True, why=f"{url}: HTTP {status} ({_GONE[status]})")
+    return RemoteSize(why=f"{url}: " + ("the server did not say the size" if status < 400 else f"HTTP {status}"))

@@ -27,26 +27,48 @@ if TYPE_CHECKING:
     from .stagekit.plan import PlanItem
 
 
-# The blocking subset of doctor: fast, and each one would make a later stage fail after minutes.
-PREFLIGHT_ALWAYS = ("toolchain.git", "resources.disk", "system.packages")
-# cpu.sve-length too: code built with -msve-vector-bits=128 runs on wider SVE and computes wrong numbers, silently
-PREFLIGHT_FOR_BUILD = ("host.arch", "cpu.features", "cpu.sve-length", "host.devices", "toolchain.compiler",
-                       "toolchain.build-commands", "toolchain.provisioned", "python.preinstalled", "resources.memory")
 # Without git nothing can be cloned, whatever --ignore-host says.
 NEVER_IGNORED = ("toolchain.git",)
+# the stages that fetch and place inputs: a check blocking none of them blocks only the build and what follows it
+_PREPARING = ("sources", "artifacts", "links")
 
 
-def preflight_checks(options: RunOptions) -> tuple[str, ...]:
-    return PREFLIGHT_ALWAYS if options.skip_build else PREFLIGHT_ALWAYS + PREFLIGHT_FOR_BUILD
+def stages_to_run(options: RunOptions) -> tuple[str, ...]:
+    """The stages setup runs with these options (the others say why they are skipped)."""
+    from .stages.registry import STAGES
+
+    return tuple(s.name for s in STAGES if s.skip(options) is None)
 
 
-def run_preflight_checks(ctx: StageContext, options: RunOptions) -> DoctorReport:
+def preflight_checks(options: RunOptions, stages: Iterable[str] | None = None) -> tuple[str, ...]:
+    """Doctor's checks that block a stage about to run (``Check.blocks``: doctor's rule list is the preflight's);
+    ``stages``: those stages (setup's, by default)."""
+    from .doctor import all_checks
+
+    running = set(stages_to_run(options) if stages is None else stages)
+    return tuple(c.id for c in all_checks() if running & set(c.blocks))
+
+
+def build_only(check_id: str) -> bool:
+    """A check that blocks only the build and what follows it: `setup --skip-build` does not run it."""
+    from .doctor import all_checks
+
+    return any(c.id == check_id and c.blocks and not set(c.blocks) & set(_PREPARING) for c in all_checks())
+
+
+def run_preflight_checks(ctx: StageContext, options: RunOptions, stages: Iterable[str] | None = None
+                         ) -> DoctorReport:
     from .cpuinfo import read_cpu
     from .doctor import DoctorContext, run_doctor
 
     doctor_ctx = DoctorContext(ctx.recipe, ctx.workspace, ctx.host, read_cpu(Path("/")), Path("/"), options,
                                dict(os.environ))
-    return run_doctor(doctor_ctx, preflight_checks(options))
+    checks = preflight_checks(options, stages)
+    if not checks:  # run_doctor runs every check when given none
+        from .doctor import DoctorReport
+
+        return DoctorReport((), 0.0, ctx.recipe.name, "/")
+    return run_doctor(doctor_ctx, checks)
 
 
 @dataclass(frozen=True)
@@ -94,7 +116,7 @@ def run_preflight(ctx: StageContext, options: RunOptions) -> StageResult:
             details += [f"{f.id}: {f.detail}"] + ([f"   fix: {f.fix}"] if f.fix else [])
         fix = ("fix them and run setup again (`flagtree-cpu doctor` shows every check); --ignore-host proceeds "
                "anyway, for testing")
-        if all(f.id in PREFLIGHT_FOR_BUILD for f in stops):  # e.g. an x86_64 laptop preparing for an Arm board
+        if all(build_only(f.id) for f in stops):  # e.g. an x86_64 laptop preparing for an Arm board
             fix = ("on this machine `flagtree-cpu setup --skip-build` is what works: it prepares the sources, the "
                    "downloads and the links (no build); build where the recipe can build. Otherwise " + fix)
         raise DoctorFailed(f"{len(stops)} problem{'s' if len(stops) > 1 else ''} on this machine would make setup "

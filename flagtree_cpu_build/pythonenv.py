@@ -233,6 +233,14 @@ def require_preinstalled(report: PythonReport) -> None:
         "packages with pip")
 
 
+def preinstalled_problems(report: PythonReport) -> list[str]:
+    """Each python.preinstalled package the interpreter lacks, as one missing input of the build, with its fix."""
+    return [f"{p.requirement.requirement} in {report.python}: "
+            + (f"installed {p.installed}, outside the range" if p.installed else "missing")
+            + " — install it with the vendor's installer (python.preinstalled: never pip), or pass --python with "
+            "the interpreter that has it" for p in report.unprovided]
+
+
 class ConstraintConflict(RecipeError):
     """A requirement of python.build/runtime that no version satisfies together with a constraint of the same
     name: the recipe contradicts itself, so it is a recipe error (exit 2), raised before pip runs — pip

@@ -3,12 +3,16 @@ requirements apply here, the build's view of a variable, disk paths."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ..recipe import SelectorFacts
 from .kit import DoctorContext
+
+if TYPE_CHECKING:
+    from ..stagekit.plan import PlanItem
 
 T = TypeVar("T")
 
@@ -54,3 +58,20 @@ def existing_parent(path: Path) -> Path:
     while not path.exists() and path != path.parent:
         path = path.parent
     return path
+
+
+_PLANNING = threading.Lock()  # the checks run in a thread pool; the plans are made once for all of them
+
+
+def stage_plans(c: DoctorContext, *areas: str) -> list[PlanItem]:
+    """The stages' own plans (read-only, offline), the items of ``areas``: doctor says what `status` says and
+    `setup` would do."""
+    with _PLANNING:
+        if "plans" not in c.cache:
+            from ..stagekit.stage import StageContext
+            from ..stages.registry import plan_all
+            from ..ui import UI
+
+            ctx = StageContext(c.recipe, c.workspace, c.host, UI(quiet=True))
+            c.cache["plans"] = plan_all(ctx, c.options)  # asks no server
+        return [i for i in c.cache["plans"] if i.area in areas]

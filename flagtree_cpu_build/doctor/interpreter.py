@@ -10,10 +10,10 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from .facts import python_facts
-from .kit import DoctorContext, Outcome, check, fail, ok, skip, warn
+from .kit import BUILD, DoctorContext, Outcome, check, fail, ok, skip, warn
 
 
-@check("python.version", "python", "Target Python interpreter", live_only=True)
+@check("python.version", "python", "Target Python interpreter", live_only=True, blocks=("python", *BUILD))
 def python_version(c: DoctorContext) -> Outcome:
     from packaging.specifiers import SpecifierSet
 
@@ -91,7 +91,8 @@ def python_installed_elsewhere(c: DoctorContext) -> Outcome:
 
 
 
-@check("python.preinstalled", "python", "Packages a vendor's installer provides (python.preinstalled)", live_only=True)
+@check("python.preinstalled", "python", "Packages a vendor's installer provides (python.preinstalled)", live_only=True,
+       blocks=BUILD)
 def python_preinstalled(c: DoctorContext) -> Outcome:
     from ..pythonenv import check as check_prerequisites
 

@@ -23,6 +23,7 @@ from ..workspace import Workspace
 
 Status = Literal["ok", "warn", "fail", "skip"]
 AREAS = ("host", "cpu", "toolchain", "system", "python", "runtime", "resources", "network", "workspace")
+BUILD = ("build",)  # a check's ``blocks`` for what only the build (and so what runs its products) needs
 
 
 @dataclass(frozen=True)
@@ -97,17 +98,20 @@ class Check:
     title: str
     run: Callable[[DoctorContext], Outcome]
     live_only: bool = False  # skipped for a --sysroot snapshot
+    # the stages (registry names) a failure of this check would make fail: setup's and build's preflights run
+    # the checks that block a stage about to run, so doctor's rule list is theirs too; () never blocks a stage
+    blocks: tuple[str, ...] = ()
 
 
 CHECKS: list[Check] = []
 
 
-def check(id: str, area: str, title: str, *, live_only: bool = False) -> Callable:
-    """Register a check: ``@check("cpu.features", "cpu", "CPU features the build needs")``."""
+def check(id: str, area: str, title: str, *, live_only: bool = False, blocks: tuple[str, ...] = ()) -> Callable:
+    """Register a check: ``@check("cpu.features", "cpu", "CPU features the build needs", blocks=("build",))``."""
     assert area in AREAS, area
 
     def register(fn: Callable[[DoctorContext], Outcome]) -> Callable[[DoctorContext], Outcome]:
-        CHECKS.append(Check(id, area, title, fn, live_only))
+        CHECKS.append(Check(id, area, title, fn, live_only, blocks))
         return fn
 
     return register

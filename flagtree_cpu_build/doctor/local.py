@@ -21,7 +21,7 @@ from ..extract import read_stamp
 from ..proc import capture
 from ..recipe import CompilerRequirement, LibraryRequirement
 from .facts import applicable, build_env_value, existing_parent, selector_facts
-from .kit import DoctorContext, Outcome, check, fail, ok, skip, warn, with_article
+from .kit import BUILD, DoctorContext, Outcome, check, fail, ok, skip, warn, with_article
 
 GIB = 1024**3
 
@@ -46,13 +46,13 @@ def _tool_present(c: DoctorContext, command: str, package: str, missing: str, *,
     return (fail if required else warn)(missing, c.as_root(f"apt-get install -y {package}"))
 
 
-@check("toolchain.git", "toolchain", "git", live_only=True)
+@check("toolchain.git", "toolchain", "git", live_only=True, blocks=("sources",))
 def tool_git(c: DoctorContext) -> Outcome:
     return _tool_present(c, "git", "git", "git is not installed", required=True)
 
 
 @check("toolchain.build-commands", "toolchain", "System commands python.build accepts instead of pip packages",
-       live_only=True)
+       live_only=True, blocks=BUILD)
 def tool_build_commands(c: DoctorContext) -> Outcome:
     from packaging.requirements import Requirement
     from packaging.version import InvalidVersion
@@ -122,7 +122,7 @@ def _one_compiler(c: DoctorContext, requirement: CompilerRequirement) -> Outcome
     return ok(f"{name} ({path}) accepts {flags}")
 
 
-@check("toolchain.compiler", "toolchain", "C/C++ compiler the recipe asks for", live_only=True)
+@check("toolchain.compiler", "toolchain", "C/C++ compiler the recipe asks for", live_only=True, blocks=BUILD)
 def tool_compiler(c: DoctorContext) -> Outcome:
     wanted = applicable(c, c.recipe.platform.host.requires.compilers)
     if not wanted:
@@ -229,7 +229,7 @@ def _one_library(c: DoctorContext, requirement: LibraryRequirement) -> Outcome:
                 c.root_fix(requirement.fix) or f"install the package that provides {requirement.any_of[0]}")
 
 
-@check("toolchain.libraries", "toolchain", "Libraries the compiler must find", live_only=True)
+@check("toolchain.libraries", "toolchain", "Libraries the compiler must find", live_only=True, blocks=BUILD)
 def tool_libraries(c: DoctorContext) -> Outcome:
     wanted = applicable(c, c.recipe.platform.host.requires.libraries)
     if not wanted:
@@ -237,7 +237,8 @@ def tool_libraries(c: DoctorContext) -> Outcome:
     return _combined([_one_library(c, requirement) for requirement in wanted])
 
 
-@check("toolchain.provisioned", "toolchain", "Pre-provisioned toolchains the recipe names", live_only=True)
+@check("toolchain.provisioned", "toolchain", "Pre-provisioned toolchains the recipe names", live_only=True,
+       blocks=BUILD)
 def tool_provisioned(c: DoctorContext) -> Outcome:
     from ..buildenv import toolchain_missing
     from ..recipe.resolve import toolchain_override_var
@@ -297,7 +298,7 @@ def _binaries(c: DoctorContext) -> list[Path]:
     return found
 
 
-@check("runtime.glibc", "runtime", "GLIBC/GLIBCXX versions the binaries need", live_only=True)
+@check("runtime.glibc", "runtime", "GLIBC/GLIBCXX versions the binaries need", live_only=True, blocks=("validate",))
 def runtime_glibc(c: DoctorContext) -> Outcome:
     binaries = _binaries(c)
     if not binaries:
@@ -339,7 +340,8 @@ def runtime_glibc(c: DoctorContext) -> Outcome:
 # --- disk ------------------------------------------------------------------------------------------
 
 
-@check("resources.disk", "resources", "Free disk where the recipe needs it", live_only=True)
+@check("resources.disk", "resources", "Free disk where the recipe needs it", live_only=True,
+       blocks=("sources", "artifacts"))
 def resources_disk(c: DoctorContext) -> Outcome:
     needs = c.recipe.resources.disk
     if not needs:

@@ -16,7 +16,7 @@ from ..buildenv import compute_jobs
 from ..cpuinfo import SVE_FILE, SVE_PRCTL, cpu_list, sve_length_from_prctl
 from ..system_packages import missing_apt_packages  # the one reading of dpkg's status file
 from .facts import applicable, selector_facts
-from .kit import DoctorContext, Outcome, check, fail, ok, skip, warn, with_article
+from .kit import BUILD, DoctorContext, Outcome, check, fail, ok, skip, warn, with_article
 
 GIB = 1024**3
 
@@ -36,7 +36,7 @@ def host_os(c: DoctorContext) -> Outcome:
     return ok(f"{h.os_pretty_name or h.os_id} (ID={h.os_id}): {tarballs}{note}")
 
 
-@check("host.arch", "host", "Architecture the recipe builds on")
+@check("host.arch", "host", "Architecture the recipe builds on", blocks=BUILD)
 def host_arch(c: DoctorContext) -> Outcome:
     host = c.recipe.platform.host
     if c.host.arch in host.arch:
@@ -60,7 +60,7 @@ def _machines(c: DoctorContext) -> str:
     return f", e.g. {machines}" if machines else ""
 
 
-@check("cpu.features", "cpu", "CPU features the products need")
+@check("cpu.features", "cpu", "CPU features the products need", blocks=BUILD)
 def cpu_features(c: DoctorContext) -> Outcome:
     target = c.recipe.platform.target
     required = list(target.cpu_features)
@@ -89,7 +89,8 @@ def cpu_features(c: DoctorContext) -> Outcome:
     return fail(f"{c.cpu.model} lacks {', '.join(missing)}{source}{why}{note}", fix)
 
 
-@check("cpu.sve-length", "cpu", "SVE vector length the products assume")
+# blocks: code built with -msve-vector-bits=128 runs on wider SVE and computes wrong numbers, silently
+@check("cpu.sve-length", "cpu", "SVE vector length the products assume", blocks=BUILD)
 def cpu_sve_length(c: DoctorContext) -> Outcome:
     wanted = c.recipe.platform.target.sve_vector_bits
     if wanted is None:
@@ -139,7 +140,7 @@ def _sve_fix(c: DoctorContext, wanted: int) -> str:
             f"QEMU_CPU=max,sve{wanted}=on{model}; on hardware, run on a board whose SVE is {wanted}-bit{_machines(c)}")
 
 
-@check("host.devices", "host", "Device nodes the recipe needs")
+@check("host.devices", "host", "Device nodes the recipe needs", blocks=BUILD)
 def host_devices(c: DoctorContext) -> Outcome:
     wanted = applicable(c, c.recipe.platform.host.requires.devices)
     if not wanted:
@@ -156,7 +157,7 @@ def host_devices(c: DoctorContext) -> Outcome:
                 + ", ".join(d.path for d in missing) + " (in a container: pass the device through)")
 
 
-@check("host.commands", "host", "Commands the recipe needs on PATH", live_only=True)
+@check("host.commands", "host", "Commands the recipe needs on PATH", live_only=True, blocks=BUILD)
 def host_commands(c: DoctorContext) -> Outcome:
     wanted = applicable(c, c.recipe.platform.host.requires.commands)
     if not wanted:
@@ -197,7 +198,8 @@ def cpu_governor(c: DoctorContext) -> Outcome:
                 f"echo performance | {c.as_root('tee')} $g >/dev/null; done")
 
 
-@check("system.packages", "system", "System packages (apt)")
+# a warning only; setup reports it (and installs them with --install-system-packages) before any stage
+@check("system.packages", "system", "System packages (apt)", blocks=("sources",))
 def system_packages(c: DoctorContext) -> Outcome:
     wanted = list(c.recipe.system_packages.apt)
     if not wanted:
@@ -215,7 +217,7 @@ def _count(n: int, what: str) -> str:
     return f"{n} {what}{'' if n == 1 else 's'}"
 
 
-@check("resources.memory", "resources", "Memory and the parallel jobs the build will use")
+@check("resources.memory", "resources", "Memory and the parallel jobs the build will use", blocks=BUILD)
 def resources_memory(c: DoctorContext) -> Outcome:
     build = c.recipe.build
     if c.host.mem_total is None:

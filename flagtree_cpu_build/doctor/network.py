@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
+from .facts import stage_plans
 from .kit import DoctorContext, Outcome, check, fail, ok, skip, warn
 
 
@@ -53,6 +54,20 @@ def _routes(c: DoctorContext) -> list[tuple[str, list[_Route]]]:
     return found
 
 
+def _still_needed(c: DoctorContext) -> set[str] | None:
+    """What a run would still fetch over the network, as ``_routes`` names it ("sources.NAME", "artifacts.NAME";
+    "python" for prerequisites pip would install): the items of the stages' plans that are not current. None when
+    the plans cannot say (a damaged lock: the workspace checks name it): every host is probed then."""
+    from ..errors import FlagtreeCpuError
+
+    try:
+        items = stage_plans(c, "sources", "artifacts", "python")
+    except FlagtreeCpuError:
+        return None
+    behind = [i for i in items if i.will not in ("ok", "skipped")]
+    return {"python" if i.area == "python" else f"{i.area}.{i.subject}" for i in behind}
+
+
 def _endpoint(url: str) -> tuple[str, int] | None:
     parsed = urlparse(url)
     default = {"https": 443, "http": 80, "git": 9418, "ssh": 22}.get(parsed.scheme)
@@ -80,7 +95,14 @@ def _proxy_for(c: DoctorContext, host: str, port: int) -> tuple[str, int] | None
 def network_hosts(c: DoctorContext) -> Outcome:
     if c.options.offline:
         return skip("--offline")
-    targets = _routes(c)
+    needed = _still_needed(c)
+    if needed is not None and not needed:
+        return skip("nothing here needs the network: every source is at its pin, every artifact is published and "
+                    "verified, and the Python prerequisites are installed")
+    targets = [(who, routes) for who, routes in _routes(c) if needed is None or who in needed]
+    if not targets:  # only pip: its package index is not one of the recipe's hosts
+        return skip("only pip needs the network, for the Python prerequisites (its package index is not probed "
+                    "here); every source is at its pin and every artifact is published and verified")
     endpoints = list(dict.fromkeys(r.endpoint for _, routes in targets for r in routes if r.endpoint))
     if not endpoints and all(r.local and r.local.is_file() for _, routes in targets for r in routes):
         return ok("every source and artifact is local")

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import os
 import re
-import threading
 from pathlib import Path
 
 from ..extract import read_stamp
 from ..stagekit.plan import PlanItem
 from ..state import read_state
-from .facts import existing_parent, python_facts
+from .facts import existing_parent, python_facts, stage_plans
 from .kit import DoctorContext, Outcome, check, fail, ok, skip, warn
 
 # --- workspace --------------------------------------------------------------------------------------------------
@@ -33,24 +32,8 @@ def _not_set_up(c: DoctorContext, what: str) -> Outcome:
     return skip(f"not set up yet: no workspace at {c.workspace.root} ({what}); `flagtree-cpu setup` creates it")
 
 
-_PLANNING = threading.Lock()  # the checks run in a thread pool; the plans are made once for all four
-
-
 def _plans(c: DoctorContext, area: str) -> list[PlanItem]:
-    """The stages' own plans (read-only, offline): doctor says what `status` says and `setup` would do."""
-    with _PLANNING:
-        return [i for i in _all_plans(c) if i.area == area]
-
-
-def _all_plans(c: DoctorContext) -> list[PlanItem]:
-    if "plans" not in c.cache:
-        from ..stagekit.stage import StageContext
-        from ..stages.registry import plan_all
-        from ..ui import UI
-
-        ctx = StageContext(c.recipe, c.workspace, c.host, UI(quiet=True))
-        c.cache["plans"] = plan_all(ctx, c.options)  # asks no server
-    return c.cache["plans"]
+    return stage_plans(c, area)
 
 
 def _behind(items: list[PlanItem]) -> list[PlanItem]:

@@ -32,6 +32,7 @@ class Faults:
     bad_times: int | None = None  # ... this many times (counted per GET), then the real file (None: always)
     no_length: bool = False  # no Content-Length: the body ends when the connection closes
     head_without_length: bool = False  # HEAD answers 200 without a Content-Length
+    head_status: int | None = None  # HEAD answers this status (405: HEAD not allowed) while GET serves
     stall_after: int | None = None  # send this many body bytes, then go silent with the connection open ...
     stall_times: int | None = None  # ... this many times (None: always); a stalled answer ends when the server closes
     # a gate: send this many body bytes, then hold the rest until the test sets ``released`` (or the server closes);
@@ -89,6 +90,8 @@ class _Handler(BaseHTTPRequestHandler):
         served = owner.files.get(path)
         with owner.lock:
             status = self._status_for(served)
+            if not body and served is not None and served.faults.head_status is not None:
+                status = served.faults.head_status
             drop = self._drop_for(served) if body and status in (200, 206) else None
             stall = self._stall_for(served) if body and status in (200, 206) else None
             hold = self._hold_for(served) if body and status in (200, 206) else None

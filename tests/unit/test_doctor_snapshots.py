@@ -319,11 +319,11 @@ def test_a_missing_toolchain_names_its_path_the_variant_and_the_override(tmp_pat
 def test_preflight_lists_a_missing_toolchain(tmp_path: Path) -> None:
 
     from flagtree_cpu_build.errors import DoctorFailed
-    from flagtree_cpu_build.preflight import PREFLIGHT_FOR_BUILD, run_preflight
+    from flagtree_cpu_build.preflight import build_only, run_preflight
     from flagtree_cpu_build.stagekit.stage import StageContext
     from flagtree_cpu_build.ui import UI
 
-    assert "toolchain.provisioned" in PREFLIGHT_FOR_BUILD and "host.devices" in PREFLIGHT_FOR_BUILD
+    assert build_only("toolchain.provisioned") and build_only("host.devices")
     context = context_for(Path("/"), tmp_path, toolchain_recipe(tmp_path), variant="sdk")
     stage = StageContext(context.recipe, context.workspace, context.host, UI(quiet=True))
     options = RunOptions(python=context.options.python, offline=True)

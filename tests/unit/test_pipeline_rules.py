@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 from flagtree_cpu_build.doctor import Finding
 from flagtree_cpu_build.pipeline import _summary
-from flagtree_cpu_build.preflight import PREFLIGHT_FOR_BUILD, blocking, preflight_checks
+from flagtree_cpu_build.preflight import blocking, build_only, preflight_checks
 from flagtree_cpu_build.stagekit.stage import Action, RunOptions, StageResult
 from flagtree_cpu_build.system_packages import missing_system_packages, system_install_argv
 
@@ -36,8 +36,19 @@ def test_missing_system_packages_reads_dpkg_status(tmp_path: Path) -> None:
 
 
 def test_skip_build_leaves_out_the_checks_only_a_build_needs() -> None:
-    assert set(PREFLIGHT_FOR_BUILD) <= set(preflight_checks(RunOptions(python=PY)))
-    assert not set(PREFLIGHT_FOR_BUILD) & set(preflight_checks(RunOptions(python=PY, skip_build=True)))
+    for_build = {"host.arch", "cpu.features", "toolchain.compiler", "toolchain.libraries", "host.commands"}
+    assert all(build_only(i) for i in for_build) and not build_only("toolchain.git")
+    assert for_build <= set(preflight_checks(RunOptions(python=PY)))
+    assert not for_build & set(preflight_checks(RunOptions(python=PY, skip_build=True)))
+    assert "toolchain.git" in preflight_checks(RunOptions(python=PY, skip_build=True))
+
+
+def test_the_preflight_runs_every_check_doctor_says_blocks_a_stage_and_no_other() -> None:
+    from flagtree_cpu_build.doctor import all_checks
+
+    blocking_checks = {c.id for c in all_checks() if c.blocks}
+    assert set(preflight_checks(RunOptions(python=PY))) == blocking_checks
+    assert not {"network.hosts", "toolchain.ccache", "cpu.governor"} & blocking_checks  # advice, not a stop
 
 
 def test_ignore_host_turns_failures_into_warnings_except_a_missing_git() -> None:

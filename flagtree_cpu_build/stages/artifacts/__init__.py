@@ -33,7 +33,7 @@ def _run(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> StageR
 
 STAGE = Stage("artifacts", "fetch", "artifacts", ArtifactError, _plan, _run, concurrent=True)
 
-__all__ = ["STAGE", "plan_artifacts"]
+__all__ = ["STAGE", "plan_artifacts", "published_locks"]
 
 
 def __getattr__(name: str) -> object:
@@ -43,4 +43,8 @@ def __getattr__(name: str) -> object:
         from .plan import plan_artifacts
 
         return plan_artifacts
+    if name == "published_locks":
+        from .plan import published_locks
+
+        return published_locks
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

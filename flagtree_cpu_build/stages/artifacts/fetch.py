@@ -49,7 +49,7 @@ from ...progress import human_bytes
 from ...recipe import Artifact
 from ...stagekit.plan import PlanItem
 from ...stagekit.stage import Action, RunOptions, StageContext, StageResult
-from .plan import FetchFacts, is_current, other_digests, stamp_layout
+from .plan import FetchFacts, is_current, keep_served_from, other_digests, stamp_layout
 from .stream import Tarball, download_and_unpack, retry_fix
 
 
@@ -96,7 +96,8 @@ def run_fetch(ctx: StageContext, options: RunOptions, plan: Sequence[PlanItem]) 
     new_entries = {name: o.lock for name, o in outcomes.items() if o.lock is not None}
     if not options.frozen:
         update_lock(ws.lock_file, recipe.name, recipe.digest,
-                    lambda base: replace(base, artifacts={**base.artifacts, **new_entries}),
+                    lambda base: replace(base, artifacts={**base.artifacts, **{
+                        name: keep_served_from(base, name, entry) for name, entry in new_entries.items()}}),
                     variant=recipe.variant)
     warnings = tuple(o.warning for o in outcomes.values() if o.warning)
     return StageResult("fetch", tuple(o.action for o in outcomes.values()), warnings, time.monotonic() - start)

@@ -27,7 +27,7 @@ from ...stagekit.plan import PlanItem
 
 if TYPE_CHECKING:
     from ...artifact_cache import ArtifactCache
-    from ...lockfile import Lock
+    from ...lockfile import ArtifactLock, Lock
     from ...recipe import Artifact, Recipe
     from ...stagekit.stage import RunOptions
 
@@ -104,6 +104,30 @@ def plan_artifacts(recipe: Recipe, lock: Lock | None, options: RunOptions) -> li
             for name, artifact in recipe.artifacts.items()]
 
 
+def published_locks(recipe: Recipe, lock: Lock | None, options: RunOptions) -> dict[str, ArtifactLock]:
+    """The lock entries of the trees published and verified here (the plan's current items), as `fetch` records
+    them: what `lock` writes, so that `--frozen` accepts it. An entry of the same file keeps its served_from."""
+    from ...lockfile import ArtifactLock
+
+    entries = {}
+    for item in plan_artifacts(recipe, lock, options):
+        if item.will != "ok":
+            continue
+        facts = FetchFacts.of(item)
+        entries[item.subject] = keep_served_from(lock, item.subject, ArtifactLock(
+            url=recipe.artifacts[item.subject].url, sha256=item.data["sha256"], size=facts.size, digest=facts.digest))
+    return entries
+
+
+def keep_served_from(lock: Lock | None, name: str, entry: ArtifactLock) -> ArtifactLock:
+    """``entry`` with the served_from the lock records for the same file (same URL and sha256) when it has none:
+    a run that downloads nothing does not forget where the bytes came from."""
+    old = lock.artifacts.get(name) if lock else None
+    if entry.served_from is None and old is not None and (old.url, old.sha256) == (entry.url, entry.sha256):
+        return replace(entry, served_from=old.served_from)
+    return entry
+
+
 def _plan_one(name: str, artifact: Artifact, lock: Lock | None, options: RunOptions, cache: ArtifactCache,
               from_file: Path | None) -> PlanItem:
     from ...extract import read_stamp
@@ -164,33 +188,48 @@ def _download(name: str, artifact: Artifact, lock: Lock | None, options: RunOpti
     note = parse_source_note(part) or {}
     have = part.stat().st_size if part.is_file() and note.get("url") == artifact.url else 0
     locked = locked_artifact(lock, name, artifact.url)
-    size = _download_size(artifact, locked.size if locked else None, note, data["fetch"]["candidates"], options)
+    candidates = data["fetch"]["candidates"]
+    size, gone, unsure = _download_size(artifact, locked.size if locked else None, note, candidates, options)
+    if size is None and gone and len(gone) == len(candidates):  # every URL the download tries says: not there
+        return PlanItem("artifacts", name, "missing", now, f"stop: {name} is at none of the URLs the download "
+                        f"would try ({'; '.join(gone)})", "the servers say it is not there", data, "stop",
+                        ArtifactError)
     data["download_bytes"] = None if size is None else max(size - have, 0)
     what = f"download {name} {human_bytes(size) if size else '(size unknown)'}"
     if have:
         what = f"resume downloading {name} at {human_bytes(have)}" + (f" of {human_bytes(size)}" if size else "")
-    return PlanItem("artifacts", name, "missing", now, what, "not cached", data, will)  # type: ignore[arg-type]
+    why = "not cached" + (f" (the size could not be asked: {'; '.join(gone + unsure)})" if size is None and
+                          (gone or unsure) else "")
+    return PlanItem("artifacts", name, "missing", now, what, why, data, will)  # type: ignore[arg-type]
 
 
 def _download_size(artifact: Artifact, locked_size: int | None, note: dict[str, Any], candidates: list[str],
-                   options: RunOptions) -> int | None:
+                   options: RunOptions) -> tuple[int | None, list[str], list[str]]:
     """The download's size from what is known here before asking a server: the lock, a partial download's
     record of what the server said, the recipe, a local file; then (dry-run, online) the server. Only words: the
-    download itself goes by the candidates and digests, whatever size was found here."""
+    download itself goes by the candidates and digests, whatever size was found here. Also the candidates that
+    said for certain the file is not there (a missing local file, a 404 or 410), and why others said no size."""
     for known in (locked_size, note.get("total"), artifact.size):
         if known:
-            return int(known)
+            return int(known), [], []
+    gone: list[str] = []
+    unsure: list[str] = []
     for url in candidates:  # where the download would come from, in order
         local = url[len("file://"):] if url.startswith("file://") else None
         if local is not None or "://" not in url:
             path = Path(local or url).expanduser()
             size = path.stat().st_size if path.is_file() else None
+            if not path.is_file():
+                gone.append(f"{url}: {'not a regular file' if path.exists() else 'no such file'}")
         elif options.ask_network and not options.offline:
-            from ...download import remote_size
+            from ...download import ask_size
 
-            size = remote_size(url)
+            answer = ask_size(url)
+            size = answer.size
+            if size is None:
+                (gone if answer.missing else unsure).append(answer.why)
         else:
             size = None
         if size:
-            return size
-    return None
+            return size, [], []
+    return None, gone, unsure

@@ -166,9 +166,12 @@ def _prerequisites(ctx: StageContext, options: RunOptions, facts: BuildPlan,
     pythonenv.refuse_conflicts(recipe, recipe.python.build)  # the recipe contradicts itself: exit 2, nothing run
     recheck = lambda: check_prerequisites(recipe, options.python, build_env, facts.mode)  # noqa: E731
     report = facts.report if facts.report is not None else recheck()
-    pythonenv.require_preinstalled(report)  # a vendor's package pip must not (and cannot) provide
     wheelhouse = pythonenv.offline_wheelhouse(ws) if options.offline else None
-    problems = [*facts.problems, *_uninstallable(ctx, options, report, wheelhouse, others=bool(facts.problems))]
+    vendor = pythonenv.preinstalled_problems(report)  # a vendor's package pip must not (and cannot) provide
+    pip = _uninstallable(ctx, options, report, wheelhouse, others=bool(facts.problems or vendor))
+    if vendor and not (facts.problems or pip):
+        pythonenv.require_preinstalled(report)  # alone: its own words, with the vendor's installer as the fix
+    problems = [*facts.problems, *vendor, *pip]  # every missing input at once, not only the first kind
     if problems:
         raise _missing_inputs(problems, options)
     if report.missing:

@@ -73,7 +73,17 @@ def run_lock(ctx: StageContext, options: RunOptions) -> StageResult:
         status = "created" if entry is None else "updated"
         was = f" (was {entry.commit[:12]})" if entry else ""
         actions.append(Action(name, status, f"{pin.commit[:12]} ({_origin_word(pin)}){was}", _pin_data(pin)))
-    new = replace(lock, recipe=recipe.name, recipe_digest=recipe.digest, variant=recipe.variant, sources=sources)
+    # the trees already published and verified: their digests too, or `--frozen` refuses the lock just written
+    from ..artifacts import published_locks
+
+    published = published_locks(recipe, old, options)
+    for name, entry in published.items():
+        if lock.artifacts.get(name) != entry:
+            actions.append(Action(name, "updated" if name in lock.artifacts else "created",
+                                  f"sha256 {entry.sha256[:12]} (published and verified here)",
+                                  {"sha256": entry.sha256}))
+    new = replace(lock, recipe=recipe.name, recipe_digest=recipe.digest, variant=recipe.variant, sources=sources,
+                  artifacts={**lock.artifacts, **published})
     if not options.frozen and new != old:
         write_lock(ws.lock_file, new)
     return StageResult("lock", tuple(actions), seconds=time.monotonic() - start)
