@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .workspace import Workspace, open_workspace, target_python
+from .workspace import Workspace, default_workdir, open_workspace, target_python
 
 if TYPE_CHECKING:
     from .host import HostFacts
@@ -74,13 +74,20 @@ def recipe_and_workspace(request: ContextRequest, *, check: bool = True) -> tupl
     from dataclasses import replace
 
     from .workspace import located_workspace
-    from .workspace_recipe import filled_in, record_of, recorded, refuse_another
+    from .workspace_recipe import own_options, recipe_from, record_of, recorded, refuse_another
 
     root = located_workspace(request.workdir)
+    loaded = requested_recipe(request) if root is None and request.recipe is not None else None
+    if root is None:  # outside every workspace: the recipe names the folder
+        root = Path.cwd() / default_workdir(loaded.name if loaded is not None else None)
     found = recorded(root)
-    completed = filled_in(request, found)
-    loaded = requested_recipe(completed)
-    ws = open_workspace(str(root) if root else None, completed.lock_file, recipe=loaded.name)
+    completed = recipe_from(request, found)
+    if loaded is None or completed != request:
+        loaded = requested_recipe(completed)
+    mine = own_options(completed, request, found, loaded)  # the workspace's recipe: its variant and lock too
+    if mine != completed:
+        completed, loaded = mine, requested_recipe(mine)
+    ws = open_workspace(root, completed.lock_file)
     if check:
         refuse_another(loaded, found, ws, request.command)
     return loaded, replace(ws, record=record_of(loaded, ws.lock_path)), completed

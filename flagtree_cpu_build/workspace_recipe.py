@@ -63,14 +63,21 @@ def recorded(root: Path | None) -> Recorded | None:
     return Recorded(lock.recipe, lock.recipe, lock.variant, None, None, state / "lock.yaml")
 
 
-def filled_in(request: ContextRequest, found: Recorded | None) -> ContextRequest:
-    """``request`` with what the command line left out taken from the workspace's record."""
-    if found is None:
+def recipe_from(request: ContextRequest, found: Recorded | None) -> ContextRequest:
+    """``request`` naming the workspace's recipe when the command line names none."""
+    if found is None or request.recipe is not None:
         return request
-    same = request.recipe is None  # a variant and a lock belong to the recipe they were recorded for
-    return replace(request, recipe=request.recipe if request.recipe is not None else found.recipe_arg,
-                   variant=request.variant if request.variant is not None or not same else found.variant,
-                   lock_file=request.lock_file or (found.lock_file if same else None))
+    return replace(request, recipe=found.recipe_arg)
+
+
+def own_options(completed: ContextRequest, given: ContextRequest, found: Recorded | None,
+                loaded: Recipe) -> ContextRequest:
+    """When ``loaded`` is the workspace's recipe (by name: an edited or moved file is still it), the recorded
+    variant and lock where the command line gave none."""
+    if found is None or loaded.name != found.recipe:
+        return completed
+    return replace(completed, variant=given.variant if given.variant is not None else found.variant,
+                   lock_file=given.lock_file or found.lock_file)
 
 
 def refuse_another(loaded: Recipe, found: Recorded | None, ws: Workspace, command: tuple[str, ...]) -> None:
@@ -80,8 +87,8 @@ def refuse_another(loaded: Recipe, found: Recorded | None, ws: Workspace, comman
     if loaded.name == found.recipe and (found.variant is None or loaded.variant == found.variant):
         return
     other_variant = loaded.name == found.recipe
-    theirs = f"variant {loaded.variant}" if other_variant else f"recipe {loaded.name}"
-    mine = f"variant {found.variant}" if other_variant else f"recipe {found.recipe}"
+    theirs = f"recipe {loaded.name}" + (f" variant {loaded.variant}" if other_variant else "")
+    mine = f"recipe {found.recipe}" + (f" variant {found.variant}" if other_variant else "")
     words = list(command) or ["status"]
     keep = Invocation(ws.root, _shown(found.recipe_arg), found.variant,
                       Path(found.lock_file) if found.lock_file else None).command(*words)
