@@ -74,15 +74,11 @@ def exclusive_use(ws: Workspace, command: str, *, wait: bool, on_wait: Callable[
     made_root, made_state = not ws.root.exists(), not ws.state_dir.exists()
     try:
         with exclusive(ws.busy_lock, wait=wait, on_wait=on_wait, note=command):
-            finished = False
             try:
                 _keep_record(ws)
                 yield
-                finished = True
             finally:
-                # a run that made the workspace and stopped leaves nothing; one that finished keeps its record
-                # (even when all it wrote was elsewhere, a lock by --lock-file: the workspace now knows its recipe)
-                if made_state and not (finished and ws.record is not None):
+                if made_state:
                     _forget_if_empty(ws, made_root)
     except Held as held:
         pid, _, what = held.holder.partition(" ")

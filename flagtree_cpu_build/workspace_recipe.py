@@ -48,7 +48,7 @@ class Recorded:
 
 def recorded(root: Path | None) -> Recorded | None:
     """What the workspace at ``root`` records; None for a new workspace (or none found)."""
-    if root is None:
+    if root is None or not root.is_dir():  # none yet, or a file (open_workspace refuses it, saying so)
         return None
     state = root / STATE_DIRNAME
     record = read_record(state)

@@ -220,8 +220,8 @@ def main_options(
         help="The recipe's variant to use (`recipe show` lists them).  \\[default: the recipe's own default]")] = None,
     workdir: Annotated[Optional[str], typer.Option(
         "--workdir", "-w", envvar="FLAGTREE_CPU_WORKDIR", metavar="DIR",
-        help="Workspace folder.  \\[default: the workspace the current folder is in, else ./flagtree-workspace "
-        "(./<recipe>-workspace for another recipe)]")] = None,
+        help="Workspace folder.  \\[default: the workspace the current folder is in, else ./<recipe>-workspace "
+        "for another recipe than the default, else ./flagtree-workspace]")] = None,
     overrides: Annotated[Optional[list[str]], typer.Option(
         "--set", metavar="KEY=VALUE",
         help="Override a recipe value, e.g. --set sources.flagtree-cpu.commit=<sha>. Repeatable.")] = None,

@@ -167,12 +167,17 @@ def test_a_different_variant_is_refused_and_the_recorded_one_is_used(tmp_path: P
 
 def test_a_lock_file_given_once_is_recorded_and_used_after(tmp_path: Path) -> None:
     ws, lock = tmp_path / "tc", tmp_path / "ci" / "tc.lock.yaml"
-    made = cli("-w", str(ws), "--recipe", "triton-cpu", "--lock-file", str(lock), "lock")
-    assert made.exit_code == 0, made.stderr
+    assert cli("-w", str(ws), "--recipe", "triton-cpu", "lock").exit_code == 0
+    moved = cli("-w", str(ws), "--lock-file", str(lock), "lock")
+    assert moved.exit_code == 0, moved.stderr
     assert json.loads((ws / RECORD).read_text())["lock_file"] == str(lock)
-    status = cli("-w", str(ws), "lock", "--json")
-    assert status.exit_code == 0, status.stderr
+    (ws / ".flagtree-cpu" / "lock.yaml").unlink()
+    again = cli("-w", str(ws), "lock", "--json")  # no --lock-file: the recorded one
+    assert again.exit_code == 0, again.stderr
+    assert result_of(again.stdout)["actions"][0]["status"] == "ok"
     assert not (ws / ".flagtree-cpu" / "lock.yaml").exists()
+    fix = cli("-w", str(ws), "doctor", "--check", "workspace.runtime-env", "--json")
+    assert f"--lock-file {lock} env" in result_of(fix.stdout)["checks"][0]["fix"]
 
 
 @pytest.mark.timeout(HANG * 6)
