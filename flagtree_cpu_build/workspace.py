@@ -75,8 +75,11 @@ def exclusive_use(ws: Workspace, command: str, *, wait: bool, on_wait: Callable[
     try:
         with exclusive(ws.busy_lock, wait=wait, on_wait=on_wait, note=command):
             try:
-                _keep_record(ws)
+                if made_state:  # a new workspace knows its recipe from the start (a kill mid-run keeps that)
+                    _keep_record(ws)
                 yield
+                # an existing one is updated only by a run that finished: a refused run changes nothing
+                _keep_record(ws)
             finally:
                 if made_state:
                     _forget_if_empty(ws, made_root)
