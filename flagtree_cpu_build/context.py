@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .workspace import Workspace, open_workspace, target_python
+from .workspace import Workspace, default_workdir, open_workspace, target_python
 
 if TYPE_CHECKING:
     from .host import HostFacts
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 class ContextRequest:
     """What the command line says about the context (the global options and a command's own)."""
 
-    recipe: str  # a name from `recipe list`, or a YAML file
+    recipe: str | None  # a name from `recipe list`, or a YAML file; None: the workspace's own, else the default
     overrides: tuple[str, ...] = ()  # --set KEY=VALUE
     recipes_dirs: tuple[str, ...] = ()  # --recipes-dir (FLAGTREE_CPU_RECIPES is read by the loader)
     workdir: str | None = None  # --workdir / FLAGTREE_CPU_WORKDIR; None: the workspace around the current folder
@@ -39,6 +39,7 @@ class ContextRequest:
     sysroot: Path = Path("/")  # whose /etc and /proc describe the host (doctor --sysroot: a board's snapshot)
     variant: str | None = None  # --variant; None: the recipe's default
     host: HostFacts | None = None  # the machine to resolve for, when known otherwise than by a sysroot (a wheel tag)
+    command: tuple[str, ...] = ()  # the command and its own arguments as typed, for fixes that repeat it
 
 
 @dataclass(frozen=True)
@@ -59,9 +60,37 @@ def chosen_python(request: ContextRequest, ws: Workspace) -> Path:
 
 def requested_recipe(request: ContextRequest) -> Recipe:
     """The recipe as written, with --set overrides applied (validated like the file)."""
-    from .recipe.files import load_recipe, user_recipe_dirs
+    from .recipe.files import DEFAULT_RECIPE, load_recipe, user_recipe_dirs
 
-    return load_recipe(request.recipe, request.overrides, user_recipe_dirs(request.recipes_dirs), request.variant)
+    return load_recipe(request.recipe or DEFAULT_RECIPE, request.overrides, user_recipe_dirs(request.recipes_dirs),
+                       request.variant)
+
+
+def recipe_and_workspace(request: ContextRequest, *, check: bool = True) -> tuple[Recipe, Workspace, ContextRequest]:
+    """The recipe this request means on its workspace, the workspace, and the request as the workspace completed
+    it. The workspace's record (``workspace_recipe``) supplies what the command line left out; a recipe or variant
+    other than the recorded one is refused (``check``) before anything is read from the workspace. Outside every
+    workspace the recipe names the folder (./flagtree-workspace, ./<recipe>-workspace)."""
+    from dataclasses import replace
+
+    from .workspace import located_workspace
+    from .workspace_recipe import own_options, recipe_from, record_of, recorded, refuse_another
+
+    root = located_workspace(request.workdir)
+    loaded = requested_recipe(request) if root is None and request.recipe is not None else None
+    if root is None:  # outside every workspace: the recipe names the folder
+        root = Path.cwd() / default_workdir(loaded.name if loaded is not None else None)
+    found = recorded(root)
+    completed = recipe_from(request, found)
+    if loaded is None or completed != request:
+        loaded = requested_recipe(completed)
+    mine = own_options(completed, request, found, loaded)  # the workspace's recipe: its variant and lock too
+    if mine != completed:
+        completed, loaded = mine, requested_recipe(mine)
+    ws = open_workspace(root, completed.lock_file)
+    if check:
+        refuse_another(loaded, found, ws, request.command)
+    return loaded, replace(ws, record=record_of(loaded, ws.lock_path)), completed
 
 
 def resolve_for(loaded: Recipe, request: ContextRequest, ws: Workspace, host: HostFacts) -> tuple[Recipe, str]:
@@ -80,11 +109,12 @@ def open_context(request: ContextRequest, ui: UI) -> StageContext:
     """The recipe resolved for the workspace and host the request names: what every stage is given."""
     from .host import read_host
     from .recipe.upgrade import note_upgraded
+    from .workspace_recipe import invocation_of
 
-    loaded = requested_recipe(request)
+    loaded, ws, request = recipe_and_workspace(request)
+    ui.invocation = invocation_of(loaded, ws)  # the context every command it prints carries
     note_upgraded(ui, loaded)  # a version 1 file: one line on stderr saying `recipe upgrade` rewrites it
     host = request.host or read_host(request.sysroot)
-    ws = open_workspace(request.workdir, request.lock_file)
     return _context_of(loaded, request, ws, host, ui)
 
 
@@ -122,9 +152,9 @@ def resolved_view(request: ContextRequest, name: str | None = None) -> ResolvedV
 
     if name is not None:
         request = replace(request, recipe=name)
-    loaded = requested_recipe(request)
+    # `recipe show NAME` shows any recipe as it would resolve there; the workspace's own is only the default
+    loaded, ws, request = recipe_and_workspace(request, check=name is None)
     host = request.host or read_host(request.sysroot)
-    ws = open_workspace(request.workdir, request.lock_file)
     shown, jobs = resolve_for(loaded, request, ws, host)
     context = f"resolved for workdir {ws.root} on {host.arch} {host.os_id or 'unknown-os'} ({jobs} jobs)"
     return ResolvedView(loaded, shown, context)

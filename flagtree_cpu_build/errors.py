@@ -70,6 +70,12 @@ class UsageError(FlagtreeCpuError):
     kind = "usage"
 
 
+class OtherRecipe(UsageError):
+    """A recipe (or variant) other than the one the workspace records: refused, never used there."""
+
+    kind = "other-recipe"
+
+
 @dataclass(frozen=True)
 class RecipeProblem:
     """One thing wrong with a recipe, located as precisely as we can."""

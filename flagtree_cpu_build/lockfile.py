@@ -122,7 +122,7 @@ def read_lock(path: Path) -> Lock | None:
     from .recipe import loader as recipe_yaml  # the bounded reader recipes use: a lock on disk is as untrusted
 
     fix = (f"move it aside and resolve again: mv {shlex.quote(str(path))} {shlex.quote(f'{path}.damaged')}, "
-           "then `flagtree-cpu lock` (with this run's --workdir and --recipe)")
+           "then `flagtree-cpu lock`")
     try:
         text = recipe_yaml.read_text(path)
     except FileNotFoundError:

@@ -71,6 +71,7 @@ def run_setup(ctx: StageContext, options: RunOptions, bundle: dict[str, Any] | N
                             "stopped")
     except FlagtreeCpuError as exc:
         _mark_unfinished(report, current, "failed", exc.message)
+        exc.fix = ctx.ui.in_context(exc.fix)  # the report (and last-setup.json) keep the fix as the user copies it
         report.error = exc
         ctx.ui.annotate_error(f"flagtree-cpu setup: {failed_stage(report)} failed", exc)
     report.seconds = time.monotonic() - start

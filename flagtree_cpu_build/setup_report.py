@@ -98,9 +98,11 @@ def collect_pins(ctx: StageContext, report: SetupReport) -> None:
 
 
 def is_fresh(ws: Any) -> bool:
-    """Nothing in the workspace yet but the lock this run holds."""
-    held = [p.name for p in ws.state_dir.iterdir()] if ws.state_dir.is_dir() else []
-    return held in ([], [ws.busy_lock.name]) and not ws.logs_dir.exists()
+    """Nothing in the workspace yet but the lock this run holds (and the record of its recipe)."""
+    from .workspace_record import RECORD_NAME
+
+    held = {p.name for p in ws.state_dir.iterdir()} if ws.state_dir.is_dir() else set()
+    return held <= {ws.busy_lock.name, RECORD_NAME} and not ws.logs_dir.exists()
 
 
 def save(ctx: StageContext, report: SetupReport) -> None:

@@ -28,6 +28,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .errors import FlagtreeCpuError
+from .invocation import Invocation, in_context
 from .progress import ProgressTask, bar_columns, shared_unit_column
 
 
@@ -103,6 +104,9 @@ class UI:
         self._stdout = stdout
         self._shared: Any = None  # the live display while concurrent() is active
         self.json_result: object | None = None  # under --json: the command's result, for the envelope
+        # the run's context as options (set once the workspace and recipe are known): every fix and next line
+        # printed carries them, so a command copied into another shell or folder means the same thing
+        self.invocation: Invocation | None = None
         # Set to stop work in other threads: their next progress update raises KeyboardInterrupt.
         self.cancel = threading.Event()
         self.github_actions = os.environ.get("GITHUB_ACTIONS") == "true"
@@ -136,9 +140,13 @@ class UI:
         for line in exc.details:
             self.console.print(Text("  " + line.replace("\n", "\n  ")), soft_wrap=True)
         if exc.fix:
-            self.console.print(Text.assemble(("fix: ", "bold"), exc.fix), soft_wrap=True)
+            self.console.print(Text.assemble(("fix: ", "bold"), self.in_context(exc.fix) or ""), soft_wrap=True)
         if self.verbose and exc.__cause__ is not None:
             self._traceback(exc.__cause__)
+
+    def in_context(self, text: str | None) -> str | None:
+        """``text`` (a fix, a next line) with this run's context options in each command it holds."""
+        return in_context(text, self.invocation)
 
     def unexpected(self, exc: BaseException) -> None:
         """A bug or an unforeseen failure: say so plainly; the traceback needs --verbose."""
@@ -248,7 +256,7 @@ class UI:
         """An error annotation on the GitHub Actions run page, carrying the message and the fix."""
         if not self.github_actions:
             return
-        body = "\n".join([exc.message, *exc.details[:6], *([f"fix: {exc.fix}"] if exc.fix else [])])
+        body = "\n".join([exc.message, *exc.details[:6], *([f"fix: {self.in_context(exc.fix)}"] if exc.fix else [])])
         self._workflow_command(f"::error title={_escape_property(title)}::{_escape_data(body)}")
 
     def _workflow_command(self, line: str) -> None:
@@ -278,13 +286,14 @@ class UI:
         if fixes and self.quiet:  # the problems alone, one per line
             for f in sorted(fixes, key=lambda f: f.status != "fail"):
                 symbol, style = symbols[f.status]
-                self.console.print(Text.assemble((symbol, style), f" {f.id}: {f.detail} — fix: {f.fix}"),
-                                   soft_wrap=True)
+                fix = self.in_context(f.fix)
+                self.console.print(Text.assemble((symbol, style), f" {f.id}: {f.detail} — fix: {fix}"), soft_wrap=True)
         elif fixes:
             self.console.print(Text("fixes", style="bold"))
             for number, f in enumerate(sorted(fixes, key=lambda f: f.status != "fail"), 1):
                 symbol, style = symbols[f.status]
-                self.console.print(Text.assemble(f"{number:2}. ", (symbol, style), f" {f.id}: ", f.fix),
+                self.console.print(Text.assemble(f"{number:2}. ", (symbol, style), f" {f.id}: ",
+                                                  self.in_context(f.fix) or ""),
                                    soft_wrap=True)
 
     # --- machine output (stdout) -----------------------------------------------------

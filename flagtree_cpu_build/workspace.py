@@ -8,6 +8,7 @@ this module (``placeholders`` joins the two), so it imports none of them.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -16,8 +17,10 @@ from pathlib import Path
 
 from .errors import UsageError, WorkspaceBusy
 from .locking import Held, exclusive
+from .workspace_record import RECORD_NAME, WorkspaceRecord, read_record, write_record
 
-DEFAULT_WORKDIR = "flagtree-workspace"
+DEFAULT_WORKDIR = "flagtree-workspace"  # the default recipe's, as it always was; another recipe's: <name>-workspace
+DEFAULT_WORKDIR_RECIPE = "flagtree-cpu-arm64"
 CACHE_ENV = "FLAGTREE_CPU_CACHE_DIR"
 STATE_DIRNAME = ".flagtree-cpu"
 
@@ -30,6 +33,9 @@ class Workspace:
     # a stacked recipe (one that `extends` another) keeps its lock, stamps and reports in a folder of its own, so
     # the base's stay exactly as they were; None: the workspace's first recipe, whose state is the state folder
     layer: str | None = None
+    # what this run's recipe, variant and lock are (workspace_record): written into the state folder by the
+    # first command that changes the workspace, and again when it changed (an edited recipe file, a moved lock)
+    record: WorkspaceRecord | None = None
 
     @property
     def state_dir(self) -> Path:
@@ -70,7 +76,11 @@ def exclusive_use(ws: Workspace, command: str, *, wait: bool, on_wait: Callable[
     try:
         with exclusive(ws.busy_lock, wait=wait, on_wait=on_wait, note=command):
             try:
+                if made_state:  # a new workspace knows its recipe from the start (a kill mid-run keeps that)
+                    _keep_record(ws)
                 yield
+                # an existing one is updated only by a run that finished: a refused run changes nothing
+                _keep_record(ws)
             finally:
                 if made_state:
                     _forget_if_empty(ws, made_root)
@@ -81,31 +91,55 @@ def exclusive_use(ws: Workspace, command: str, *, wait: bool, on_wait: Callable[
                             fix="wait for it to finish, or pass --wait to start as soon as it has") from None
 
 
+def _keep_record(ws: Workspace) -> None:
+    """The workspace's record, written when it has none or says something else than this run (context.py has
+    refused a run whose recipe or variant differs from the record's, so what changes here is the recipe file's
+    digest, its path, or the lock's location). Held under the busy lock: two runs never write it at once."""
+    if ws.record is not None and read_record(ws.state_dir) != ws.record:
+        write_record(ws.state_dir, ws.record)
+
+
 def _forget_if_empty(ws: Workspace, made_root: bool) -> None:
     """A run that created the workspace and then stopped before making anything in it (a failed preflight, a
-    recipe problem) leaves nothing behind — not even its lock file. Still holding the lock here; locking
-    re-checks that a lock it waited for is still the file at that path, so removing it is safe."""
-    leftovers = [p.name for p in ws.state_dir.iterdir()] if ws.state_dir.is_dir() else []
-    if leftovers != [ws.busy_lock.name]:
+    recipe problem) leaves nothing behind — not its lock file, nor its record. Still holding the lock here;
+    locking re-checks that a lock it waited for is still the file at that path, so removing it is safe."""
+    leftovers = sorted(p.name for p in ws.state_dir.iterdir()) if ws.state_dir.is_dir() else []
+    if not leftovers or set(leftovers) - {ws.busy_lock.name, RECORD_NAME}:
         return
+    (ws.state_dir / RECORD_NAME).unlink(missing_ok=True)
     ws.busy_lock.unlink(missing_ok=True)
     ws.state_dir.rmdir()
     if made_root and not any(ws.root.iterdir()):
         ws.root.rmdir()
 
 
-def open_workspace(workdir: str | Path | None, lock_file: str | Path | None = None, *,
-                   cwd: Path | None = None) -> Workspace:
-    """The workspace named by --workdir (or FLAGTREE_CPU_WORKDIR, which arrives here the same way); without
-    one, the workspace the current folder is in, found the way git finds its repository: the nearest folder
-    at or above ``cwd`` holding a state folder. Only outside every workspace is it ./flagtree-workspace, so
-    `cd flagtree-workspace/FlagTree && flagtree-cpu sync` works on that workspace instead of cloning a second
-    one inside it. A workdir that is a file is refused rather than written into."""
+def default_workdir(recipe: str | None) -> str:
+    """The folder a recipe's workspace gets outside every workspace without --workdir: ./flagtree-workspace for
+    the default recipe (where it always was), ./<name>-workspace for any other, so two recipes set up from the
+    same folder never share one workspace (or one .venv)."""
+    if recipe is None or recipe == DEFAULT_WORKDIR_RECIPE:
+        return DEFAULT_WORKDIR
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", recipe).strip(".-")[:100]
+    return f"{safe or 'recipe'}-workspace"
+
+
+def located_workspace(workdir: str | Path | None, *, cwd: Path | None = None) -> Path | None:
+    """The workspace named by --workdir (or FLAGTREE_CPU_WORKDIR, which arrives here the same way); without one,
+    the workspace the current folder is in, found the way git finds its repository: the nearest folder at or
+    above ``cwd`` holding a state folder. None outside every workspace: the recipe then names the folder."""
     if workdir:
-        path = Path(os.path.abspath(Path(workdir).expanduser()))
-    else:
-        here = cwd or Path.cwd()
-        path = enclosing_workspace(here) or here / DEFAULT_WORKDIR
+        return Path(os.path.abspath(Path(workdir).expanduser()))
+    return enclosing_workspace(cwd or Path.cwd())
+
+
+def open_workspace(workdir: str | Path | None, lock_file: str | Path | None = None, *,
+                   cwd: Path | None = None, recipe: str | None = None) -> Workspace:
+    """The workspace ``located_workspace`` finds; outside every workspace, ./flagtree-workspace for the default
+    recipe and ./<recipe>-workspace for another (``recipe``), so `cd flagtree-workspace/FlagTree && flagtree-cpu
+    sync` works on that workspace instead of cloning a second one inside it. A workdir that is a file is refused
+    rather than written into."""
+    here = cwd or Path.cwd()
+    path = located_workspace(workdir, cwd=here) or here / default_workdir(recipe)
     if path.exists() and not path.is_dir():
         raise UsageError(f"the workdir {path} is a file, not a folder",
                          fix="pass --workdir with a folder (it is created when missing), or move the file away")

@@ -66,6 +66,17 @@ def hoist_global_options(args: Sequence[str]) -> list[str]:
     return head + hoisted + kept
 
 
+def command_words(args: Sequence[str]) -> tuple[str, ...]:
+    """The command and its own arguments as typed, without the global options (a fix that repeats the command
+    renders the context options itself)."""
+    args = hoist_global_options(args)
+    i = 0
+    while i < len(args) and args[i].startswith("-") and args[i] != "--":
+        name = args[i].split("=", 1)[0]
+        i += 2 if name in _GLOBAL_VALUE_OPTIONS and "=" not in args[i] else 1
+    return tuple(args[i:])
+
+
 def reflow(text: str | None) -> str | None:
     """Docstrings are wrapped for the source; help text is wrapped by the terminal. Join each
     paragraph's lines so a narrow or wide terminal does not break sentences in odd places."""
@@ -106,7 +117,10 @@ class FlagtreeCommand(TyperCommand):
         return params + shown
 
     def invoke(self, ctx: Context) -> object:
-        run_of(ctx).command = ctx.command_path.partition(" ")[2]  # its options parsed: this command runs
+        run = run_of(ctx)
+        run.command = ctx.command_path.partition(" ")[2]  # its options parsed: this command runs
+        if run.options is not None:
+            run.options.command = command_words(run.argv)
         return super().invoke(ctx)
 
 
@@ -193,16 +207,17 @@ app = typer.Typer(
 @app.callback()
 def main_options(
     ctx: typer.Context,
-    recipe: Annotated[str, typer.Option(
+    recipe: Annotated[Optional[str], typer.Option(
         "--recipe", "-r", envvar="FLAGTREE_CPU_RECIPE", metavar="NAME|PATH", autocompletion=completion.recipes,
-        help="Recipe to use: a name from `recipe list` or a YAML file.")] = "flagtree-cpu-arm64",
+        help="Recipe to use: a name from `recipe list` or a YAML file.  \\[default: the one the workspace was set "
+        "up with, else flagtree-cpu-arm64]")] = None,
     variant: Annotated[Optional[str], typer.Option(
         "--variant", envvar="FLAGTREE_CPU_VARIANT", metavar="NAME", autocompletion=completion.variants,
         help="The recipe's variant to use (`recipe show` lists them).  \\[default: the recipe's own default]")] = None,
     workdir: Annotated[Optional[str], typer.Option(
         "--workdir", "-w", envvar="FLAGTREE_CPU_WORKDIR", metavar="DIR",
-        help="Workspace folder.  \\[default: the workspace the current folder is in, else "
-        "./flagtree-workspace]")] = None,
+        help="Workspace folder.  \\[default: the workspace the current folder is in, else ./<recipe>-workspace "
+        "for another recipe than the default, else ./flagtree-workspace]")] = None,
     overrides: Annotated[Optional[list[str]], typer.Option(
         "--set", metavar="KEY=VALUE",
         help="Override a recipe value, e.g. --set sources.flagtree-cpu.commit=<sha>. Repeatable.")] = None,
@@ -228,7 +243,7 @@ def main_options(
     """
     _refuse_missing_folders(recipes_dirs or [])
     run_of(ctx).options = Options(
-        recipe=recipe,
+        recipe=recipe or None,  # FLAGTREE_CPU_RECIPE= (empty) means the default, as if unset
         variant=variant or None,  # FLAGTREE_CPU_VARIANT= (empty) means the default, as if unset
         workdir=workdir,
         overrides=list(overrides or []),

@@ -126,6 +126,7 @@ def _print_envelope(run: Run, code: int) -> None:
         error = crash_json(run.crash)
     elif run.error is not None:
         error = run.error.to_json()
+        error["fix"] = run.ui.in_context(run.error.fix)  # the command the user copies, in this run's context
     else:
         error = exit_json(code) if code else None
     result = run.options.ui.json_result if run.options is not None else None

@@ -2,7 +2,8 @@
 
 Completion runs before any command: Click parses the words typed so far without running callbacks, so the
 active recipe is read from the root context's parsed ``--recipe``/``--recipes-dir``/``--variant`` (or their
-environment variables), not from the session's options. A recipe that cannot be read completes nothing: a
+environment variables), not from the session's options; without ``--recipe``, from the workspace's record (by
+``-w`` or the folder the shell is in), as the command itself would. A recipe that cannot be read completes nothing: a
 completion never prints an error into the user's shell."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import typer
 
 if TYPE_CHECKING:
     from ..recipe import Recipe
+    from ..workspace_recipe import Recorded
 
 DEFAULT_RECIPE = "flagtree-cpu-arm64"
 
@@ -29,11 +31,26 @@ def _active_recipe(ctx: typer.Context, *, with_variant: bool = True) -> Recipe |
     from ..recipe.files import load_recipe
 
     params = ctx.find_root().params
-    name = params.get("recipe") or DEFAULT_RECIPE
-    variant = (params.get("variant") or None) if with_variant else None
+    name, variant = params.get("recipe"), params.get("variant")
+    if not name:  # no --recipe: the workspace's own (by -w, or the one the shell is in), as the command would
+        found = _recorded(params.get("workdir"))
+        name = found.recipe_arg if found is not None else DEFAULT_RECIPE
+        variant = variant or (found.variant if found is not None else None)
+    variant = (variant or None) if with_variant else None
     try:
         return load_recipe(name, (), _dirs(ctx), variant)
     except (FlagtreeCpuError, OSError):
+        return None
+
+
+def _recorded(workdir: str | None) -> Recorded | None:
+    from ..errors import FlagtreeCpuError
+    from ..workspace import located_workspace
+    from ..workspace_recipe import recorded
+
+    try:
+        return recorded(located_workspace(workdir))
+    except (FlagtreeCpuError, OSError):  # a damaged record completes as if there were none
         return None
 
 

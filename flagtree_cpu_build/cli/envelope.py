@@ -24,6 +24,7 @@ ERROR_CODES: dict[str, str] = {
     "error": "1: another failure the tool reports on purpose",
     "usage": "2: a bad command line (unknown command or option, a bad value) or a bad option combination",
     "recipe": "2: the recipe is invalid or cannot be found",
+    "other-recipe": "2: a recipe or variant other than the one the workspace was set up with (its record)",
     "source": "3: git: clone, fetch, pin, local changes, links, compatibility checks",
     "artifact": "4: download, checksum, extraction",
     "build": "5: the build, its prerequisites or the Python environment",

@@ -149,8 +149,8 @@ def recipe_validate(
     user_dirs = user_recipe_dirs(opts.recipes_dirs)
     if all_recipes:
         _warn_skipped(opts.ui, user_dirs)
-    checks = check_recipes(targets or [opts.recipe], opts.overrides, user_dirs, every=all_recipes,
-                           variant=opts.variant)
+    checks = check_recipes(targets or [opts.recipe or _workspace_recipe(opts.workdir)], opts.overrides, user_dirs,
+                           every=all_recipes, variant=opts.variant)
     for check in checks:
         if check.recipe is not None:
             from ..recipe.upgrade import note_upgraded
@@ -174,6 +174,16 @@ def recipe_validate(
     failure = invalid(checks)
     if failure is not None:
         raise Verdict(failure)
+
+
+def _workspace_recipe(workdir: str | None) -> str:
+    """The recipe of the workspace -w names or the current folder is in (its record), else the default."""
+    from ..recipe.locate import DEFAULT_RECIPE
+    from ..workspace import located_workspace
+    from ..workspace_recipe import recorded
+
+    found = recorded(located_workspace(workdir))
+    return found.recipe_arg if found is not None else DEFAULT_RECIPE
 
 
 @recipe_app.command("schema", cls=FlagtreeCommand, epilog=examples(

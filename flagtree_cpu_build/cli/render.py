@@ -44,7 +44,7 @@ def stage_result(ui: UI, result: StageResult, subject: str, *, listing: bool = F
     ui.info(f"{result.stage}: {result.status} in {result.seconds:.2f}s")
 
 
-def setup(ui: UI, report: SetupReport, *, workdir_given: bool) -> None:
+def setup(ui: UI, report: SetupReport) -> None:
     if ui.json_mode:
         ui.emit_json(report.to_json())
         return
@@ -53,12 +53,11 @@ def setup(ui: UI, report: SetupReport, *, workdir_given: bool) -> None:
     ui.info(f"logs: {report.workspace / 'logs'} (this run's report: .flagtree-cpu/last-setup.json)")
     if report.error is None:
         ui.success(f"setup finished in {report.seconds:.1f}s")
-        workdir = f" -w {shlex.quote(str(report.workspace))}" if workdir_given else ""  # works from any folder
-        ui.info("next:")
+        ui.info("next:")  # each with this run's -w, --recipe, --variant, --lock-file: they work from any folder
         if report.record("build").status not in ("skipped", "not run"):
             ui.info(f"  source {shlex.quote(str(report.python.parent / 'activate'))}")
-        ui.info(f'  eval "$(flagtree-cpu{workdir} env)"   # the run-time variables of the recipe')
-        ui.info(f"  flagtree-cpu{workdir} status")
+        ui.info(f'  eval "$({ui.in_context("flagtree-cpu env")})"   # the run-time variables of the recipe')
+        ui.info(f"  {ui.in_context('flagtree-cpu status')}")
 
 
 def setup_plan(ui: UI, plan: SetupPlan) -> None:
@@ -152,7 +151,7 @@ def validation(ui: UI, report: ValidationReport, junit: Path | None) -> None:
     for number, r in enumerate(problems, 1):
         ui.info(f"{number}. {r.kernel}: {r.message}" + (f"\n   log: {r.log}" if r.log else ""))
         if r.fix:
-            ui.info(f"   fix: {r.fix}")
+            ui.info(f"   fix: {ui.in_context(r.fix)}")
     counts = report.counts()
     ui.info(f"validate: {counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped in "
             f"{report.seconds:.1f}s with {report.python}" + (f"; JUnit report: {junit}" if junit else ""))
@@ -173,6 +172,10 @@ def check_listing(ui: UI, listing: dict[str, object], python: Path) -> None:
 
 
 def doctor(ui: UI, report: DoctorReport, areas: Sequence[str], board: str | None) -> None:
+    from dataclasses import replace
+
+    # each fix as the user copies it: with this run's -w, --recipe, --variant, --lock-file (--json's too)
+    report = replace(report, findings=tuple(replace(f, fix=ui.in_context(f.fix)) for f in report.findings))
     if ui.json_mode:
         ui.emit_json(report.to_json())
         return

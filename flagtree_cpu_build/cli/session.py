@@ -23,14 +23,15 @@ if TYPE_CHECKING:
 class Options:
     """The global options, parsed once by the top-level callback."""
 
-    recipe: str
+    recipe: str | None  # --recipe / FLAGTREE_CPU_RECIPE; None: the workspace's own recipe, else the default
     workdir: str | None
     overrides: list[str] = field(default_factory=list)
     recipes_dirs: list[str] = field(default_factory=list)
     ui: UI = field(default_factory=UI)
     wait: bool = False  # queue behind another run that holds the workspace, instead of exiting 8
     lock_file: str | None = None  # --lock-file: the lock kept outside the workspace
-    variant: str | None = None  # --variant: the recipe's variant; None: the recipe's default
+    variant: str | None = None  # --variant: the recipe's variant; None: the workspace's, else the recipe's default
+    command: tuple[str, ...] = ()  # the command and its own arguments as typed (set when the command runs)
 
     def request(self, *, python: Path | None = None, jobs: int | None = None,
                 wheel_dir: Path | None = None) -> ContextRequest:
@@ -38,7 +39,8 @@ class Options:
         from ..context import ContextRequest  # not at start-up: --version and --help need no workspace
 
         return ContextRequest(self.recipe, tuple(self.overrides), tuple(self.recipes_dirs), self.workdir,
-                              self.lock_file, python=python, jobs=jobs, wheel_dir=wheel_dir, variant=self.variant)
+                              self.lock_file, python=python, jobs=jobs, wheel_dir=wheel_dir, variant=self.variant,
+                              command=self.command)
 
 
 class Verdict(Exception):

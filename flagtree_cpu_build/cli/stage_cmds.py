@@ -160,7 +160,7 @@ def setup(
         if bundle is not None and trust is not None:  # for a machine without network: all after it is --offline
             imported = import_for_setup(opts.ui, stage_ctx, absolute(bundle) or bundle, setup_options, trust)
         report = run_setup(stage_ctx, setup_options, bundle=imported)
-    render.setup(opts.ui, report, workdir_given=bool(opts.workdir))
+    render.setup(opts.ui, report)
     if report.error is not None:
         raise report.error
 

@@ -61,7 +61,8 @@ def test_a_stage_failure_has_code_exit_code_and_fix(world: GitWorld, tmp_path: P
     document = valid(result, validator)
     assert document["command"] == "link" and document["result"] is None
     error = document["error"]
-    assert error["code"] == "source" and error["exit_code"] == 3 and "flagtree-cpu sync" in error["fix"]
+    assert error["code"] == "source" and error["exit_code"] == 3
+    assert f"flagtree-cpu -w {ws.root} sync" in error["fix"]  # the fix carries the workspace: any folder works
     assert "not checked out" in result.stderr  # people still read it on stderr
 
 

@@ -195,7 +195,8 @@ def test_dry_run_exits_as_the_real_run_would(world: GitWorld, tmp_path: Path) ->
     real = ws.run("setup")  # this x86_64 machine is not the recipe's aarch64: preflight stops
     dry = ws.run("setup", "--dry-run", "--json")
     assert real.exit_code == dry.exit_code == 7
-    assert "`flagtree-cpu setup --skip-build` is what works" in real.stderr  # the one useful command here
+    # the one useful command here, with the workspace it is for
+    assert f"`flagtree-cpu -w {ws.root} setup --skip-build` is what works" in " ".join(real.stderr.split())
     plan = result_of(dry.stdout)
     assert error_of(dry.stdout)["code"] == "doctor" and error_of(dry.stdout)["exit_code"] == 7
     assert plan["would_stop"]["stage"] == "preflight" and plan["would_stop"]["exit_code"] == 7

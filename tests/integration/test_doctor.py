@@ -182,10 +182,12 @@ def test_a_set_up_workspace_without_its_trees_fails(tmp_path: Path) -> None:
     result = doctor("--json", *WORKSPACE_TREES, "-w", str(tmp_path / "ws"))
     checks = findings(result)
     assert result.exit_code == 7
-    assert checks["workspace.sources"]["status"] == "fail" and checks["workspace.sources"]["fix"] == "flagtree-cpu sync"
+    ws = tmp_path / "ws"  # each fix carries the workspace (-w), so it works from any folder
+    assert checks["workspace.sources"]["status"] == "fail" and checks["workspace.sources"]["fix"] == \
+        f"flagtree-cpu -w {ws} sync"
     assert "not checked out" in checks["workspace.sources"]["detail"]
     artifacts = checks["workspace.artifacts"]
-    assert artifacts["status"] == "fail" and artifacts["fix"] == "flagtree-cpu fetch"
+    assert artifacts["status"] == "fail" and artifacts["fix"] == f"flagtree-cpu -w {ws} fetch"
     assert checks["workspace.build"]["status"] == "skip" and checks["workspace.build"]["detail"] == "no build yet"
 
 
@@ -211,7 +213,8 @@ def test_a_damaged_lock_file_is_a_failed_check_with_its_fix_not_a_bug_report(syn
     result = synced.run("doctor", "--json", "--offline")
     sources = findings(result)["workspace.sources"]
     assert sources["status"] == "fail" and str(synced.lock_file) in sources["detail"], sources
-    assert "bug" not in sources["detail"] + (sources["fix"] or "") and "flagtree-cpu lock" in sources["fix"]
+    assert "bug" not in sources["detail"] + (sources["fix"] or "")
+    assert f"flagtree-cpu -w {synced.root} lock" in sources["fix"]
     assert synced.lock_file.read_bytes() == before
 
 
@@ -220,9 +223,9 @@ def test_broken_workspace_is_reported_with_the_commands(synced: Workspace) -> No
     tip = synced.world["flagtree"].commits["tip"]
     result = synced.run("doctor", "--json", "--offline", sets=(f"sources.flagtree.commit={tip}",))
     sources, links = findings(result)["workspace.sources"], findings(result)["workspace.links"]
-    assert sources["status"] == "fail" and sources["fix"] == "flagtree-cpu sync"
+    assert sources["status"] == "fail" and sources["fix"] == f"flagtree-cpu -w {synced.root} sync"
     assert links["status"] == "fail" and "third_party/sleef (create)" in links["detail"]
-    assert links["fix"].startswith("flagtree-cpu link")
+    assert links["fix"].startswith(f"flagtree-cpu -w {synced.root} link")
 
 
 def test_conflicting_and_missing_environment(synced: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:

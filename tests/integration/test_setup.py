@@ -178,7 +178,7 @@ def test_a_build_failure_is_diagnosed_and_exits_5(sw: SetupWorld, monkeypatch: p
     result = sw.setup("--jobs", "8")
     assert result.exit_code == 5, result.stderr
     assert "cause: the compiler was killed for lack of memory" in result.stderr
-    assert "flagtree-cpu build --jobs 4" in result.stderr
+    assert f"flagtree-cpu -w {sw.ws.root} build --jobs 4" in " ".join(result.stderr.split())  # with its workspace
     summary = result.stderr[result.stderr.index("setup of"):]
     for stage, status in (("sources", "created"), ("links", "created"), ("build", "failed"), ("validate", "not run")):
         line = next(line for line in summary.splitlines() if line.strip().startswith(stage))

@@ -1,0 +1,137 @@
+"""Which recipe a command uses on a workspace: the one the command line names, else the one the workspace records.
+
+The rules (issue 28; west keeps a workspace's manifest in `.west/config` the same way):
+- no --recipe / --variant / --lock-file on the command line: the workspace's record supplies them;
+- a different recipe *name* than the record's is refused (exit 2), naming both and the two ways forward; nothing
+  is read from or written to the workspace first;
+- the same name with another file digest or path (the user edited or moved their recipe) is that recipe: allowed,
+  and the next command that changes the workspace records the new digest;
+- a different *variant* is refused the same way. A variant may select other sources, artifacts and toolchains, so
+  a switch in place would re-resolve the lock and build over the other variant's products, the silent rewrite
+  this refuses (as a different recipe would); a workspace per variant costs disk only and keeps both;
+- --lock-file given: used, and recorded by the next command that changes the workspace (a lock moved next to a
+  CI config is still this workspace's lock).
+A workspace made before records has none; its lock (when there is one) still names its recipe, which is then
+used and compared the same way.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .errors import OtherRecipe
+from .invocation import Invocation
+from .recipe.locate import DEFAULT_RECIPE
+from .workspace import STATE_DIRNAME, Workspace, default_workdir
+from .workspace_record import WorkspaceRecord, read_record
+
+if TYPE_CHECKING:
+    from .context import ContextRequest
+    from .recipe import Recipe
+
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What an existing workspace says it is for: its record, or (made before records) its lock's recipe name."""
+
+    recipe: str  # the name
+    recipe_arg: str  # what loads it again
+    variant: str | None
+    lock_file: str | None
+    record: WorkspaceRecord | None  # None: read from a lock of a workspace made before records
+    where: Path  # the file that says so
+
+
+def recorded(root: Path | None) -> Recorded | None:
+    """What the workspace at ``root`` records; None for a new workspace (or none found)."""
+    if root is None or not root.is_dir():  # none yet, or a file (open_workspace refuses it, saying so)
+        return None
+    state = root / STATE_DIRNAME
+    record = read_record(state)
+    if record is not None:
+        return Recorded(record.recipe, record.recipe_arg, record.variant, record.lock_file, record,
+                        state / "workspace.json")
+    from .lockfile import read_lock
+
+    lock = read_lock(state / "lock.yaml") if (state / "lock.yaml").exists() else None
+    if lock is None:
+        return None
+    return Recorded(lock.recipe, lock.recipe, lock.variant, None, None, state / "lock.yaml")
+
+
+def recipe_from(request: ContextRequest, found: Recorded | None) -> ContextRequest:
+    """``request`` naming the workspace's recipe when the command line names none."""
+    if found is None or request.recipe is not None:
+        return request
+    return replace(request, recipe=found.recipe_arg)
+
+
+def own_options(completed: ContextRequest, given: ContextRequest, found: Recorded | None,
+                loaded: Recipe) -> ContextRequest:
+    """When ``loaded`` is the workspace's recipe (by name: an edited or moved file is still it), the recorded
+    variant and lock where the command line gave none."""
+    if found is None or loaded.name != found.recipe:
+        return completed
+    return replace(completed, variant=given.variant if given.variant is not None else found.variant,
+                   lock_file=given.lock_file or found.lock_file)
+
+
+def refuse_another(loaded: Recipe, found: Recorded | None, ws: Workspace, command: tuple[str, ...]) -> None:
+    """A recipe or variant other than the one the workspace was set up with: exit 2, with both ways forward."""
+    if found is None:
+        return
+    if loaded.name == found.recipe and (found.variant is None or loaded.variant == found.variant):
+        return
+    other_variant = loaded.name == found.recipe
+    theirs = f"recipe {loaded.name}" + (f" variant {loaded.variant}" if other_variant else "")
+    mine = f"recipe {found.recipe}" + (f" variant {found.variant}" if other_variant else "")
+    words = list(command) or ["status"]
+    keep = Invocation(ws.root, _shown(found.recipe_arg), found.variant,
+                      Path(found.lock_file) if found.lock_file else None).command(*words)
+    fresh_root = ws.root.parent / default_workdir(loaded.name if not other_variant else
+                                              f"{loaded.name}-{loaded.variant}")
+    fresh = Invocation(fresh_root, _shown(_recipe_arg(loaded)), loaded.variant if loaded.variants else None
+                       ).command(*words)
+    raise OtherRecipe(
+        f"the workspace {ws.root} is set up for {mine}, and this command names {theirs}: using it there would "
+        f"rewrite the workspace's lock, checkouts and builds for {theirs}; nothing was changed",
+        details=(f"recorded in {found.where}",),
+        fix=f"use the workspace's own {mine}: {keep}\n     or set up {theirs} in a workspace of its own: {fresh}")
+
+
+def _shown(recipe_arg: str) -> str | None:
+    """--recipe as printed: none for the default recipe (every command's default)."""
+    return None if recipe_arg == DEFAULT_RECIPE else recipe_arg
+
+
+def _recipe_arg(recipe: Recipe) -> str:
+    """What loads ``recipe`` again from any folder: its name when it is a bundled one, else its file."""
+    from .recipe.locate import bundled_dir
+
+    return recipe.name if _is_bundled(recipe, bundled_dir("recipes")) else os.path.abspath(recipe.file)
+
+
+def _is_bundled(recipe: Recipe, folder: Path) -> bool:
+    return bool(recipe.file) and Path(recipe.file).resolve().parent == folder.resolve() \
+        and Path(recipe.file).stem == recipe.name
+
+
+def record_of(loaded: Recipe, lock_file: Path | None) -> WorkspaceRecord:
+    """The record a workspace set up with ``loaded`` gets."""
+    from .digest import hash_file
+    from .recipe.locate import bundled_dir
+
+    bundled = _is_bundled(loaded, bundled_dir("recipes"))
+    return WorkspaceRecord(loaded.name, hash_file(Path(loaded.file)), "bundled" if bundled else "file",
+                           os.path.abspath(loaded.file), loaded.variant,
+                           str(lock_file) if lock_file is not None else None)
+
+
+def invocation_of(loaded: Recipe, ws: Workspace) -> Invocation:
+    """The options that reproduce this run's context (``invocation``), for the commands it prints."""
+    return Invocation(ws.root, _shown(_recipe_arg(loaded)), loaded.variant if loaded.variants else None,
+                      ws.lock_path)
