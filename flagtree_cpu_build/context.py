@@ -74,7 +74,7 @@ def recipe_and_workspace(request: ContextRequest, *, check: bool = True) -> tupl
     from dataclasses import replace
 
     from .workspace import located_workspace
-    from .workspace_recipe import own_options, recipe_from, record_of, recorded, refuse_another
+    from .workspace_recipe import own_options, recipe_from, record_of, recorded, refuse_another, stacked_with
 
     root = located_workspace(request.workdir)
     loaded = requested_recipe(request) if root is None and request.recipe is not None else None
@@ -88,9 +88,25 @@ def recipe_and_workspace(request: ContextRequest, *, check: bool = True) -> tupl
     if mine != completed:
         completed, loaded = mine, requested_recipe(mine)
     ws = open_workspace(root, completed.lock_file)
+    stacked = stacked_with(loaded, found, lambda recipe: _bases(
+        recipe if recipe is not None or found is None else requested_recipe(
+            replace(request, recipe=found.recipe_arg, variant=found.variant, overrides=())), request))
     if check:
-        refuse_another(loaded, found, ws, request.command)
-    return loaded, replace(ws, record=record_of(loaded, ws.lock_path)), completed
+        refuse_another(loaded, found, ws, request.command, stacked)
+    # a base run on its stack's workspace leaves the record naming the top of the stack
+    record = found.record if stacked == "below" and found is not None else record_of(loaded, ws.lock_path)
+    return loaded, replace(ws, record=record), completed
+
+
+def _bases(recipe: Recipe, request: ContextRequest) -> list[str]:
+    """The names of the recipes ``recipe`` is stacked on (``extends``, followed down; locate refuses a cycle)."""
+    from .recipe.files import load_base, user_recipe_dirs
+
+    names: list[str] = []
+    while recipe.extends is not None and recipe.name not in names[:-1] and len(names) < 64:  # a cycle ends it
+        recipe = load_base(recipe, user_recipe_dirs(request.recipes_dirs))
+        names.append(recipe.name)
+    return names
 
 
 def resolve_for(loaded: Recipe, request: ContextRequest, ws: Workspace, host: HostFacts) -> tuple[Recipe, str]:

@@ -9,6 +9,9 @@ The rules (issue 28; west keeps a workspace's manifest in `.west/config` the sam
 - a different *variant* is refused the same way. A variant may select other sources, artifacts and toolchains, so
   a switch in place would re-resolve the lock and build over the other variant's products, the silent rewrite
   this refuses (as a different recipe would); a workspace per variant costs disk only and keeps both;
+- a recipe of the same stack is not another recipe: a recipe stacked on the recorded one (FlagGems on FlagTree)
+  shares its workspace and interpreter and becomes the record (the workspace now holds the stack); a base of the
+  recorded recipe may still be run there and leaves the record as it is;
 - --lock-file given: used, and recorded by the next command that changes the workspace (a lock moved next to a
   CI config is still this workspace's lock).
 A workspace made before records has none; its lock (when there is one) still names its recipe, which is then
@@ -18,11 +21,12 @@ used and compared the same way.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import OtherRecipe
+from .errors import FlagtreeCpuError, OtherRecipe
 from .invocation import Invocation
 from .recipe.locate import DEFAULT_RECIPE
 from .workspace import STATE_DIRNAME, Workspace, default_workdir
@@ -80,9 +84,26 @@ def own_options(completed: ContextRequest, given: ContextRequest, found: Recorde
                    lock_file=given.lock_file or found.lock_file)
 
 
-def refuse_another(loaded: Recipe, found: Recorded | None, ws: Workspace, command: tuple[str, ...]) -> None:
-    """A recipe or variant other than the one the workspace was set up with: exit 2, with both ways forward."""
-    if found is None:
+def stacked_with(loaded: Recipe, found: Recorded | None, bases: Callable[[Recipe | None], list[str]]) -> str | None:
+    """How ``loaded`` shares the workspace with its recorded recipe as one stack (FlagGems on FlagTree: one
+    workspace, one interpreter, a lock each): "above" when ``loaded`` stacks on the recorded recipe, "below"
+    when it is one of the recorded recipe's bases; None when neither (or the same recipe). ``bases(recipe)``
+    names a recipe's bases (``extends``, followed down); ``bases(None)`` the recorded recipe's."""
+    if found is None or loaded.name == found.recipe:
+        return None
+    try:
+        if found.recipe in bases(loaded):
+            return "above"
+        return "below" if loaded.name in bases(None) else None
+    except FlagtreeCpuError:  # a base that cannot be read now: no stack to be part of
+        return None
+
+
+def refuse_another(loaded: Recipe, found: Recorded | None, ws: Workspace, command: tuple[str, ...],
+                   stacked: str | None = None) -> None:
+    """A recipe or variant other than the one the workspace was set up with, and not of its stack: exit 2, with
+    both ways forward."""
+    if found is None or stacked is not None:
         return
     if loaded.name == found.recipe and (found.variant is None or loaded.variant == found.variant):
         return

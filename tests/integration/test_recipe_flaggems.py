@@ -160,6 +160,8 @@ def test_flaggems_builds_on_top_and_the_base_stays_as_it_was(at: Stack) -> None:
     for name, before in at.base_before.items():
         assert (at.state() / name).read_bytes() == before, name
     assert "flaggems" not in (at.state() / "lock.yaml").read_text()
+    # the workspace now holds the stack: its record names the top, so a bare command on it means FlagGems
+    assert json.loads((at.state() / "workspace.json").read_text())["recipe"]["name"] == STACK
     assert len(at.builds("triton")) == 1  # FlagTree was built once, before FlagGems
     # the base's status: still all current
     assert at.base_status() == at.base_status_before

@@ -248,3 +248,15 @@ def test_an_error_fix_carries_the_context(tmp_path: Path, monkeypatch: pytest.Mo
     result = cli("-w", str(ws), "sync", "--json")
     assert result.exit_code == 2, result.stderr
     assert f"`flagtree-cpu -w {ws} --recipe triton-cpu lock`" in error_of(result.stdout)["fix"]
+
+
+def test_a_recipe_of_the_stack_shares_its_workspace_and_another_is_still_refused(synced: Workspace) -> None:
+    """FlagGems stacks on FlagTree in one workspace (one interpreter, a lock each): on a FlagTree workspace it is
+    not 'another recipe'; triton-cpu is."""
+    assert synced.run("lock").exit_code == 0
+    on_top = cli("-w", str(synced.root), "--recipe", "flaggems-arm", "status", "--json")
+    assert on_top.exit_code in (0, 9), on_top.stderr  # 9: not set up yet; never 2
+    assert '"other-recipe"' not in on_top.stdout
+    other = cli("-w", str(synced.root), "--recipe", "triton-cpu", "status", "--json")
+    assert other.exit_code == 2 and error_of(other.stdout)["code"] == "other-recipe"
+    assert json.loads((synced.root / RECORD).read_text())["recipe"]["name"] == "flagtree-cpu-arm64"
