@@ -46,10 +46,13 @@ def test_a_variant_changes_env_artifacts_and_checks_and_is_recorded_in_the_lock(
                         plain_url)
     recipe.write_text(text + VARIANTS.format(alt_url=alt_url))
     ws = new_workspace(world, tmp_path / "ws")
+    # a workspace is set up for one variant (another one there is refused: test_workspace_recipe), so the
+    # variant alt gets a workspace of its own
+    ws_alt = new_workspace(world, tmp_path / "ws-alt")
 
     def run(*args: str, variant: str | None = None):
         extra = ("--variant", variant) if variant else ()
-        result = ws.run("-r", str(recipe), *extra, *args)
+        result = (ws_alt if variant == "alt" else ws).run("-r", str(recipe), *extra, *args)
         assert result.exit_code == 0, result.stderr
         return result
 
@@ -62,8 +65,8 @@ def test_a_variant_changes_env_artifacts_and_checks_and_is_recorded_in_the_lock(
     plain_checks = [c["name"] for c in json.loads(run("validate", "--list", "--json").stdout)["result"]["checks"]]
     assert plain_checks == ["backend", "tle-rms-norm", "vector-add", "softmax", "decode-e2e"]
     # --variant alt: its own LLVM (a second tree, published beside the first), env and checks
-    run("fetch", variant="alt")
-    locked = yaml.safe_load(lock.read_text())
+    run("sync", variant="alt"), run("fetch", variant="alt")
+    locked = yaml.safe_load((ws_alt.root / ".flagtree-cpu" / "lock.yaml").read_text())
     assert locked["variant"] == "alt" and locked["artifacts"]["llvm"]["url"] == alt_url
     assert (Path(json.loads(run("recipe", "show", "--json", variant="alt").stdout)["result"]["recipe"]["artifacts"]
                  ["llvm"]["path"]) / "version.txt").read_text() == alt_url
