@@ -216,8 +216,8 @@ def recipe_schema_cmd(
 
 @recipe_app.command("upgrade", cls=FlagtreeCommand, epilog=examples(
     "flagtree-cpu recipe upgrade my-recipe.yaml",
-    "# the original stays as my-recipe.v1.yaml; compare, then delete it",
-    "diff my-recipe.v1.yaml my-recipe.yaml",
+    "# the original stays as my-recipe.yaml.v1.bak; compare, then delete it",
+    "diff my-recipe.yaml.v1.bak my-recipe.yaml",
     "flagtree-cpu recipe upgrade my-recipe.yaml --stdout > my-recipe.v2.yaml",
     "flagtree-cpu recipe upgrade my-recipe.yaml --no-backup",
 ))
@@ -227,14 +227,14 @@ def recipe_upgrade(
     to_stdout: Annotated[bool, typer.Option(
         "--stdout", help="Print the upgraded recipe instead of rewriting the file.")] = False,
     no_backup: Annotated[bool, typer.Option(
-        "--no-backup", help="Do not keep the original as <name>.v1.yaml next to it.")] = False,
+        "--no-backup", help="Do not keep the original as <file>.v1.bak next to it.")] = False,
 ) -> None:
     """Rewrite a schema version 1 recipe as version 2, keeping its comments.
 
     Sections the new version leaves alone are copied line for line; changed ones are
     rewritten with their comments kept above them. The result is read back and must be
     the very recipe the old file meant, or nothing is written. The original is kept as
-    <name>.v1.yaml unless --no-backup. An invalid recipe is refused with its problems
+    <file>.v1.bak (not a recipe name) unless --no-backup. An invalid recipe is refused with its problems
     (exit code 2): fix it first, `recipe validate FILE` lists them.
     """
     from ..atomic import write_atomic
@@ -274,7 +274,8 @@ def recipe_upgrade(
             opts.ui.emit_text(upgraded)
         return
     target = path.resolve()  # a symlinked recipe: rewrite the file it points to, keep the link
-    backup = None if no_backup else target.with_name(f"{target.stem}.v1{target.suffix}")
+    # not *.yaml: a backup in a recipes folder must not be listed as one more recipe
+    backup = None if no_backup else target.with_name(f"{target.name}.v1.bak")
     if backup is not None and os.path.lexists(backup) and not _holds(backup, text):
         raise UsageError(f"{backup} already exists (an earlier original?); not overwriting it",
                          fix="move it away, or pass --no-backup")
