@@ -40,6 +40,13 @@ def preflight_checks(options: RunOptions) -> tuple[str, ...]:
     return PREFLIGHT_ALWAYS if options.skip_build else PREFLIGHT_ALWAYS + PREFLIGHT_FOR_BUILD
 
 
+def stages_to_run(options: RunOptions) -> list[str]:
+    """The stages setup runs with these options (``--skip-build`` leaves out python, build and validate)."""
+    from .stages.registry import STAGES
+
+    return [stage.name for stage in STAGES if stage.skip(options) is None]
+
+
 def run_preflight_checks(ctx: StageContext, options: RunOptions) -> DoctorReport:
     from .cpuinfo import read_cpu
     from .doctor import DoctorContext, run_doctor
@@ -110,7 +117,8 @@ def run_preflight(ctx: StageContext, options: RunOptions) -> StageResult:
     if ignored:
         detail += f", {ignored} failed (ignored: --ignore-host)"
     status = "ok"
-    packages = system_packages_action(ctx, install=options.install_system_packages, offline=options.offline)
+    packages = system_packages_action(ctx, install=options.install_system_packages, offline=options.offline,
+                                      stages=stages_to_run(options))
     if packages is not None:
         missing = packages.data.get("missing") or packages.data.get("installed")
         if packages.status == "created":
