@@ -123,7 +123,7 @@ def test_the_v1_notice_is_one_line_on_stderr_only(v1_file: Path) -> None:
 def test_a_v2_recipe_gets_no_notice() -> None:
     result = CliRunner().invoke(app, ["recipe", "validate", str(bundled_dir("recipes") / "flagtree-cpu-arm64.yaml")])
     assert result.exit_code == 0, result.stderr
-    assert "note:" not in result.stderr
+    assert "schema version" not in result.stderr and "recipe upgrade" not in result.stderr
 
 
 def _listed(folder: Path) -> list[str]:
