@@ -132,7 +132,8 @@ def run_preflight(ctx: StageContext, options: RunOptions) -> StageResult:
     if ignored:
         detail += f", {ignored} failed (ignored: --ignore-host)"
     status = "ok"
-    packages = system_packages_action(ctx, install=options.install_system_packages, offline=options.offline)
+    packages = system_packages_action(ctx, install=options.install_system_packages, offline=options.offline,
+                                      stages=stages_to_run(options))
     if packages is not None:
         missing = packages.data.get("missing") or packages.data.get("installed")
         if packages.status == "created":

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from .logfiles import new_log_path
+
 Process = subprocess.Popen  # a started command, for the type hints of callers of ``start_piped``
 Completed = subprocess.CompletedProcess  # what ``capture`` returns, for its callers' type hints
 TimedOut = subprocess.TimeoutExpired  # what ``capture`` raises when ``timeout_s`` passes
@@ -274,11 +276,6 @@ def marked_env(env: Mapping[str, str] | None) -> dict[str, str]:
 
 
 def log_path(logs_dir: Path, kind: str) -> Path:
-    """``logs/<kind>-<timestamp>.log``; one log per run, never overwritten."""
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    path = logs_dir / f"{kind}-{stamp}.log"
-    n = 1
-    while path.exists():
-        n += 1
-        path = logs_dir / f"{kind}-{stamp}-{n}.log"
-    return path
+    """``logs/<kind>-<timestamp>.log``; one log per run, never overwritten; the newest few of a kind are kept
+    (``logfiles.KEEP_PER_KIND``)."""
+    return new_log_path(logs_dir, kind)

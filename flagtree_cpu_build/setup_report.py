@@ -5,13 +5,13 @@ uploads when the checks did not run."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from . import __version__
 from .errors import FlagtreeCpuError
 from .lockfile import read_lock
+from .logfiles import new_log_path
 from .stagekit.stage import StageContext, StageResult
 from .state import make_state_dir, write_state
 
@@ -110,7 +110,6 @@ def save(ctx: StageContext, report: SetupReport) -> None:
     if not ctx.workspace.state_dir.is_dir():
         return
     document = report.to_json()
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     make_state_dir(ctx.workspace.logs_dir)
-    write_state(ctx.workspace.logs_dir / f"setup-{stamp}.json", document)
+    write_state(new_log_path(ctx.workspace.logs_dir, "setup", ".json"), document)
     write_state(ctx.workspace.recipe_state / "last-setup.json", document)

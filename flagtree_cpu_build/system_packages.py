@@ -22,6 +22,20 @@ if TYPE_CHECKING:
     from .stagekit.stage import StageContext
 
 DPKG_STATUS = "var/lib/dpkg/status"
+# A recipe lists its apt packages as one list, "what the build needs". Before the build only two stages run
+# a system program the tool does not bring: sources (git) and python (a venv made by Debian's split-out venv
+# and pip). So a run that stops before the build (`setup --skip-build`) needs only these of the list; every
+# other package counts as the build's (and the checks', which load what it built).
+BEFORE_BUILD = {"sources": ("git",), "python": ("python3-venv", "python3-pip")}
+BUILD_STAGES = ("build", "validate")
+
+
+def packages_for(wanted: Sequence[str], stages: Sequence[str]) -> list[str]:
+    """The packages of ``wanted`` the stages about to run (``stages``, by name) need, in the order given."""
+    if any(stage in BUILD_STAGES for stage in stages):
+        return list(wanted)
+    used = {package for stage in stages for package in BEFORE_BUILD.get(stage, ())}
+    return [package for package in wanted if package in used]
 
 
 def installed_packages(status_text: str) -> set[str]:
@@ -44,9 +58,11 @@ def missing_apt_packages(wanted: Sequence[str], root: Path = Path("/")) -> list[
     return [p for p in wanted if p not in installed]
 
 
-def missing_system_packages(ctx: StageContext, root: Path = Path("/")) -> list[str] | None:
-    """The recipe's apt packages dpkg does not have; None when this is not a dpkg system."""
-    return missing_apt_packages(list(ctx.recipe.system_packages.apt), root)
+def missing_system_packages(ctx: StageContext, root: Path = Path("/"),
+                            stages: Sequence[str] = BUILD_STAGES) -> list[str] | None:
+    """The recipe's apt packages that ``stages`` need and dpkg does not have; None when this is not a dpkg
+    system (or those stages need none of them)."""
+    return missing_apt_packages(packages_for(ctx.recipe.system_packages.apt, stages), root)
 
 
 def system_install_argv(missing: list[str], euid: int) -> list[str]:
@@ -54,10 +70,12 @@ def system_install_argv(missing: list[str], euid: int) -> list[str]:
     return argv if euid == 0 else ["sudo", *argv]
 
 
-def system_packages_action(ctx: StageContext, *, install: bool, offline: bool) -> Action | None:
-    """Missing apt packages: a warning with the command by default; installed with ``install``.
-    None when nothing is missing (or this is not a dpkg system)."""
-    missing = missing_system_packages(ctx)
+def system_packages_action(ctx: StageContext, *, install: bool, offline: bool,
+                           stages: Sequence[str] = BUILD_STAGES) -> Action | None:
+    """Missing apt packages: a warning with the command by default, naming only those the stages about to run
+    need; with ``install`` every missing one of the recipe's list is installed (asked for explicitly, it
+    prepares the machine for the build too). None when nothing is missing (or this is not a dpkg system)."""
+    missing = missing_system_packages(ctx, stages=BUILD_STAGES if install else stages)
     if not missing:
         return None
     argv = system_install_argv(missing, os.geteuid())

@@ -114,14 +114,32 @@ def _show(ui: UI, loaded: Recipe, shown: Recipe, context: str, *, resolved: bool
     ui.emit_text(header + yaml.safe_dump(data, sort_keys=False, width=100, allow_unicode=True))
 
 
-def _warn(ui: UI, recipe: Recipe, warnings: Sequence[RecipeWarning]) -> None:
-    """A recipe's warnings on stderr; that it is an old schema version is the one-line upgrade notice."""
+def _warn(ui: UI, recipe: Recipe, warnings: Sequence[RecipeWarning], *, named: str = "") -> None:
+    """A recipe's warnings on stderr; that it is an old schema version is the one-line upgrade notice. The pins a
+    bundled recipe leaves open (a branch, an artifact without digest) are the project's choice, which the user
+    cannot change in that file: one note, not a warning each. ``named``: the recipe (as `recipe list` names it)
+    each line starts with, when several are checked."""
     from ..recipe.upgrade import note_upgraded
 
     note_upgraded(ui, recipe)
+    prefix = f"{named}: " if named else ""
+    open_pins = [w.key for w in warnings if _bundled(recipe) and w.message.startswith(_OPEN_PIN)]
+    if open_pins:
+        ui.info(f"note: {prefix}the bundled recipe leaves {', '.join(open_pins)} unpinned; the first sync or fetch "
+                "records them in the workspace's lock file")
     for warning in warnings:
-        if not (warning.key == "schema_version" and recipe.upgraded_from is not None):
-            ui.warn(f"{warning.key}: {warning.message}")
+        if warning.key in open_pins or (warning.key == "schema_version" and recipe.upgraded_from is not None):
+            continue
+        ui.warn(f"{prefix}{warning.key}: {warning.message}")
+
+
+_OPEN_PIN = ("no pinned commit:", "no digest:")  # recipe_warnings' words for a pin left to the lock file
+
+
+def _bundled(recipe: Recipe) -> bool:
+    from ..recipe.files import bundled_dir
+
+    return bool(recipe.file) and Path(recipe.file).resolve().parent == bundled_dir("recipes").resolve()
 
 
 @recipe_app.command("validate", cls=FlagtreeCommand, epilog=examples(
@@ -170,7 +188,8 @@ def recipe_validate(
             opts.ui.success(f"{check.file}: {what} is valid ({count(len(loaded.sources), 'source')}, "
                             f"{count(len(loaded.artifacts), 'artifact')}, {count(links, 'link')}, "
                             f"{count(len(loaded.checks), 'check')})")
-            _warn(opts.ui, loaded, check.warnings)
+            several = all_recipes or len(checks) > 1
+            _warn(opts.ui, loaded, check.warnings, named=Path(check.file).stem if several else "")
     failure = invalid(checks)
     if failure is not None:
         raise Verdict(failure)
@@ -226,8 +245,8 @@ def recipe_schema_cmd(
 
 @recipe_app.command("upgrade", cls=FlagtreeCommand, epilog=examples(
     "flagtree-cpu recipe upgrade my-recipe.yaml",
-    "# the original stays as my-recipe.v1.yaml; compare, then delete it",
-    "diff my-recipe.v1.yaml my-recipe.yaml",
+    "# the original stays as my-recipe.yaml.v1.bak; compare, then delete it",
+    "diff my-recipe.yaml.v1.bak my-recipe.yaml",
     "flagtree-cpu recipe upgrade my-recipe.yaml --stdout > my-recipe.v2.yaml",
     "flagtree-cpu recipe upgrade my-recipe.yaml --no-backup",
 ))
@@ -237,14 +256,14 @@ def recipe_upgrade(
     to_stdout: Annotated[bool, typer.Option(
         "--stdout", help="Print the upgraded recipe instead of rewriting the file.")] = False,
     no_backup: Annotated[bool, typer.Option(
-        "--no-backup", help="Do not keep the original as <name>.v1.yaml next to it.")] = False,
+        "--no-backup", help="Do not keep the original as <file>.v1.bak next to it.")] = False,
 ) -> None:
     """Rewrite a schema version 1 recipe as version 2, keeping its comments.
 
     Sections the new version leaves alone are copied line for line; changed ones are
     rewritten with their comments kept above them. The result is read back and must be
     the very recipe the old file meant, or nothing is written. The original is kept as
-    <name>.v1.yaml unless --no-backup. An invalid recipe is refused with its problems
+    <file>.v1.bak (not a recipe name) unless --no-backup. An invalid recipe is refused with its problems
     (exit code 2): fix it first, `recipe validate FILE` lists them.
     """
     from ..atomic import write_atomic
@@ -284,7 +303,8 @@ def recipe_upgrade(
             opts.ui.emit_text(upgraded)
         return
     target = path.resolve()  # a symlinked recipe: rewrite the file it points to, keep the link
-    backup = None if no_backup else target.with_name(f"{target.stem}.v1{target.suffix}")
+    # not *.yaml: a backup in a recipes folder must not be listed as one more recipe
+    backup = None if no_backup else target.with_name(f"{target.name}.v1.bak")
     if backup is not None and os.path.lexists(backup) and not _holds(backup, text):
         raise UsageError(f"{backup} already exists (an earlier original?); not overwriting it",
                          fix="move it away, or pass --no-backup")

@@ -83,7 +83,7 @@ def scan_recipes(user_dirs: Sequence[Path] = ()) -> RecipeScan:
     first: dict[str, RecipeRef | SkippedFile] = {}
     for folder in user_dirs:
         for file in sorted(folder.glob("*.y*ml")) if unusable_folder(folder) is None else ():
-            if file.stem not in first:
+            if file.stem not in first and not _old_upgrade_backup(file):
                 first[file.stem] = _skipped(file) or RecipeRef(file.stem, file, "user")
     for file in sorted(bundled_dir("recipes").glob("*.yaml")):
         taken = first.get(file.stem)
@@ -93,6 +93,13 @@ def scan_recipes(user_dirs: Sequence[Path] = ()) -> RecipeScan:
             first[file.stem] = replace(taken, shadows=file)
     refs = sorted((r for r in first.values() if isinstance(r, RecipeRef)), key=lambda r: r.name)
     return RecipeScan(refs, [s for s in first.values() if isinstance(s, SkippedFile)])
+
+
+def _old_upgrade_backup(file: Path) -> bool:
+    """``my-recipe.v1.yaml`` next to ``my-recipe.yaml``: the original an older `recipe upgrade` kept (it now
+    writes ``my-recipe.yaml.v1.bak``). It is the same recipe as before the upgrade, not one more to list."""
+    base = file.stem.removesuffix(".v1")
+    return base != file.stem and any((file.parent / f"{base}{ext}").is_file() for ext in (".yaml", ".yml"))
 
 
 def unusable_folder(folder: Path) -> str | None:

@@ -60,9 +60,13 @@ def plan_stage(stage: Stage, ctx: StageContext, options: RunOptions, earlier: li
 def run_stage(stage: Stage, ctx: StageContext, options: RunOptions) -> StageResult:
     """Plan the stage, then run it on that plan: what `setup` does for each stage and each subcommand
     does for its own."""
+    import time
     from dataclasses import replace
 
-    return stage.run(ctx, options, plan_stage(stage, ctx, replace(options, for_run=True)))
+    start = time.monotonic()
+    result = stage.run(ctx, options, plan_stage(stage, ctx, replace(options, for_run=True)))
+    # a stage that does not time itself (python) would say "created in 0.00s" after a venv and a pip install
+    return result if result.seconds else replace(result, seconds=time.monotonic() - start)
 
 
 def stage_named(name: str) -> Stage:

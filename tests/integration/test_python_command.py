@@ -41,6 +41,7 @@ def test_python_makes_the_venv_and_installs_what_is_missing_then_nothing(ws: Wor
     first = ws.run("python", "--skip-runtime", "--json")
     assert first.exit_code == 0, first.stderr
     assert result_of(first.stdout)["stage"] == "python"
+    assert result_of(first.stdout)["seconds"] > 0  # the venv and the install are timed ("created in 0.00s" was)
     assert actions(first.stdout) == {"venv": "created", "prerequisites": "created", "run-time prerequisites": "skipped"}
     assert imports(venv_python, "fixture_build_tool") and not imports(venv_python, "fixture_torch")
     assert not http_server.requests_for("/whl/cpu/fixture-torch/")  # --skip-runtime: torch's index not asked

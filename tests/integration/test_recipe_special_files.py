@@ -174,10 +174,10 @@ def test_recipe_upgrade_does_not_read_a_fifo_where_its_backup_goes(tmp_path: Pat
 
     recipe = tmp_path / "minimal.yaml"
     recipe.write_text((VALID / "minimal.yaml").read_text())  # schema version 1: upgrade keeps a backup
-    os.mkfifo(tmp_path / "minimal.v1.yaml")
+    os.mkfifo(tmp_path / "minimal.yaml.v1.bak")
     result = run("recipe", "upgrade", str(recipe))
     assert result.returncode == 2, result.stderr[-1500:]
-    assert f"{tmp_path / 'minimal.v1.yaml'} already exists" in result.stderr
+    assert f"{tmp_path / 'minimal.yaml.v1.bak'} already exists" in result.stderr
     assert "schema_version: 1" in recipe.read_text()  # nothing was written
 
 

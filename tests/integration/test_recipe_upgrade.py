@@ -37,14 +37,14 @@ def test_upgrade_rewrites_in_place_and_keeps_the_original(v1_file: Path) -> None
     before = load_recipe_file(v1_file)
     result = CliRunner().invoke(app, ["recipe", "upgrade", str(v1_file)])
     assert result.exit_code == 0, result.stderr
-    backup = v1_file.with_name("my-recipe.v1.yaml")
+    backup = v1_file.with_name("my-recipe.yaml.v1.bak")
     assert backup.read_text() == V1.read_text()
     assert f"{v1_file}: rewritten as schema version 2; the original is {backup}" in result.stderr
     after = load_recipe_file(v1_file)
     assert after.upgraded_from is None and after.schema_version == 2
     assert rs.to_data(after) == rs.to_data(before)
     assert result.stdout == ""
-    assert sorted(p.name for p in v1_file.parent.iterdir()) == ["my-recipe.v1.yaml", "my-recipe.yaml"]
+    assert sorted(p.name for p in v1_file.parent.iterdir()) == ["my-recipe.yaml", "my-recipe.yaml.v1.bak"]
     again = CliRunner().invoke(app, ["recipe", "upgrade", str(v1_file)])
     assert again.exit_code == 0
     assert "already schema version 2; nothing to do" in again.stderr
@@ -70,7 +70,7 @@ def test_upgrade_json(v1_file: Path) -> None:
     assert result.exit_code == 0, result.stderr
     document = json.loads(result.stdout)["result"]
     assert document == {"file": str(v1_file), "changed": True, "schema_version": 2,
-                        "backup": str(v1_file.with_name("my-recipe.v1.yaml"))}
+                        "backup": str(v1_file.with_name("my-recipe.yaml.v1.bak"))}
 
 
 def test_a_v2_recipe_is_left_alone(tmp_path: Path) -> None:
@@ -94,7 +94,7 @@ def test_an_invalid_v1_recipe_is_refused_untouched(tmp_path: Path) -> None:
 
 
 def test_an_existing_different_backup_is_not_overwritten(v1_file: Path) -> None:
-    backup = v1_file.with_name("my-recipe.v1.yaml")
+    backup = v1_file.with_name("my-recipe.yaml.v1.bak")
     backup.write_text("# someone's earlier original\n")
     result = CliRunner().invoke(app, ["recipe", "upgrade", str(v1_file)])
     assert result.exit_code == 2
@@ -123,4 +123,23 @@ def test_the_v1_notice_is_one_line_on_stderr_only(v1_file: Path) -> None:
 def test_a_v2_recipe_gets_no_notice() -> None:
     result = CliRunner().invoke(app, ["recipe", "validate", str(bundled_dir("recipes") / "flagtree-cpu-arm64.yaml")])
     assert result.exit_code == 0, result.stderr
-    assert "note:" not in result.stderr
+    assert "schema version" not in result.stderr and "recipe upgrade" not in result.stderr
+
+
+def _listed(folder: Path) -> list[str]:
+    result = CliRunner().invoke(app, ["--json", "--recipes-dir", str(folder), "recipe", "list"])
+    assert result.exit_code == 0, result.stderr
+    return [r["name"] for r in json.loads(result.stdout)["result"]["recipes"] if r["origin"] == "user"]
+
+
+def test_the_kept_original_is_not_listed_as_one_more_recipe(v1_file: Path) -> None:
+    result = CliRunner().invoke(app, ["recipe", "upgrade", str(v1_file)])
+    assert result.exit_code == 0, result.stderr
+    assert _listed(v1_file.parent) == ["my-recipe"]
+
+
+def test_an_older_upgrades_v1_yaml_original_is_not_listed_beside_its_recipe(v1_file: Path) -> None:
+    """Upgrades before the .v1.bak name kept my-recipe.v1.yaml: recipe list does not show it as a recipe."""
+    shutil.copy(v1_file, v1_file.with_name("my-recipe.v1.yaml"))
+    (v1_file.parent / "other.v1.yaml").write_text(v1_file.read_text())  # no other.yaml: a recipe of its own
+    assert _listed(v1_file.parent) == ["my-recipe", "other.v1"]
