@@ -85,10 +85,12 @@ def verified(path: Path, ui: UI, trust: Trust = Trust()) -> tuple[Manifest, Auth
     return done.head.manifest, check_digest(path, verdicts[0], done.sha256)
 
 
-def import_bundle(ctx: StageContext, path: Path, options: ImportOptions) -> StageResult:
-    """Verify ``path``, check it is made for ``ctx``, and seed what this machine lacks (see the module)."""
+def import_bundle(ctx: StageContext, path: Path, options: ImportOptions,
+                  checked: tuple[Manifest, Authenticity] | None = None) -> StageResult:
+    """Verify ``path`` (unless ``checked`` holds what ``verified`` said of it this run), check it is made for
+    ``ctx``, and seed what this machine lacks (see the module)."""
     start = time.monotonic()
-    manifest, authenticity = verified(path, ctx.ui, options.trust)
+    manifest, authenticity = checked or verified(path, ctx.ui, options.trust)
     check_made_for(manifest, ctx, options.python, path)
     seeder = _Seeder(ctx, path, manifest, options)
     seeder.require_carried()
