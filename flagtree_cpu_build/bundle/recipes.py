@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..digest import hash_file
+from ..invocation import elsewhere
 from ..partials import PartialFolder
 from ..workspace import STATE_DIRNAME, default_workdir, located_workspace
 from .errors import BundleDamaged
@@ -62,16 +63,20 @@ def with_carried_recipe(request: ContextRequest, path: Path, ui: UI, trust: Trus
     from ..workspace_recipe import recorded
 
     root = located_workspace(request.workdir)
-    if recorded(root) is not None or (request.recipe is not None and _names_a_file(request.recipe)):
-        return Carried(request)
+    if recorded(root) is not None or (request.recipe is not None and (_names_a_file(request.recipe)
+                                                                      or _bundled(request.recipe).is_file())):
+        return Carried(request)  # the workspace's recipe, a file, or one of this tool's: as before
     manifest, authenticity = verify(path, ui, trust)  # nothing is written before the whole file verified
     checked = (manifest, authenticity)
     if request.recipe is not None and request.recipe != manifest.recipe:
         return Carried(request, checked)  # another recipe: refused as before (fit.check_made_for)
     top = _top_recipe(manifest, path)
-    if _is_this_tools(manifest.recipe, top):
+    own = _bundled(manifest.recipe)
+    if own.is_file() and (top is None or hash_file(own) == top.sha256):  # this tool's recipe, byte for byte
         return Carried(replace(request, recipe=manifest.recipe, variant=request.variant or manifest.variant),
                        checked)
+    if top is None:  # a bundle without recipe files (made by hand): the recipe is looked for by name, as before
+        return Carried(request, checked)
     root = root or Path.cwd() / default_workdir(manifest.recipe)
     carried = Carried(request, checked)
     try:
@@ -107,21 +112,20 @@ def _names_a_file(recipe: str) -> bool:
     return os.sep in recipe or recipe.endswith((".yaml", ".yml"))
 
 
-def _top_recipe(manifest: Manifest, path: Path) -> Member:
+def _top_recipe(manifest: Manifest, path: Path) -> Member | None:
+    """The file of the bundle's own recipe (None when it carries none)."""
     found = [m for m in manifest.of_kind("recipe") if m.meta.get("recipe") == manifest.recipe]
-    if len(found) != 1:
-        raise BundleDamaged(f"{path} does not carry the file of its recipe {manifest.recipe!r} (once), so the "
-                            "recipe cannot be taken from it", fix="make the bundle again with flagtree-cpu bundle "
-                            "create, on the machine that has the recipe")
-    return found[0]
+    if len(found) > 1:
+        raise BundleDamaged(f"{path} carries the file of its recipe {manifest.recipe!r} {len(found)} times",
+                            fix=f"make the bundle again ({elsewhere('bundle', 'create')})")
+    return found[0] if found else None
 
 
-def _is_this_tools(name: str, member: Member) -> bool:
-    """Whether the bundle's recipe is this tool's bundled recipe of that name, byte for byte: then by name."""
+def _bundled(name: str) -> Path:
+    """Where this tool's bundled recipe ``name`` would be (a name with a path in it is none of them)."""
     from ..recipe.locate import bundled_dir
 
-    own = bundled_dir("recipes") / f"{name}.yaml"
-    return own.is_file() and hash_file(own) == member.sha256
+    return bundled_dir("recipes") / (f"{name}.yaml" if "/" not in name and name not in ("", ".", "..") else "-")
 
 
 def _extract(path: Path, manifest: Manifest, top: Member, root: Path, carried: Carried) -> Path:
