@@ -6,6 +6,13 @@ tool prints carries the context it was printed in: ``-w`` with the workspace's a
 folder), ``--recipe`` unless it is the default recipe, ``--variant`` when one is in use, ``--lock-file`` when the
 lock lives outside the workspace. This module is the one place that renders them; the CLI hands the run's
 ``Invocation`` to the UI, which applies it to each fix and next line it prints.
+
+A command meant for ANOTHER machine ("on a connected machine run `flagtree-cpu fetch --cache-dir DIR`", "make the
+bundle again", "on the board: doctor --snapshot") must not carry this machine's workspace or lock paths: they mean
+nothing there. Such a command is written with ``elsewhere(...)``, which marks it; the rendering gives it the
+recipe and variant only (``Invocation.portable``), always with an explicit ``--recipe`` — on the other machine the
+folder it is typed in may be a workspace of another recipe — and a recipe file by its name (the user copies it
+along; this machine's path means nothing there).
 """
 
 from __future__ import annotations
@@ -21,6 +28,15 @@ PROGRAM = "flagtree-cpu"
 COMMANDS = ("setup", "status", "sync", "fetch", "link", "python", "build", "validate", "env", "doctor", "bundle",
             "clean", "lock", "recipe", "schema")
 _COMMAND = re.compile(rf"(?<![\w./-]){re.escape(PROGRAM)} (?=(?:{'|'.join(COMMANDS)})\b)")
+# a command for another machine, as written where it is raised (``elsewhere``); rendered by ``in_context`` always
+_ELSEWHERE = f"{PROGRAM}@another-machine"
+_ELSEWHERE_COMMAND = re.compile(rf"{re.escape(_ELSEWHERE)} ")
+
+
+def elsewhere(*words: str) -> str:
+    """``flagtree-cpu <words>`` to be run on another machine (a connected one, the board): rendered with the
+    recipe and variant of this run, never with this machine's ``-w`` or ``--lock-file``."""
+    return shlex.join([_ELSEWHERE, *words])
 
 
 @dataclass(frozen=True)
@@ -31,6 +47,8 @@ class Invocation:
     recipe: str | None = None  # a bundled name, or a recipe file's absolute path; None: the default recipe
     variant: str | None = None
     lock_file: Path | None = None  # absolute; None: the lock inside the workspace
+    # --recipe as another machine is told it: a bundled name (the default's too), or a recipe file's name
+    portable_recipe: str | None = None
 
     def options(self) -> list[str]:
         args = ["-w", str(self.workdir)]
@@ -46,14 +64,24 @@ class Invocation:
         """``flagtree-cpu <context options> <words>``, quoted for a POSIX shell."""
         return shlex.join([PROGRAM, *self.options(), *words])
 
+    def portable(self) -> list[str]:
+        """The options of a command for another machine: the recipe and the variant, no path of this one."""
+        args = ["--recipe", self.portable_recipe] if self.portable_recipe is not None else []
+        return args + (["--variant", self.variant] if self.variant is not None else [])
+
     def apply(self, text: str) -> str:
-        """``text`` with the context options put after each ``flagtree-cpu <command>`` in it."""
-        return _COMMAND.sub(lambda _: shlex.join([PROGRAM, *self.options()]) + " ", text)
+        """``text`` with the context options put after each ``flagtree-cpu <command>`` in it, and the portable
+        ones after each command for another machine. A command already rendered (options after the program) is
+        left alone, so applying twice changes nothing."""
+        text = _COMMAND.sub(lambda _: shlex.join([PROGRAM, *self.options()]) + " ", text)
+        return _ELSEWHERE_COMMAND.sub(lambda _: shlex.join([PROGRAM, *self.portable()]) + " ", text)
 
 
 def in_context(text: str | None, invocation: Invocation | None) -> str | None:
-    """``text`` as the user should copy it: unchanged without a context (an error before the workspace was
-    known), else with the context's options in each command."""
-    if text is None or invocation is None:
+    """``text`` as the user should copy it: without a context (an error before the workspace was known) its
+    commands as written, else with the context's options in each command."""
+    if text is None:
         return text
+    if invocation is None:
+        return _ELSEWHERE_COMMAND.sub(f"{PROGRAM} ", text)
     return invocation.apply(text)

@@ -37,6 +37,7 @@ from .atomic import write_atomic
 from .cpuinfo import sve_length_from_prctl
 from .errors import UsageError
 from .host import SNAPSHOT_MANIFEST, host_glibc
+from .invocation import elsewhere
 
 SCHEMA_ID = "flagtree-cpu/snapshot/v1"
 MANIFEST_NAME = SNAPSHOT_MANIFEST
@@ -66,7 +67,7 @@ MAX_MEMBERS = 2 * 4096 + len(FIXED_FILES) + 1  # two files per CPU, up to 4096 C
 # the decompressed stream: the members, their 512-byte headers and padding, and tar's closing records
 _STREAM_LIMIT = MAX_TOTAL_BYTES + MAX_MEMBERS * 1536 + (1 << 20)
 
-_REMAKE = "make the snapshot on the board with `flagtree-cpu doctor --snapshot board.tar.gz`"
+_REMAKE = f"make the snapshot on the board with `{elsewhere('doctor', '--snapshot', 'board.tar.gz')}`"
 
 
 @dataclass(frozen=True)

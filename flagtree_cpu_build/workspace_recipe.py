@@ -154,5 +154,13 @@ def record_of(loaded: Recipe, lock_file: Path | None) -> WorkspaceRecord:
 
 def invocation_of(loaded: Recipe, ws: Workspace) -> Invocation:
     """The options that reproduce this run's context (``invocation``), for the commands it prints."""
-    return Invocation(ws.root, _shown(_recipe_arg(loaded)), loaded.variant if loaded.variants else None,
-                      ws.lock_path)
+    arg = _recipe_arg(loaded)
+    return Invocation(ws.root, _shown(arg), loaded.variant if loaded.variants else None, ws.lock_path,
+                      portable_recipe=portable_recipe(loaded))
+
+
+def portable_recipe(recipe: Recipe) -> str:
+    """--recipe as another machine is told it: a bundled recipe's name, else its file's name (this machine's
+    path means nothing there; the file goes along, or comes in a bundle)."""
+    arg = _recipe_arg(recipe)
+    return arg if arg == recipe.name else Path(arg).name

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ..invocation import elsewhere
 from ..stagekit.stage import StageContext
 from .errors import BundleMismatch
 from .manifest import Manifest
@@ -69,16 +70,15 @@ def check_made_for(manifest: Manifest, ctx: StageContext, python: Path, path: Pa
     found = differences(manifest, ctx, version)
     if not found:
         return
-    recipe = ctx.recipe
     same = f"--recipe {manifest.recipe}" + (f" --variant {manifest.variant}" if manifest.variant else "")
-    wanted = f"--recipe {recipe.name}" + (f" --variant {recipe.variant}" if recipe.variant else "")
+    # the connected machine's command gets this workspace's recipe and variant, not its paths (invocation.py)
+    make = elsewhere("bundle", "create", "--sysroot", "board.tar.gz", "--target-python", version[0], "-o", "FILE")
     raise BundleMismatch(
         f"{path} was made for {manifest.made_for()}; it does not fit this workspace, so nothing was imported",
         details=tuple(found),
         fix=f"import it where it fits ({same}, a Python {manifest.target.get('python') or ''} interpreter with "
         f"--python); or describe this machine (flagtree-cpu doctor --snapshot board.tar.gz), and on a connected "
-        f"machine make a bundle for it: flagtree-cpu {wanted} bundle create --sysroot board.tar.gz "
-        f"--target-python {version[0]} -o FILE")
+        f"machine make a bundle for it: {make}")
 
 
 def _older(have: str, need: str) -> bool:

@@ -37,6 +37,7 @@ from ..errors import FlagtreeCpuError
 from ..gitcache import GitCache
 from ..gitcmd import has_commit
 from ..gitops import clone_bundle_mirror, fetch_bundle
+from ..invocation import elsewhere
 from ..lockfile import Lock, read_lock, write_lock
 from ..partials import PartialFolder, sweep
 from ..pythonenv import wheelhouse_dir
@@ -74,7 +75,7 @@ def verified(path: Path, ui: UI, trust: Trust = Trust()) -> tuple[Manifest, Auth
 
     if not path.is_file():
         raise UsageError(f"the bundle {path} " + ("is a folder, not a file" if path.is_dir() else "does not exist"),
-                         fix="give the file `flagtree-cpu bundle create -o FILE` wrote")
+                         fix=f"give the file `{elsewhere('bundle', 'create', '-o', 'FILE')}` wrote")
     size = path.stat().st_size
     verdicts: list[Authenticity] = []
     with ui.progress(f"verifying {path.name}", total=size, unit="bytes") as task:
@@ -84,10 +85,12 @@ def verified(path: Path, ui: UI, trust: Trust = Trust()) -> tuple[Manifest, Auth
     return done.head.manifest, check_digest(path, verdicts[0], done.sha256)
 
 
-def import_bundle(ctx: StageContext, path: Path, options: ImportOptions) -> StageResult:
-    """Verify ``path``, check it is made for ``ctx``, and seed what this machine lacks (see the module)."""
+def import_bundle(ctx: StageContext, path: Path, options: ImportOptions,
+                  checked: tuple[Manifest, Authenticity] | None = None) -> StageResult:
+    """Verify ``path`` (unless ``checked`` holds what ``verified`` said of it this run), check it is made for
+    ``ctx``, and seed what this machine lacks (see the module)."""
     start = time.monotonic()
-    manifest, authenticity = verified(path, ctx.ui, options.trust)
+    manifest, authenticity = checked or verified(path, ctx.ui, options.trust)
     check_made_for(manifest, ctx, options.python, path)
     seeder = _Seeder(ctx, path, manifest, options)
     seeder.require_carried()
@@ -195,8 +198,8 @@ class _Seeder:
         if missing:
             raise BundleDamaged(f"{member.name} does not hold commit {missing[0]} of {url} that the bundle's "
                                 "manifest lists", details=tuple(missing),
-                                fix="make the bundle again (flagtree-cpu bundle create); what was imported so far "
-                                "is kept")
+                                fix=f"make the bundle again ({elsewhere('bundle', 'create')}); what was imported "
+                                "so far is kept")
         return Action(_subject(member), status, f"{_count(len(commits), 'pinned commit')} in {mirror.name}",
                       {"mirror": str(mirror), "url": url, "commits": commits})
 
@@ -314,7 +317,8 @@ def _mirror_of_bundle(bundle: Path, tree: Path, url: str, member: Member) -> Non
     missing = [c for c in _commits(member) if not has_commit(tree, c)]
     if missing:
         raise BundleDamaged(f"{member.name} does not hold commit {missing[0]} of {url} that the bundle's manifest "
-                            "lists", details=tuple(missing), fix="make the bundle again (flagtree-cpu bundle create)")
+                            "lists", details=tuple(missing),
+                            fix=f"make the bundle again ({elsewhere('bundle', 'create')})")
 
 
 def _bound(seed: Callable[[Member, Path], Action], member: Member) -> Callable[[Path], Action]:

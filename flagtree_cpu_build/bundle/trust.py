@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from ..invocation import elsewhere
 from ..regular_file import NotRegularFile, read_regular
 from ..workspace import user_config_dir
 from .errors import BundleUntrusted
@@ -193,8 +194,8 @@ def authenticate(path: Path, head: Head, trust: Trust) -> Authenticity:
         if keys is not None:
             raise BundleUntrusted(f"{path} is not signed, and trusted keys are configured in {keys.where()}: an "
                                   "unsigned bundle is refused, and nothing of it is used", details=keys.looked_for(),
-                                  fix="ask its maker for a signed bundle (flagtree-cpu bundle create --sign KEY "
-                                  f"-o FILE; {README})")
+                                  fix="ask its maker for a signed bundle ("
+                                  f"{elsewhere('bundle', 'create', '--sign', 'KEY', '-o', 'FILE')}; {README})")
         return Authenticity(expected=trust.expect_sha256)
     with Checker(signature, head.raw, (keys.path, keys.text) if keys else None) as checker:
         if keys is not None:

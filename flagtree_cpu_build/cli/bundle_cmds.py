@@ -93,6 +93,7 @@ def _render_created(ui: UI, created: BundleCreated) -> None:
     """The size of each part, what --since left out, the file, and what to run with it."""
     import shlex
 
+    from ..bundle.recipes import board_commands
     from ..progress import human_bytes
     from .render import count
 
@@ -121,5 +122,4 @@ def _render_created(ui: UI, created: BundleCreated) -> None:
     else:
         ui.info("not signed: boards that require trusted keys refuse it (bundle create --sign KEY signs it)")
     first = f" (after importing {shlex.quote(created.since.name)} there)" if created.since else ""
-    ui.info(f"on the machine without network{first}: flagtree-cpu --recipe {shlex.quote(manifest.recipe)} setup "
-            f"--bundle {shlex.quote(created.path.name)} --offline")
+    ui.info(f"on the machine without network{first}: {board_commands(manifest, created.path.name)}")

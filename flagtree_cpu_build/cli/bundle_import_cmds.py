@@ -51,15 +51,25 @@ def bundle_import(
     the lock where the recipe keeps it.
     Importing the same bundle again changes nothing.
     """
-    from ..bundle.importer import ImportOptions, import_bundle
-    from .stage_cmds import absolute, exclusive, opened
+    from ..bundle.importer import ImportOptions, import_bundle, verified
+    from ..bundle.recipes import with_carried_recipe
+    from ..context import chosen_python, open_context
+    from .stage_cmds import absolute, exclusive
 
     trust = trust_of(trusted_keys, expect_digest)
-    opts, stage_ctx, target = opened(ctx, python=python)
-    import_options = ImportOptions(python=target, cache_dir=cache_dir.expanduser() if cache_dir else None,
-                                   update_lock=update_lock, trust=trust)
-    with exclusive(opts, stage_ctx, "bundle import"):
-        result = import_bundle(stage_ctx, absolute(bundle) or bundle, import_options)
+    opts, path = options(ctx), absolute(bundle) or bundle
+    # a workspace that records no recipe takes the bundle's: a recipe file the board lacks comes out of the bundle
+    carried = with_carried_recipe(opts.request(python=python), path, opts.ui, trust, verified)
+    try:
+        stage_ctx = open_context(carried.request, opts.ui)
+        import_options = ImportOptions(python=chosen_python(carried.request, stage_ctx.workspace),
+                                       cache_dir=cache_dir.expanduser() if cache_dir else None,
+                                       update_lock=update_lock, trust=trust)
+        with exclusive(opts, stage_ctx, "bundle import"):
+            result = import_bundle(stage_ctx, path, import_options, carried.checked)
+    except BaseException:
+        carried.undo()  # a refused import leaves no recipe file (nor a workspace made for it)
+        raise
     render_import(opts.ui, result)
 
 

@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..invocation import elsewhere
 from . import completion, render
 from .app import (
     CacheDirOption,
@@ -178,7 +179,7 @@ def doctor(
     if snapshot is not None:
         if sysroot is not None:
             raise UsageError("--snapshot records this machine and --sysroot reads another one: pass one of them",
-                             fix="on the board: flagtree-cpu doctor --snapshot board.tar.gz; anywhere: "
+                             fix=f"on the board: {elsewhere('doctor', '--snapshot', 'board.tar.gz')}; anywhere: "
                              "flagtree-cpu doctor --sysroot board.tar.gz")
         render.snapshot(opts.ui, write_snapshot(snapshot.expanduser()))
         return

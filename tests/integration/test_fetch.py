@@ -289,7 +289,7 @@ def test_offline_lists_what_is_missing_and_how_to_get_it(tmp_path: Path, http_se
     result = fetch(tmp_path, url, "--offline", sets=(f"artifacts.llvm.sha256={tarball.sha256}",))
     assert result.exit_code == 4
     assert f"llvm: {url} (sha256 {tarball.sha256})" in result.stderr
-    assert "flagtree-cpu fetch --cache-dir DIR" in without_context(result.stderr)
+    assert "flagtree-cpu --recipe flagtree-cpu-arm64 fetch --cache-dir DIR" in without_context(result.stderr)
     assert "--from NAME=FILE" in result.stderr
     assert http_server.requests == []
 

@@ -42,6 +42,7 @@ from ...digest import hash_file_all, mismatches
 from ...diskspace import require_free, tree_hint
 from ...errors import ArtifactError, UsageError
 from ...extract import STAMP_NAME, read_stamp, stamp_problem, write_markers
+from ...invocation import elsewhere
 from ...lockfile import ArtifactLock, Lock, locked_artifact, read_lock, update_lock
 from ...partials import PartialFolder, sweep
 from ...probes import artifact_pin_failures
@@ -91,7 +92,7 @@ def run_fetch(ctx: StageContext, options: RunOptions, plan: Sequence[PlanItem]) 
         raise ArtifactError(
             f"{len(missing_offline)} artifact(s) are not in the download cache "
             f"({', '.join(caches)}) and --offline forbids downloading", details=tuple(missing_offline),
-            fix="on a connected machine run `flagtree-cpu fetch --cache-dir DIR` and copy DIR here (then "
+            fix=f"on a connected machine run `{elsewhere('fetch', '--cache-dir', 'DIR')}` and copy DIR here (then "
             "--cache-dir DIR), or download each URL and import it: flagtree-cpu fetch --offline --from NAME=FILE")
     new_entries = {name: o.lock for name, o in outcomes.items() if o.lock is not None}
     if not options.frozen:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from ... import wheelhouse as wh
 from ...build_stamp import differences, write_stamp
 from ...errors import ArtifactError, BuildError, UsageError
+from ...invocation import elsewhere
 from ...workspace import home_dir, triton_home
 
 if TYPE_CHECKING:
@@ -233,8 +234,9 @@ def _download(ctx: StageContext, location: wh.Location, entry: dict[str, Any]) -
                    else "sha256 differs")
             raise ArtifactError(f"the wheelhouse's {name} is not the file its manifest lists ({why}): "
                                 "refused, nothing was installed", details=err.details,
-                                fix="publish it again from a build you trust (flagtree-cpu build --force --publish "
-                                "...), or build here: flagtree-cpu build (without --wheelhouse)") from None
+                                fix="publish it again from a build you trust (on the machine that publishes: "
+                                f"{elsewhere('build', '--force', '--publish', '...')}), or build here: flagtree-cpu "
+                                "build (without --wheelhouse)") from None
         ctx.ui.warn(f"could not download {name} from the wheelhouse {location.given} "
                     f"({'; '.join(err.details)[:300]}); building here")
         return None
