@@ -79,7 +79,7 @@ def recipe_and_workspace(request: ContextRequest, *, check: bool = True) -> tupl
     root = located_workspace(request.workdir)
     loaded = requested_recipe(request) if root is None and request.recipe is not None else None
     if root is None:  # outside every workspace: the recipe names the folder
-        root = Path.cwd() / default_workdir(loaded.name if loaded is not None else None)
+        root = Path.cwd() / default_workdir(_folder_name(loaded, request) if loaded is not None else None)
     found = recorded(root)
     completed = recipe_from(request, found)
     if loaded is None or completed != request:
@@ -96,6 +96,21 @@ def recipe_and_workspace(request: ContextRequest, *, check: bool = True) -> tupl
     # a base run on its stack's workspace leaves the record naming the top of the stack
     record = found.record if stacked == "below" and found is not None else record_of(loaded, ws.lock_path)
     return loaded, replace(ws, record=record), completed
+
+
+def _folder_name(loaded: Recipe, request: ContextRequest) -> str:
+    """What names a recipe's default workspace folder: a stacked recipe lives in its bottom base's workspace
+    (FlagGems goes on the FlagTree set up from the same folder, not on a second clone of it); a variant other
+    than the recipe's own default gets a folder of its own (a workspace is set up for one variant)."""
+    from dataclasses import replace
+
+    bases = _bases(loaded, request)
+    if bases:
+        return bases[-1]
+    if request.variant and loaded.variants and request.variant != requested_recipe(
+            replace(request, variant=None)).variant:
+        return f"{loaded.name}-{request.variant}"
+    return loaded.name
 
 
 def _bases(recipe: Recipe, request: ContextRequest) -> list[str]:

@@ -116,6 +116,22 @@ def test_each_recipe_gets_its_own_default_workspace_folder(world: GitWorld, tmp_
     assert result_of(again.stdout)["actions"][0]["status"] == "ok"
 
 
+def test_a_stack_defaults_to_its_bases_folder_and_another_variant_to_its_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside every workspace: FlagGems goes on the FlagTree set up from the same folder (not on a second clone
+    in ./flaggems-arm-workspace); a variant other than the recipe's default gets a folder of its own, so the
+    next variant is not refused on the first one's workspace."""
+    monkeypatch.chdir(tmp_path)
+    stack = cli("--recipe", "flaggems-arm", "status", "--json")
+    assert result_of(stack.stdout)["workspace"] == str(tmp_path / "flagtree-workspace")
+    metax = cli("--recipe", "torch-fl", "--variant", "metax", "lock")
+    assert metax.exit_code == 0, metax.stderr
+    assert (tmp_path / "torch-fl-metax-workspace" / RECORD).is_file()
+    cuda = cli("--recipe", "torch-fl", "lock")  # the recipe's default variant: the recipe's own folder
+    assert cuda.exit_code == 0, cuda.stderr
+    assert json.loads((tmp_path / "torch-fl-workspace" / RECORD).read_text())["variant"] == "cuda"
+
+
 def test_an_edited_recipe_file_of_the_same_name_is_used_and_recorded(tmp_path: Path) -> None:
     ws = tmp_path / "tc"
     assert cli("-w", str(ws), "--recipe", "triton-cpu", "lock").exit_code == 0
