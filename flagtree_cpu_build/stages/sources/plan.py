@@ -55,7 +55,7 @@ def _plan_one(ctx: StageContext, name: str, lock: Lock | None, options: RunOptio
     wanted, pinned_by = pinned(source, lock.sources.get(name) if lock else None, update=options.update)
     tip = None
     if wanted is None and options.ask_network and not options.offline:
-        tip = _tip(source.url, source.ref or "HEAD", name)
+        tip = _tip(source.url, source.ref or "HEAD", name, for_run=options.for_run)
     data: dict[str, object] = {"path": str(checkout), "pin": wanted or tip, "pinned_by": pinned_by}
     pin = f"@{(wanted or tip or '')[:7]}" if wanted or tip else f"({source.ref}, resolved when cloned)"
     if not (checkout / ".git").exists():
@@ -105,13 +105,17 @@ def _users_changes(ctx: StageContext, name: str, lock: Lock | None) -> list[str]
                                    recorded)
 
 
-def _tip(url: str, ref: str, name: str) -> str | None:
-    """The ref's commit on the server now (what sync would move to), or None when it cannot be asked."""
+def _tip(url: str, ref: str, name: str, *, for_run: bool) -> str | None:
+    """The ref's commit on the server now (what sync would move to), or None when it cannot be asked.
+
+    Planned for the run, a host without DNS answer stops here: sync would only ask it again."""
     from ...errors import FlagtreeCpuError
     from .pins import ls_remote
 
     try:
         return ls_remote(url, ref, name)
-    except FlagtreeCpuError:
+    except FlagtreeCpuError as exc:
+        if for_run and exc.unresolved_hosts:
+            raise
         return None
 
