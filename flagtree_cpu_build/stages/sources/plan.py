@@ -57,6 +57,10 @@ def _plan_one(ctx: StageContext, name: str, lock: Lock | None, options: RunOptio
     if wanted is None and options.ask_network and not options.offline:
         tip = _tip(source.url, source.ref or "HEAD", name, for_run=options.for_run)
     data: dict[str, object] = {"path": str(checkout), "pin": wanted or tip, "pinned_by": pinned_by}
+    if wanted is None and options.offline:  # only the server can say the ref's tip: the run stops (pins.settle_pins)
+        return PlanItem("sources", name, "differs", f"follows {source.ref!r}; nothing locked for it",
+                        f"stop: {name} follows {source.ref!r}, which needs the network to resolve, and --offline "
+                        "forbids it", "not pinned, not in the lock file", data, "stop", SourceError)
     pin = f"@{(wanted or tip or '')[:7]}" if wanted or tip else f"({source.ref}, resolved when cloned)"
     if not (checkout / ".git").exists():
         if checkout.exists() and not (checkout.is_dir() and not any(checkout.iterdir())):
