@@ -147,12 +147,12 @@ LISTED_BY_THE_BUILD = ("python.preinstalled", "toolchain.provisioned")
 def check_host_for_build(ctx: StageContext, options: RunOptions) -> list[str]:
     """`build`'s preflight: doctor's checks that block the build (setup's preflight runs them too), every blocking
     problem listed at once (DoctorFailed, exit 7, as doctor and setup give); the failures --ignore-host let
-    through, as warnings."""
+    through, by id."""
     report = run_preflight_checks(ctx, options, ("build",), leave_out=LISTED_BY_THE_BUILD)
     stops = blocking(report.findings, options)
     if stops:
         raise _host_problems(stops, "build", "fail; nothing was run", _fix("build"))
-    return [f"{f.id}: {f.detail} (ignored: --ignore-host)" for f in report.findings if f.status == "fail"]
+    return [f.id for f in report.findings if f.status == "fail"]
 
 
 def _fix(command: str) -> str:

@@ -374,8 +374,10 @@ def build(
                                wheelhouse=wheelhouse, build=BuildExtras(wheel_dir, publish))
     with exclusive(opts, stage_ctx, "build"):
         # doctor's rules that block the build, as setup's preflight runs them: every host problem at once (exit 7)
-        for warning in check_host_for_build(stage_ctx, build_options):
-            opts.ui.warn(warning)
+        ignored = check_host_for_build(stage_ctx, build_options)
+        if ignored:  # asked for (--ignore-host): said once, not as warnings
+            opts.ui.info(f"preflight: {len(ignored)} host check{'s' if len(ignored) > 1 else ''} failed, ignored "
+                         f"(--ignore-host): {', '.join(ignored)}")
         result = run_stage(stage_named("build"), stage_ctx, build_options)
     render.stage_result(opts.ui, result, "step")
     wheel_info = result.actions[0].data.get("wheel")
