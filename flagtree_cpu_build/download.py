@@ -76,9 +76,10 @@ class Downloaded:
 class _Failure(Exception):
     """This candidate URL cannot serve the file; try the next one."""
 
-    def __init__(self, reason: str, status: int | None = None):
+    def __init__(self, reason: str, status: int | None = None, *, unresolved: str | None = None):
         super().__init__(reason)
         self.reason, self.status = reason, status
+        self.unresolved = unresolved  # the host name that got no DNS answer, when that is the reason
 
 
 class _TooLarge(_Failure):
@@ -166,6 +167,7 @@ class Downloader:
         a larger file is refused as soon as it is announced or arrives (at most ``max_bytes + 1`` are read)."""
         expected = {k.lower(): v.lower() for k, v in (expected or {}).items()}
         failures: list[str] = []
+        unresolved: list[str] = []  # the hosts of the candidates that failed for want of a DNS answer
         for url in urls:
             part = part_for(url)
             try:
@@ -176,6 +178,7 @@ class Downloader:
                 continue
             except _Failure as failure:
                 failures.append(f"{url}: {failure.reason}{_kept(part)}")
+                unresolved += [failure.unresolved] if failure.unresolved else []
                 continue
             except OSError as exc:
                 if is_disk_full(exc):
@@ -193,7 +196,8 @@ class Downloader:
                     with contextlib.suppress(ArtifactError):  # a folder in its place is named another time
                         discard_part(part_for(other))
             return result
-        raise _all_failed(label, failures)
+        # no candidate resolved: the network is missing (or every name is wrong), which setup reports once for all
+        raise _all_failed(label, failures, unresolved if len(unresolved) == len(failures) else ())
 
     # -- one candidate ------------------------------------------------------------------------
 
@@ -228,8 +232,9 @@ class Downloader:
                         break
                 except (requests.ConnectionError, requests.Timeout, urllib3.exceptions.HTTPError) as exc:
                     if unresolved(exc):  # no DNS answer: no network here, or a wrong name; waiting changes neither
-                        raise _Failure(f"the host name {urlparse(url).hostname} cannot be resolved (no network, or "
-                                       "no DNS answer for it); not retried") from None
+                        host = urlparse(url).hostname or url
+                        raise _Failure(f"the host name {host} cannot be resolved (no network, or no DNS answer for "
+                                       "it); not retried", unresolved=host) from None
                     # refused, reset, timed out, or cut in the middle of the body: the .part is kept
                     last = _short(exc)
                 except (requests.RequestException, ValueError) as exc:  # a redirect to ftp:// or file://, a loop

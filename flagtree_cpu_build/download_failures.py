@@ -8,6 +8,7 @@ did not match, bytes kept to resume, the network switched off).
 from __future__ import annotations
 
 import socket
+from collections.abc import Sequence
 from pathlib import Path
 
 from .errors import ArtifactError
@@ -17,7 +18,14 @@ NO_NETWORK_ENV = "FLAGTREE_CPU_NO_NETWORK"
 SWITCHED_OFF = f"the network is switched off ({NO_NETWORK_ENV}=1); no connection was opened"
 
 
-def all_failed(label: str, failures: list[str]) -> ArtifactError:
+def all_failed(label: str, failures: list[str], unresolved: Sequence[str] = ()) -> ArtifactError:
+    """``unresolved``: the host names that got no DNS answer, when every candidate failed for that."""
+    error = _all_failed(label, failures)
+    error.unresolved_hosts = tuple(dict.fromkeys(unresolved))
+    return error
+
+
+def _all_failed(label: str, failures: list[str]) -> ArtifactError:
     if failures and all(SWITCHED_OFF in f for f in failures):
         return ArtifactError(f"could not download {label}: {SWITCHED_OFF}", details=tuple(failures), fix=f"unset "
                              f"{NO_NETWORK_ENV}, or bring it without the network: flagtree-cpu bundle import FILE")

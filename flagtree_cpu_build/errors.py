@@ -43,6 +43,9 @@ class FlagtreeCpuError(Exception):
 
     exit_code: ExitCode = ExitCode.UNEXPECTED
     kind: str = "error"
+    # the host names that got no DNS answer (no network here, or a wrong name): setup makes one error of the stages
+    # that failed for that side by side, naming every host (``no_network``)
+    unresolved_hosts: tuple[str, ...] = ()
 
     def __init__(self, message: str, *, fix: str | None = None, details: tuple[str, ...] = (),
                  log: str | Path | None = None, diagnosis: dict[str, object] | None = None):

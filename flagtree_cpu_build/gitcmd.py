@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from .gitrun import classify_failure, execute, start_streaming, stop
+from .gitrun import classify_failure, execute, start_streaming, stop, unresolved_host
 from .progress import ProgressTask
 
 
@@ -46,8 +46,11 @@ def run_git(
 def git_result(args: Sequence[str], *, cwd: Path | None = None, config: Sequence[tuple[str, str]] = (),
                url: str | None = None, progress: ProgressTask | None = None) -> tuple[int, str, str]:
     """(exit status, stdout, stderr) of a git command that may fail as an answer. A stalled
-    server is not an answer: it raises like ``run_git``."""
+    server is not an answer, nor a host name without DNS answer (a caller trying another way, a fetch by
+    commit id then a plain fetch, would only ask again): both raise like ``run_git``."""
     status, out, err = execute(args, cwd, config, progress, url)
+    if status != 0 and unresolved_host(err, url) is not None:
+        raise classify_failure(args, err, url, cwd)
     return status, out.removesuffix("\n"), err
 
 

@@ -26,6 +26,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlparse
 
 from .errors import SourceError
 from .limits import STALL_TIMEOUT_ENV, stall_timeout_s
@@ -219,6 +220,33 @@ _FAILURE_SIGNATURES = (
 )
 
 
+# A host name without a DNS answer, as curl (https), ssh and git's own protocol say it: no network here, or a wrong
+# name. Asking again changes neither, so it is never retried (``gitcmd.git_result`` raises it).
+_UNRESOLVED = re.compile(r"could not resolve host(?:name)?:?\s+([^\s:'\"/]+)|unable to look up ([^\s:'\"/()]+)"
+                         r"|temporary failure in name resolution|name or service not known", re.IGNORECASE)
+UNRESOLVED_FIX = (
+    "check the URL (flagtree-cpu recipe show); on a machine without network, bring the sources in a bundle made where "
+    "there is network (flagtree-cpu bundle create there, flagtree-cpu bundle import FILE here) and run "
+    "flagtree-cpu setup --offline; behind a git mirror: git config --global url.<mirror-url>.insteadOf <url-prefix>")
+
+
+def unresolved_host(stderr: str, url: str | None) -> str | None:
+    """The host name git could not resolve, when that is why it failed; else None."""
+    match = _UNRESOLVED.search(stderr)
+    if match is None:
+        return None
+    return match.group(1) or match.group(2) or _host_of(url) or "the server"
+
+
+def _host_of(url: str | None) -> str | None:
+    if not url:
+        return None
+    if "://" in url:
+        return urlparse(url).hostname
+    scp = re.match(r"(?:[^@/]+@)?([^:/]+):", url)  # git@github.com:owner/repo.git
+    return scp.group(1) if scp else None
+
+
 def classify_failure(args: Sequence[str], stderr: str, url: str | None, cwd: Path | None,
                      source: str | None = None) -> SourceError:
     """A git failure as a message a user can act on."""
@@ -227,6 +255,12 @@ def classify_failure(args: Sequence[str], stderr: str, url: str | None, cwd: Pat
     key = f"sources.{source}" if source else "the source"
     tail = [line for line in stderr.strip().splitlines()[-6:] if line.strip() and not line.startswith("Cloning into")]
     details = tuple(f"git: {line}" for line in tail)
+    host = unresolved_host(stderr, url)
+    if host is not None:
+        error = SourceError(f"cannot reach {where}: the host name {host} cannot be resolved (no network, or no DNS "
+                            "answer for it); not retried", details=details, fix=UNRESOLVED_FIX)
+        error.unresolved_hosts = (host,)
+        return error
     kind = next((k for k, signatures in _FAILURE_SIGNATURES if any(s in low for s in signatures)), None)
     if kind == "stalled":  # curl's low-speed limit, set from the same stall timeout
         return _stalled(args, stderr, url, cwd, stall_timeout_s())

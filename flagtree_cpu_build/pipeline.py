@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .errors import FlagtreeCpuError, Interrupted, Terminated, ValidationFailed
+from .no_network import one_error
 from .preflight import run_preflight
 from .setup_report import SetupReport, StageRecord, collect_pins, failed_stage, is_fresh, junit_without_kernels, save
 from .stagekit.stage import Action, RunOptions, Stage, StageContext, StageResult
@@ -232,6 +233,9 @@ def _side_by_side(ctx: StageContext, options: RunOptions, report: SetupReport, g
         _finish(record, fetched["result"], fetched["seconds"], ctx)
     if first_error is not None:
         if isinstance(error, FlagtreeCpuError):
+            merged = one_error([(first.name, first_error), (second.name, error)])
+            if merged is not None:  # no network: one error naming every host, not one per stage
+                raise merged
             ctx.ui.error(error)  # the first error decides the exit code; the second is still shown
         raise first_error
     if error is not None:

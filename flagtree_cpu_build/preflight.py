@@ -56,14 +56,14 @@ def build_only(check_id: str) -> bool:
     return any(c.id == check_id and c.blocks and not set(c.blocks) & set(_PREPARING) for c in all_checks())
 
 
-def run_preflight_checks(ctx: StageContext, options: RunOptions, stages: Iterable[str] | None = None
-                         ) -> DoctorReport:
+def run_preflight_checks(ctx: StageContext, options: RunOptions, stages: Iterable[str] | None = None,
+                         leave_out: Iterable[str] = ()) -> DoctorReport:
     from .cpuinfo import read_cpu
     from .doctor import DoctorContext, run_doctor
 
     doctor_ctx = DoctorContext(ctx.recipe, ctx.workspace, ctx.host, read_cpu(Path("/")), Path("/"), options,
                                dict(os.environ))
-    checks = preflight_checks(options, stages)
+    checks = tuple(c for c in preflight_checks(options, stages) if c not in set(leave_out))
     if not checks:  # run_doctor runs every check when given none
         from .doctor import DoctorReport
 
@@ -111,16 +111,11 @@ def run_preflight(ctx: StageContext, options: RunOptions) -> StageResult:
     report = run_preflight_checks(ctx, options)
     stops = blocking(report.findings, options)
     if stops:
-        details = []
-        for f in stops:
-            details += [f"{f.id}: {f.detail}"] + ([f"   fix: {f.fix}"] if f.fix else [])
-        fix = ("fix them and run setup again (`flagtree-cpu doctor` shows every check); --ignore-host proceeds "
-               "anyway, for testing")
+        fix = _fix("setup")
         if all(build_only(f.id) for f in stops):  # e.g. an x86_64 laptop preparing for an Arm board
             fix = ("on this machine `flagtree-cpu setup --skip-build` is what works: it prepares the sources, the "
                    "downloads and the links (no build); build where the recipe can build. Otherwise " + fix)
-        raise DoctorFailed(f"{len(stops)} problem{'s' if len(stops) > 1 else ''} on this machine would make setup "
-                           "fail later; nothing was changed", details=tuple(details), fix=fix)
+        raise _host_problems(stops, "setup", "fail later; nothing was changed", fix)
     warnings, ignored = [], 0
     for f in report.findings:
         if f.status == "fail":
@@ -143,3 +138,32 @@ def run_preflight(ctx: StageContext, options: RunOptions) -> StageResult:
             warnings.append(packages.detail)
     data = {"checks": [f.to_json() for f in report.findings], **(packages.data if packages else {})}
     return StageResult("preflight", (Action("host", status, detail, data),), tuple(warnings))
+
+
+# What the build itself lists with every other missing input (sources, downloads, prerequisites: `build --offline`
+# names them all at once); stopped on here, they would be named alone and hide the rest.
+LISTED_BY_THE_BUILD = ("python.preinstalled", "toolchain.provisioned")
+
+
+def check_host_for_build(ctx: StageContext, options: RunOptions) -> list[str]:
+    """`build`'s preflight: doctor's checks that block the build (setup's preflight runs them too), every blocking
+    problem listed at once (DoctorFailed, exit 7, as doctor and setup give); the failures --ignore-host let
+    through, by id."""
+    report = run_preflight_checks(ctx, options, ("build",), leave_out=LISTED_BY_THE_BUILD)
+    stops = blocking(report.findings, options)
+    if stops:
+        raise _host_problems(stops, "build", "fail; nothing was run", _fix("build"))
+    return [f.id for f in report.findings if f.status == "fail"]
+
+
+def _fix(command: str) -> str:
+    return (f"fix them and run {command} again (`flagtree-cpu doctor` shows every check); --ignore-host proceeds "
+            "anyway, for testing")
+
+
+def _host_problems(stops: Sequence[Finding], command: str, outcome: str, fix: str) -> DoctorFailed:
+    details: list[str] = []
+    for f in stops:
+        details += [f"{f.id}: {f.detail}"] + ([f"   fix: {f.fix}"] if f.fix else [])
+    return DoctorFailed(f"{len(stops)} problem{'s' if len(stops) > 1 else ''} on this machine would make {command} "
+                        f"{outcome}", details=tuple(details), fix=fix)

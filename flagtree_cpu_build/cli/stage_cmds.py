@@ -357,6 +357,7 @@ def build(
     are listed at once. Full output goes to <workdir>/logs/build-<time>.log; a failure is diagnosed from it. When
     nothing changed since the last build, build says so in about a second and runs nothing.
     """
+    from ..preflight import check_host_for_build
     from ..stagekit.stage import BuildExtras, RunOptions
     from ..stages.registry import run_stage, stage_named
 
@@ -372,6 +373,11 @@ def build(
                                verbose=opts.ui.verbose, jobs=build_jobs(stage_ctx), compile_cache=compile_cache,
                                wheelhouse=wheelhouse, build=BuildExtras(wheel_dir, publish))
     with exclusive(opts, stage_ctx, "build"):
+        # doctor's rules that block the build, as setup's preflight runs them: every host problem at once (exit 7)
+        ignored = check_host_for_build(stage_ctx, build_options)
+        if ignored:  # asked for (--ignore-host): said once, not as warnings
+            opts.ui.info(f"preflight: {len(ignored)} host check{'s' if len(ignored) > 1 else ''} failed, ignored "
+                         f"(--ignore-host): {', '.join(ignored)}")
         result = run_stage(stage_named("build"), stage_ctx, build_options)
     render.stage_result(opts.ui, result, "step")
     wheel_info = result.actions[0].data.get("wheel")

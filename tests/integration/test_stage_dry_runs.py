@@ -40,3 +40,16 @@ def test_fetch_dry_run_offline_without_the_download_exits_as_fetch_would(github_
     error = error_of(planned.stdout)
     assert "fetch would stop" in error["message"] and "--dry-run" in error["message"]
     assert not (tmp_path / "ws").exists()  # no workspace, no state, no lock
+
+
+def test_sync_dry_run_offline_on_an_unpinned_source_without_lock_exits_as_sync_would(github_redirect, tmp_path):
+    # flagtree-cpu follows a branch: without a lock, its commit can only come from the server, which --offline forbids
+    ws = new_workspace(github_redirect, tmp_path / "ws")
+    planned = ws.run("sync", "--dry-run", "--offline", "--json")
+    real = ws.run("sync", "--offline")
+    assert real.exit_code == 3, real.stderr
+    assert planned.exit_code == real.exit_code, planned.stdout
+    error = error_of(planned.stdout)
+    assert "sync would stop" in error["message"] and "flagtree-cpu" in error["message"], error
+    assert "--offline" in error["message"], error
+    assert not ws.flagtree.exists() and not ws.lock_file.exists()

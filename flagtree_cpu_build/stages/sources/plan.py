@@ -55,8 +55,12 @@ def _plan_one(ctx: StageContext, name: str, lock: Lock | None, options: RunOptio
     wanted, pinned_by = pinned(source, lock.sources.get(name) if lock else None, update=options.update)
     tip = None
     if wanted is None and options.ask_network and not options.offline:
-        tip = _tip(source.url, source.ref or "HEAD", name)
+        tip = _tip(source.url, source.ref or "HEAD", name, for_run=options.for_run)
     data: dict[str, object] = {"path": str(checkout), "pin": wanted or tip, "pinned_by": pinned_by}
+    if wanted is None and options.offline:  # only the server can say the ref's tip: the run stops (pins.settle_pins)
+        return PlanItem("sources", name, "differs", f"follows {source.ref!r}; nothing locked for it",
+                        f"stop: {name} follows {source.ref!r}, which needs the network to resolve, and --offline "
+                        "forbids it", "not pinned, not in the lock file", data, "stop", SourceError)
     pin = f"@{(wanted or tip or '')[:7]}" if wanted or tip else f"({source.ref}, resolved when cloned)"
     if not (checkout / ".git").exists():
         if checkout.exists() and not (checkout.is_dir() and not any(checkout.iterdir())):
@@ -105,13 +109,17 @@ def _users_changes(ctx: StageContext, name: str, lock: Lock | None) -> list[str]
                                    recorded)
 
 
-def _tip(url: str, ref: str, name: str) -> str | None:
-    """The ref's commit on the server now (what sync would move to), or None when it cannot be asked."""
+def _tip(url: str, ref: str, name: str, *, for_run: bool) -> str | None:
+    """The ref's commit on the server now (what sync would move to), or None when it cannot be asked.
+
+    Planned for the run, a host without DNS answer stops here: sync would only ask it again."""
     from ...errors import FlagtreeCpuError
     from .pins import ls_remote
 
     try:
         return ls_remote(url, ref, name)
-    except FlagtreeCpuError:
+    except FlagtreeCpuError as exc:
+        if for_run and exc.unresolved_hosts:
+            raise
         return None
 
