@@ -119,7 +119,10 @@ def _fit(start: int, end: int, text: str, width: int, *, keep_end: bool = True) 
     room = max(width - 1, 0)
     if not keep_end:
         return ((start, start + room), (end, end))
-    tail = room - room // 3  # the end names the file: it gets two thirds
+    tail = room - room // 3  # the end names the file: two thirds, or all of the file's name if the start keeps 5
+    name = end - max(text.rfind("/", start, end), start)
+    if tail < name <= room - 5:
+        tail = name
     cut = text.find("/", end - tail, end)  # start the end at a folder boundary: …/logs/build.log
     if cut > end - tail and end - cut > 1:
         tail = end - cut

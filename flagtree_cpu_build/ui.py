@@ -180,9 +180,9 @@ class UI:
         console = self._stdout_console() if listing else self._stderr_table_console()
         kinds = [as_column(c) for c in columns]
         cells = [[c if isinstance(c, Text) else Text(str(c)) for c in row] for row in rows]
-        table = Table(box=box.SIMPLE_HEAD if console.is_terminal else box.ASCII2, show_edge=False)
-        terminal = _on_terminal(console)
-        widths = _fitted_widths(console, kinds, cells) if terminal else [None] * len(kinds)
+        style = box.SIMPLE_HEAD if console.is_terminal else box.ASCII2
+        table = Table(box=style, show_edge=False)
+        widths = _fitted_widths(console, style, kinds, cells) if _on_terminal(console) else [None] * len(kinds)
         for column, width in zip(kinds, widths, strict=True):
             table.add_column(column.header, width=width, no_wrap=True, overflow="ellipsis")
         for row in cells:
@@ -353,9 +353,10 @@ def _on_terminal(console: Console) -> bool:
     return bool(isatty and isatty())
 
 
-def _fitted_widths(console: Console, columns: Sequence[Column], cells: Sequence[Sequence[Text]]) -> list[int]:
+def _fitted_widths(console: Console, style: box.Box, columns: Sequence[Column],
+                   cells: Sequence[Sequence[Text]]) -> list[int]:
     """Each column's width on this terminal; the rules and padding of the table's style are measured, not assumed."""
-    probe = Table(box=box.SIMPLE_HEAD, show_edge=False)
+    probe = Table(box=style, show_edge=False)
     for _ in columns:
         probe.add_column(width=1)
     frame = Measurement.get(console, console.options, probe).maximum - len(columns)

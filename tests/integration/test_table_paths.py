@@ -121,3 +121,28 @@ def test_a_terminal_table_never_splits_a_path(long_ws: Workspace, command: tuple
     print(shown)
     broken = sorted(p for p in path_tokens(whole) if not shown_whole_or_elided(p, lines))
     assert not broken, f"split across lines on a {columns}-column terminal: {broken}\n{shown}"
+
+
+def test_a_terminal_wide_enough_elides_nothing(long_ws: Workspace) -> None:
+    shown = on_terminal(long_ws, "status", columns=300)
+    lines = shown.splitlines()
+    assert "…" not in shown, shown
+    assert all(p in {t for line in lines for t in line.split()} for p in path_tokens(piped(long_ws, "status"))), shown
+
+
+@pytest.mark.parametrize("command", [("status",), ("setup", "--skip-build", "--ignore-host")], ids=["status", "setup"])
+def test_piped_tables_keep_each_row_on_one_line(long_ws: Workspace, command: tuple[str, ...]) -> None:
+    """On a pipe (stdout for a listing, stderr for setup's summary) a row is one line: nothing wrapped or elided,
+    whatever COLUMNS says."""
+    done = subprocess.run([sys.executable, "-m", "flagtree_cpu_build", *long_ws.argv(*command)],
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, env=_environment(60), check=False,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    text = done.stdout + done.stderr
+    assert "…" not in text, text
+    links_row = [line for line in text.splitlines() if line.split()[:1] == ["links"]]
+    assert len(links_row) == 1, text
+    if command == ("status",):  # the detail names the folder the links are in, whole, on the row's own line
+        assert f"all 12 in place in {long_ws.root / 'FlagTree'}" in links_row[0], text
+    artifacts_row = [line for line in text.splitlines() if line.split()[:1] == ["artifacts"]]
+    assert len(artifacts_row) == 1 and ".triton/llvm/llvm-" in artifacts_row[0], text
