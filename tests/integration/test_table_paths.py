@@ -111,14 +111,13 @@ def shown_whole_or_elided(path: str, lines: list[str]) -> bool:
 
 
 @pytest.mark.parametrize("columns", [60, 80])
-@pytest.mark.parametrize("command", [("status",), ("setup", "--skip-build", "--ignore-host"), ("doctor",)],
-                         ids=["status", "setup", "doctor"])
+@pytest.mark.parametrize("command", [("status",), ("setup", "--skip-build", "--ignore-host"), ("doctor",),
+                                     ("validate", "--list")], ids=["status", "setup", "doctor", "validate-list"])
 def test_a_terminal_table_never_splits_a_path(long_ws: Workspace, command: tuple[str, ...], columns: int) -> None:
     whole = piped(long_ws, *command)
     assert str(long_ws.root) in whole, whole
     shown = on_terminal(long_ws, *command, columns=columns)
     lines = shown.splitlines()
-    print(shown)
     broken = sorted(p for p in path_tokens(whole) if not shown_whole_or_elided(p, lines))
     assert not broken, f"split across lines on a {columns}-column terminal: {broken}\n{shown}"
 
