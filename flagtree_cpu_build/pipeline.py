@@ -29,6 +29,7 @@ from .preflight import run_preflight
 from .setup_report import SetupReport, StageRecord, collect_pins, failed_stage, is_fresh, junit_without_kernels, save
 from .stagekit.stage import Action, RunOptions, Stage, StageContext, StageResult
 from .stages.registry import STAGE_NAMES, STAGES, run_stage
+from .table_layout import LABEL, PATH, Column
 
 PLAN_SCHEMA = "flagtree-cpu/setup-plan/v1"
 __all__ = ["PLAN_SCHEMA", "run_setup"]
@@ -131,8 +132,8 @@ def _finish(record: StageRecord, result: StageResult, seconds: float, ctx: Stage
         ctx.ui.warn(warning)
     ctx.ui.info(f"{record.stage}: {record.status} ({seconds:.1f}s)")  # the detail is in the summary table
     if ctx.ui.verbose and not ctx.ui.json_mode:
-        ctx.ui.table([record.stage, "status", "detail"], [[a.subject, ctx.ui.styled(a.status), a.detail]
-                                                          for a in result.actions])
+        ctx.ui.table([Column(record.stage, PATH), Column("status", LABEL), "detail"],
+                     [[a.subject, ctx.ui.styled(a.status), a.detail] for a in result.actions])
 
 
 def _summary(result: StageResult) -> str:

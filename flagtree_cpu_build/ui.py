@@ -24,12 +24,14 @@ from typing import IO, Any
 
 from rich import box
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
 from .errors import FlagtreeCpuError
 from .invocation import Invocation, in_context
 from .progress import ProgressTask, bar_columns, shared_unit_column
+from .table_layout import ELLIPSIS, LABEL, Column, Kind, as_column, cell_lines, column_widths
 
 
 class _ReaderGoneSafe:
@@ -164,25 +166,37 @@ class UI:
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         self.console.print(Text(text.rstrip(), style="dim"), soft_wrap=True)
 
-    def table(self, columns: Sequence[str], rows: Sequence[Sequence[Any]], *, title: str | None = None,
+    def table(self, columns: Sequence[Column | str], rows: Sequence[Sequence[Any]], *, title: str | None = None,
               listing: bool = False) -> None:
         """A result table for people; --quiet means only warnings and errors, so none then. A ``listing`` (`recipe
         list`, `status`, `doctor`, `lock`, `validate --list`) is the command's product: it goes to stdout, as
-        `pip list` does, so `| grep` and `| less` work; progress, warnings and logs stay on stderr."""
+        `pip list` does, so `| grep` and `| less` work; progress, warnings and logs stay on stderr.
+
+        A column is a header (prose) or a ``table_layout.Column`` of its kind (``Column("link", PATH)``): on a
+        terminal too narrow for a row, prose wraps at spaces and a path is elided in the middle, never split
+        across lines (so it can be copied); anywhere else each row is one line, never wrapped or elided."""
         if self.quiet:
             return
-        console = self._stdout_console() if listing else self.console
-        table = Table(
-            title=title,
-            box=box.SIMPLE_HEAD if console.is_terminal else box.ASCII2,
-            show_edge=False,
-            title_justify="left",
-        )
-        for column in columns:
-            table.add_column(column, overflow="fold")
-        for row in rows:
-            table.add_row(*(c if isinstance(c, Text) else Text(str(c)) for c in row))
+        console = self._stdout_console() if listing else self._stderr_table_console()
+        kinds = [as_column(c) for c in columns]
+        cells = [[c if isinstance(c, Text) else Text(str(c)) for c in row] for row in rows]
+        style = box.SIMPLE_HEAD if console.is_terminal else box.ASCII2
+        table = Table(box=style, show_edge=False)
+        widths = _fitted_widths(console, style, kinds, cells) if _on_terminal(console) else [None] * len(kinds)
+        for column, width in zip(kinds, widths, strict=True):
+            table.add_column(column.header, width=width, no_wrap=True, overflow="ellipsis")
+        for row in cells:
+            table.add_row(*(_laid_out(c, k.kind, w) if w is not None else c
+                            for c, k, w in zip(row, kinds, widths, strict=True)))
+        if title:  # on a line of its own, never wrapped: the workspace it names stays whole
+            console.print(Text(title, style="table.title"), soft_wrap=True)
         console.print(table)
+
+    def _stderr_table_console(self) -> Console:
+        """stderr's console, or on a log or a pipe one as wide as the table's widest row (never wrapped)."""
+        if _on_terminal(self.console):
+            return self.console
+        return Console(file=self.console.file, highlight=False, width=_UNWRAPPED)
 
     def _stdout_console(self) -> Console:
         """A console on stdout (looked up now: tests and pipes replace it). Not a terminal: one row per line,
@@ -281,7 +295,7 @@ class UI:
             for f in group:
                 symbol, style = symbols[f.status]
                 rows.append([Text(f"  {symbol}", style=style), f.id, f.detail])
-        self.table(["", "check", "detail"], rows, listing=True)
+        self.table([Column("", LABEL), Column("check", LABEL), "detail"], rows, listing=True)
         fixes = [f for f in findings if f.fix and f.status in ("fail", "warn")]
         if fixes and self.quiet:  # the problems alone, one per line
             for f in sorted(fixes, key=lambda f: f.status != "fail"):
@@ -331,6 +345,29 @@ def _escape_data(text: str) -> str:
 
 def _escape_property(text: str) -> str:
     return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def _on_terminal(console: Console) -> bool:
+    """Whether the table is read on a terminal (sized to it), judged as the console's width was: by isatty."""
+    isatty = getattr(console.file, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def _fitted_widths(console: Console, style: box.Box, columns: Sequence[Column],
+                   cells: Sequence[Sequence[Text]]) -> list[int]:
+    """Each column's width on this terminal; the rules and padding of the table's style are measured, not assumed."""
+    probe = Table(box=style, show_edge=False)
+    for _ in columns:
+        probe.add_column(width=1)
+    frame = Measurement.get(console, console.options, probe).maximum - len(columns)
+    return column_widths(columns, [[c.plain for c in row] for row in cells], max(console.width - frame, len(columns)))
+
+
+def _laid_out(cell: Text, kind: Kind, width: int) -> Text:
+    """``cell`` as the lines it prints in ``width`` characters (styles kept; an elided part is "…")."""
+    lines = [Text(ELLIPSIS, style="dim").join(cell[start:end] for start, end in parts)
+             for parts in cell_lines(cell.plain, kind, width)]
+    return Text("\n").join(lines)
 
 
 _UNWRAPPED = 10_000  # a listing on a pipe: as wide as its widest row (rich sizes a table to its content)

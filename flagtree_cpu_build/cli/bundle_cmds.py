@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
+from ..table_layout import LABEL, Column
 from .app import CacheDirOption, FlagtreeCommand, MirrorsOption, app, examples, options
 from .bundle_trust import SignOption
 
@@ -110,7 +111,8 @@ def _render_created(ui: UI, created: BundleCreated) -> None:
     target = manifest.target
     # a line, not the table's title: a title wraps at the width of this narrow table
     ui.info(f"bundle of {' + '.join(manifest.stack)} for {target['arch']}, Python {target['python']}:")
-    ui.table(["part", "members", "size"] + (["left out (--since)"] if incremental else []), rows)
+    ui.table([Column("part", LABEL), Column("members", LABEL), Column("size", LABEL)]
+             + (["left out (--since)"] if incremental else []), rows)
     for warning in created.warnings:
         ui.warn(warning)
     ui.success(f"bundle: {created.path} ({human_bytes(created.size)}, {count(len(manifest.present()), 'member')} "

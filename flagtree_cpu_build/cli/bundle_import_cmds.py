@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ..table_layout import LABEL, PATH, Column
 from .app import CacheDirOption, FlagtreeCommand, PythonOption, examples, options
 from .bundle_cmds import bundle_app
 from .bundle_trust import ExpectDigestOption, TrustedKeysOption, render_authenticity, trust_of
@@ -78,7 +79,8 @@ def render_import(ui: UI, result: StageResult) -> None:
         ui.emit_json(result.to_json())
         return
     summary, *items = result.actions
-    ui.table(["member", "status", "detail"], [[a.subject, ui.styled(a.status), a.detail] for a in items],
+    ui.table([Column("member", PATH), Column("status", LABEL), "detail"],
+             [[a.subject, ui.styled(a.status), a.detail] for a in items],
              title=f"bundle import: {summary.detail}")
     for warning in result.warnings:
         ui.warn(warning)
@@ -135,7 +137,7 @@ def render_verified(ui: UI, path: Path, manifest: Manifest, authenticity: Authen
         count_size = kinds.setdefault(m.kind, [0, 0, 0])
         count_size[0 if not m.carried_by_since else 2] += 1
         count_size[1] += 0 if m.carried_by_since else m.size
-    ui.table(["part", "members", "size", "left out (--since)"],
+    ui.table([Column("part", LABEL), Column("members", LABEL), Column("size", LABEL), "left out (--since)"],
              [[kind, str(c), human_bytes(s), str(o) if o else ""] for kind, (c, s, o) in kinds.items()],
              title=f"{path.name}: {manifest.made_for()}")
     ui.info(f"made on {manifest.host.get('hostname', '?')} ({manifest.host.get('arch', '?')}) at {manifest.created} "

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
+from ..table_layout import LABEL, PATH, Column
 from . import completion
 from .app import FlagtreeCommand, examples, options, recipe_app
 from .render import count
@@ -43,7 +44,7 @@ def recipe_list(ctx: typer.Context) -> None:
     if opts.ui.json_mode:
         opts.ui.emit_json({"recipes": entries, "skipped": [s.to_json() for s in skipped]})
         return
-    opts.ui.table(["name", "origin", "status", "description"],
+    opts.ui.table([Column("name", PATH), "origin", Column("status", LABEL), "description"],
                   [[e["name"], str(e["origin"]) + (" (hides bundled)" if e["shadows"] else ""), e["status"],
                     e["description"] or e["file"]] for e in entries], listing=True)
 

@@ -8,6 +8,7 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..table_layout import LABEL, PATH, Column
 from ..ui import UI
 
 if TYPE_CHECKING:
@@ -37,8 +38,8 @@ def stage_result(ui: UI, result: StageResult, subject: str, *, listing: bool = F
     if ui.json_mode:
         ui.emit_json(result.to_json())
         return
-    ui.table([subject, "status", "detail"], [[a.subject, ui.styled(a.status), a.detail] for a in result.actions],
-             listing=listing)
+    ui.table([Column(subject, PATH), Column("status", LABEL), "detail"],
+             [[a.subject, ui.styled(a.status), a.detail] for a in result.actions], listing=listing)
     for warning in result.warnings:
         ui.warn(warning)
     ui.info(f"{result.stage}: {result.status} in {result.seconds:.2f}s")
@@ -49,7 +50,8 @@ def setup(ui: UI, report: SetupReport) -> None:
         ui.emit_json(report.to_json())
         return
     rows = [[r.stage, ui.styled(r.status), r.detail, f"{r.seconds:.1f}s" if r.seconds else ""] for r in report.records]
-    ui.table(["stage", "status", "detail", "time"], rows, title=f"setup of {report.recipe} in {report.workspace}")
+    ui.table([Column("stage", LABEL), Column("status", LABEL), "detail", Column("time", LABEL)], rows,
+             title=f"setup of {report.recipe} in {report.workspace}")
     ui.info(f"logs: {report.workspace / 'logs'} (this run's report: .flagtree-cpu/last-setup.json)")
     if report.error is None:
         ui.success(f"setup finished in {report.seconds:.1f}s")
@@ -77,7 +79,8 @@ def setup_plan(ui: UI, plan: SetupPlan) -> None:
     for item in status.items:
         doing = item.action or Text.assemble(f"{item.subject}: ", ui.styled(item.state))
         rows.append([item.area, doing, f"{item.reason}: {item.detail}" if item.reason else item.detail])
-    ui.table(["stage", "would do", "why"], rows, title=f"setup plan for {status.recipe} in {status.workspace}")
+    ui.table([Column("stage", LABEL), "would do", "why"], rows,
+             title=f"setup plan for {status.recipe} in {status.workspace}")
     size = status.download_bytes
     if any(i.action.startswith(("download", "resume")) for i in status.items):
         ui.info(f"download: {human_bytes(size) if size is not None else 'size unknown'}")
@@ -95,7 +98,7 @@ def stage_plan(ui: UI, command: str, items: Sequence[PlanItem], stop: Stop | Non
         return
     rows = [[i.subject, i.action or ui.styled(i.state), f"{i.reason}: {i.detail}" if i.reason else i.detail]
             for i in items]
-    ui.table(["item", "would do", "why"], rows, title=f"{command} plan")
+    ui.table([Column("item", PATH), "would do", "why"], rows, title=f"{command} plan")
     if stop is not None:
         ui.warn(f"{command} would stop (exit code {stop.exit_code}): {stop.reason}")
     current = all(i.current for i in items)
@@ -106,9 +109,9 @@ def status(ui: UI, found: WorkspaceStatus) -> None:
     if ui.json_mode:
         ui.emit_json(found.to_json())
         return
-    ui.table(["area", "item", "state", "detail"], [[i.area, i.subject, ui.styled(i.state), i.detail]
-                                                   for i in found.items], title=f"{found.recipe} in {found.workspace}",
-             listing=True)
+    ui.table([Column("area", LABEL), Column("item", PATH), Column("state", LABEL), "detail"],
+             [[i.area, i.subject, ui.styled(i.state), i.detail] for i in found.items],
+             title=f"{found.recipe} in {found.workspace}", listing=True)
     behind = [i for i in found.items if not i.current]
     if not behind:
         ui.success("everything is current")
@@ -126,9 +129,9 @@ def links(ui: UI, plan: LinkPlan, result: StageResult, *, planning: bool) -> Non
                                 for p, state in zip(plan.links, states, strict=True)],
                       "seconds": round(result.seconds, 3)})
         return
-    ui.table(["link", "state", "detail"], [[p.path, ui.styled(state), p.detail or ("" if p.state == "ok" else
-                                                                                    f"-> {p.target}")]
-                                           for p, state in zip(plan.links, states, strict=True)])
+    ui.table([Column("link", PATH), Column("state", LABEL), "detail"],
+             [[p.path, ui.styled(state), p.detail or ("" if p.state == "ok" else f"-> {p.target}")]
+              for p, state in zip(plan.links, states, strict=True)])
     counts = {state: states.count(state) for state in dict.fromkeys(states)}
     summary = ", ".join(f"{n} {s}" for s, n in counts.items())
     ui.info(f"{len(plan.links)} links in {plan.root}: {summary}"
@@ -144,7 +147,7 @@ def validation(ui: UI, report: ValidationReport, junit: Path | None) -> None:
     for r in report.results:
         shown = symbols[r.status] if r.required or r.status != "fail" else "fail (optional)"
         rows.append([r.kernel, ui.styled(shown), r.figure or r.message, f"{r.seconds:.1f}s"])
-    ui.table(["kernel", "status", "result", "time"], rows)
+    ui.table([Column("kernel", PATH), Column("status", LABEL), "result", Column("time", LABEL)], rows)
     for warning in report.warnings:
         ui.warn(warning)
     problems = [r for r in report.results if r.status == "fail"]
@@ -164,10 +167,11 @@ def check_listing(ui: UI, listing: dict[str, object], python: Path) -> None:
         return
     checks: list[dict[str, object]] = listing["checks"]  # type: ignore[assignment]
     presets: list[dict[str, object]] = listing["presets"]  # type: ignore[assignment]
-    ui.table(["check", "kind", "preset", "required", "proves"],
+    ui.table([Column("check", PATH), Column("kind", LABEL), Column("preset", PATH), Column("required", LABEL),
+              "proves"],
              [[c["name"], c["kind"], c["preset"] or "", "required" if c["required"] else "optional", c["proves"]]
               for c in checks], listing=True)
-    ui.table(["preset", "proves"], [[p["preset"], p["proves"]] for p in presets], listing=True)
+    ui.table([Column("preset", PATH), "proves"], [[p["preset"], p["proves"]] for p in presets], listing=True)
     ui.info(f"preset scripts: {listing['folder']} (run one by hand: {python} <script> --expect '{{...}}')")
 
 
@@ -189,7 +193,8 @@ def check_list(ui: UI, checks: Sequence[Check]) -> None:
     if ui.json_mode:
         ui.emit_json({"checks": [{"id": c.id, "area": c.area, "title": c.title} for c in checks]})
     else:
-        ui.table(["check", "area", "what it looks at"], [[c.id, c.area, c.title] for c in checks], listing=True)
+        ui.table([Column("check", LABEL), Column("area", LABEL), "what it looks at"],
+                 [[c.id, c.area, c.title] for c in checks], listing=True)
 
 
 def snapshot(ui: UI, written: SnapshotWritten) -> None:
@@ -210,7 +215,7 @@ def clean(ui: UI, report: CleanReport, *, asked_for_more: bool) -> None:
         return
     verb = "would remove" if report.dry_run else "removed"
     if report.items:
-        ui.table(["", "what", "path", "size", "why"],
+        ui.table([Column("", LABEL), Column("what", LABEL), Column("path", PATH), Column("size", LABEL), "why"],
                  [[ui.styled(verb if i.removed else "kept"), i.kind, str(i.path), human_bytes(i.size) if i.size else "",
                    i.reason] for i in report.items])
     removed = [i for i in report.items if i.removed]
