@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from .recipe import Recipe
     from .stagekit.stage import StageContext
     from .ui import UI
+    from .workspace_recipe import Recorded
 
 
 @dataclass(frozen=True)
@@ -74,17 +75,17 @@ def recipe_and_workspace(request: ContextRequest, *, check: bool = True) -> tupl
     from dataclasses import replace
 
     from .workspace import located_workspace
-    from .workspace_recipe import own_options, recipe_from, record_of, recorded, refuse_another, stacked_with
+    from .workspace_recipe import record_of, recorded, refuse_another, stacked_with
 
     root = located_workspace(request.workdir)
     loaded = requested_recipe(request) if root is None and request.recipe is not None else None
     if root is None:  # outside every workspace: the recipe names the folder
         root = Path.cwd() / default_workdir(_folder_name(loaded, request) if loaded is not None else None)
     found = recorded(root)
-    completed = recipe_from(request, found)
+    completed = _recipe_from(request, found)
     if loaded is None or completed != request:
         loaded = requested_recipe(completed)
-    mine = own_options(completed, request, found, loaded)  # the workspace's recipe: its variant and lock too
+    mine = _own_options(completed, request, found, loaded)  # the workspace's recipe: its variant and lock too
     if mine != completed:
         completed, loaded = mine, requested_recipe(mine)
     ws = open_workspace(root, completed.lock_file)
@@ -96,6 +97,27 @@ def recipe_and_workspace(request: ContextRequest, *, check: bool = True) -> tupl
     # a base run on its stack's workspace leaves the record naming the top of the stack
     record = found.record if stacked == "below" and found is not None else record_of(loaded, ws.lock_path)
     return loaded, replace(ws, record=record), completed
+
+
+def _recipe_from(request: ContextRequest, found: Recorded | None) -> ContextRequest:
+    """``request`` naming the workspace's recipe when the command line names none."""
+    if found is None or request.recipe is not None:
+        return request
+    from dataclasses import replace
+
+    return replace(request, recipe=found.recipe_arg)
+
+
+def _own_options(completed: ContextRequest, given: ContextRequest, found: Recorded | None,
+                loaded: Recipe) -> ContextRequest:
+    """When ``loaded`` is the workspace's recipe (by name: an edited or moved file is still it), the recorded
+    variant and lock where the command line gave none."""
+    if found is None or loaded.name != found.recipe:
+        return completed
+    from dataclasses import replace
+
+    return replace(completed, variant=given.variant if given.variant is not None else found.variant,
+                   lock_file=given.lock_file or found.lock_file)
 
 
 def _folder_name(loaded: Recipe, request: ContextRequest) -> str:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,7 +33,6 @@ from .workspace import STATE_DIRNAME, Workspace, default_workdir
 from .workspace_record import WorkspaceRecord, read_record
 
 if TYPE_CHECKING:
-    from .context import ContextRequest
     from .recipe import Recipe
 
 
@@ -65,23 +64,6 @@ def recorded(root: Path | None) -> Recorded | None:
     if lock is None:
         return None
     return Recorded(lock.recipe, lock.recipe, lock.variant, None, None, state / "lock.yaml")
-
-
-def recipe_from(request: ContextRequest, found: Recorded | None) -> ContextRequest:
-    """``request`` naming the workspace's recipe when the command line names none."""
-    if found is None or request.recipe is not None:
-        return request
-    return replace(request, recipe=found.recipe_arg)
-
-
-def own_options(completed: ContextRequest, given: ContextRequest, found: Recorded | None,
-                loaded: Recipe) -> ContextRequest:
-    """When ``loaded`` is the workspace's recipe (by name: an edited or moved file is still it), the recorded
-    variant and lock where the command line gave none."""
-    if found is None or loaded.name != found.recipe:
-        return completed
-    return replace(completed, variant=given.variant if given.variant is not None else found.variant,
-                   lock_file=given.lock_file or found.lock_file)
 
 
 def stacked_with(loaded: Recipe, found: Recorded | None, bases: Callable[[Recipe | None], list[str]]) -> str | None:

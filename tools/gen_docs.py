@@ -76,8 +76,13 @@ def commands_reference() -> str:
 
 
 def _walk(group: Any, prefix: tuple[str, ...]) -> list[tuple[tuple[str, ...], Any]]:
+    import click
+
     found = []
-    for name, command in group.commands.items():
+    # in `--help`'s order (the stages first, as registry.STAGES lists them), not the order the command modules
+    # happened to be imported in
+    for name in group.list_commands(click.Context(group)):
+        command = group.commands[name]
         if getattr(command, "hidden", False):
             continue
         path = (*prefix, name)

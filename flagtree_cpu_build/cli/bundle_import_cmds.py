@@ -55,7 +55,7 @@ def bundle_import(
     from ..bundle.importer import ImportOptions, import_bundle, verified
     from ..bundle.recipes import with_carried_recipe
     from ..context import chosen_python, open_context
-    from .stage_cmds import absolute, exclusive
+    from .opening import absolute, exclusive
 
     trust = trust_of(trusted_keys, expect_digest)
     opts, path = options(ctx), absolute(bundle) or bundle
@@ -114,7 +114,7 @@ def bundle_verify(ctx: typer.Context, bundle: BundleArgument, trusted_keys: Trus
     either, only integrity is proven, and the output says so.
     """
     from ..bundle.importer import verified
-    from .stage_cmds import absolute
+    from .opening import absolute
 
     trust = trust_of(trusted_keys, expect_digest)
     opts = options(ctx)

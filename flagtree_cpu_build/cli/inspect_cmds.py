@@ -21,8 +21,8 @@ from .app import (
     examples,
     options,
 )
+from .opening import opened
 from .session import Verdict
-from .stage_cmds import opened
 
 
 @app.command(cls=FlagtreeCommand, epilog=examples(

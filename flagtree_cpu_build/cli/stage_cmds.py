@@ -3,9 +3,6 @@ build, lock). Each opens the context, holds the workspace, runs one stage and re
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
@@ -26,44 +23,14 @@ from .app import (
     app,
     check_compile_cache,
     examples,
-    options,
 )
 from .bundle_trust import ExpectDigestOption, TrustedKeysOption, import_for_setup, trust_of
-from .session import Options, Verdict, named_paths
+from .opening import absolute, build_jobs, exclusive, opened
+from .session import Verdict, named_paths
 from .stage_dry_run import DryRunOption, dry_run_stage
 
 if TYPE_CHECKING:
-    from ..stagekit.stage import StageContext
-
-
-@contextmanager
-def exclusive(opts: Options, stage_ctx: StageContext, command: str) -> Iterator[None]:
-    """Hold the workspace for a command that changes it (exit 8 if another run has it, unless --wait).
-    A command that created the workspace and then failed before making anything leaves no trace."""
-    from ..workspace import exclusive_use
-
-    with exclusive_use(stage_ctx.workspace, command, wait=opts.wait, on_wait=opts.ui.info):
-        yield
-
-
-def absolute(path: Path | None) -> Path | None:
-    return Path(os.path.abspath(path.expanduser())) if path else None
-
-
-def build_jobs(stage_ctx: StageContext) -> int:
-    """MAX_JOBS as the build's environment gets it (for the out-of-memory advice)."""
-    return int(stage_ctx.recipe.build.env.set.get("MAX_JOBS", "1")) if stage_ctx.recipe.build else 1
-
-
-def opened(ctx: typer.Context, *, python: Path | None = None, jobs: int | None = None,
-           wheel_dir: Path | None = None) -> tuple[Options, StageContext, Path]:
-    """The global options, the command's context and its target interpreter."""
-    from ..context import chosen_python, open_context
-
-    opts = options(ctx)
-    request = opts.request(python=python, jobs=jobs, wheel_dir=wheel_dir)
-    stage_ctx = open_context(request, opts.ui)
-    return opts, stage_ctx, chosen_python(request, stage_ctx.workspace)
+    pass
 
 
 @app.command(cls=FlagtreeCommand, epilog=examples(

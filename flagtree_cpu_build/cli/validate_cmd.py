@@ -17,8 +17,8 @@ from .app import (
     deprecated_check,
     examples,
 )
+from .opening import absolute, exclusive, opened
 from .session import Verdict
-from .stage_cmds import absolute, exclusive, opened
 
 
 @app.command(cls=FlagtreeCommand, epilog=examples(

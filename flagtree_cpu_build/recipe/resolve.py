@@ -12,8 +12,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from .checks import PLACEHOLDERS
+from .interpolated import map_interpolated
 from .model import Recipe
-from .schema import map_interpolated
 
 TOOLCHAIN_ENV = "FLAGTREE_CPU_TOOLCHAIN_"  # FLAGTREE_CPU_TOOLCHAIN_CUDA=/opt/cuda-12.4: this host's own path
 

@@ -140,7 +140,7 @@ def test_every_placeholder_has_a_value(tmp_path: Path) -> None:
     recipe = load_recipe("flagtree-cpu-arm64")
     ws = Workspace(tmp_path)
     resolved = resolve(recipe, ws.root, placeholder_values(recipe, ws, HOST, {"HOME": "/h"}))
-    from flagtree_cpu_build.recipe.schema import iter_interpolated
+    from flagtree_cpu_build.recipe.interpolated import iter_interpolated
 
     leftovers = [(p, s) for p, s in iter_interpolated(resolved) if "{" in s]
     assert leftovers == []
