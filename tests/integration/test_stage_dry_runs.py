@@ -50,6 +50,38 @@ def test_sync_dry_run_offline_on_an_unpinned_source_without_lock_exits_as_sync_w
     assert real.exit_code == 3, real.stderr
     assert planned.exit_code == real.exit_code, planned.stdout
     error = error_of(planned.stdout)
-    assert "sync would stop" in error["message"] and "flagtree-cpu" in error["message"], error
-    assert "--offline" in error["message"], error
+    assert "sync would stop" in error["message"] and "--offline" in error["message"], error
+    # the plan names flagtree-cpu's stop (flagtree, pinned but never cloned and without a git cache, stops too)
+    shown = ws.run("sync", "--dry-run", "--offline")
+    said = " ".join((shown.stdout + shown.stderr).split())
+    assert "stop: flagtree-cpu follows 'main', which needs the network to resolve" in said, said
     assert not ws.flagtree.exists() and not ws.lock_file.exists()
+
+
+def test_sync_dry_run_offline_with_a_lock_but_no_checkout_and_no_git_cache_exits_as_sync_would(
+        github_redirect, tmp_path):
+    # the lock pins every source (made online), but nothing is cloned and no git cache holds them: an offline
+    # sync cannot clone, so the plan must not say "clone"
+    ws = new_workspace(github_redirect, tmp_path / "ws")
+    assert ws.run("lock").exit_code == 0
+    planned = ws.run("sync", "--dry-run", "--offline", "--json")
+    real = ws.run("sync", "--offline")
+    assert real.exit_code == 3, real.stderr
+    assert planned.exit_code == real.exit_code, planned.stdout
+    message = " ".join(error_of(planned.stdout)["message"].split())
+    assert "sync would stop" in message and "--offline forbids cloning it" in message, message
+    assert "no git cache" in message, message
+    assert not ws.flagtree.exists()
+
+
+def test_sync_dry_run_offline_from_a_filled_git_cache_still_clones(github_redirect, tmp_path):
+    # the same, with a git cache filled online: the offline sync clones from it, and the plan says so
+    cache = tmp_path / "git-cache"
+    filler = new_workspace(github_redirect, tmp_path / "filler")
+    assert filler.run("sync", "--git-cache", str(cache)).exit_code == 0
+    ws = new_workspace(github_redirect, tmp_path / "ws")
+    assert ws.run("lock").exit_code == 0
+    planned = ws.run("sync", "--dry-run", "--offline", "--git-cache", str(cache), "--json")
+    assert planned.exit_code == 0, planned.stdout
+    real = ws.run("sync", "--offline", "--git-cache", str(cache))
+    assert real.exit_code == 0, real.stderr

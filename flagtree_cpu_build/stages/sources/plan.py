@@ -47,7 +47,7 @@ def plan_sources(ctx: StageContext, lock: Lock | None, options: RunOptions, *,
 
 def _plan_one(ctx: StageContext, name: str, lock: Lock | None, options: RunOptions, count_changes: bool) -> PlanItem:
     from ...errors import FlagtreeCpuError
-    from ...gitcmd import head, modified_files, submodules_off
+    from ...gitcmd import has_commit, head, modified_files, submodules_off
     from .pins import pinned
 
     source = ctx.recipe.sources[name]
@@ -66,6 +66,11 @@ def _plan_one(ctx: StageContext, name: str, lock: Lock | None, options: RunOptio
         if checkout.exists() and not (checkout.is_dir() and not any(checkout.iterdir())):
             return PlanItem("sources", name, "conflict", f"{checkout} exists but is not a git checkout",
                             f"stop: move {checkout} away", "something is in the way", data, "stop", SourceError)
+        unreachable = _offline_without(ctx, source.url, target=wanted, options=options)
+        if unreachable:
+            return PlanItem("sources", name, "missing", f"not checked out at {checkout}",
+                            f"stop: {name} is not checked out at {checkout} and --offline forbids cloning it: "
+                            f"{unreachable}", "missing", data, "stop", SourceError)
         return PlanItem("sources", name, "missing", f"not checked out at {checkout}", f"clone {name} {pin}",
                         "missing", data, "created")
     at = head(checkout) or ""
@@ -89,6 +94,10 @@ def _plan_one(ctx: StageContext, name: str, lock: Lock | None, options: RunOptio
                             f"stop: {name} has local changes (commit or stash them, or --allow-dirty)",
                             "at another commit", data, "stop", SourceError)
         reason = "at another commit" if wanted else f"the tip of {source.ref!r} is another commit"
+        if options.offline and not has_commit(checkout, target):  # a move offline takes only what it holds
+            return PlanItem("sources", name, "differs", f"at {at[:12]}, the pin is {target[:12]}",
+                            f"stop: commit {target[:12]} of {name} is not in {checkout} and --offline forbids "
+                            "fetching it", reason, data, "stop", SourceError)
         return PlanItem("sources", name, "differs", f"at {at[:12]}, the pin is {target[:12]}",
                         f"move {name} {at[:7]} -> {target[:7]}", reason, data, "updated")
     # none: sync leaves them alone; for the run: it checks them itself
@@ -98,6 +107,26 @@ def _plan_one(ctx: StageContext, name: str, lock: Lock | None, options: RunOptio
                         f"recorded commits ({', '.join(wrong[:2])})", f"update {name}'s submodules",
                         "submodules moved", data, "updated")
     return PlanItem("sources", name, "ok", f"at {at[:12]}{dirty}", data=data)
+
+
+def _offline_without(ctx: StageContext, url: str, *, target: str | None, options: RunOptions) -> str | None:
+    """Why an offline sync could not get ``target`` of ``url`` (None when it can, or when not offline): the run
+    clones and fetches only from the git cache (--git-cache, or the mirrors a bundle import seeded)."""
+    if not options.offline:
+        return None
+    from ...gitcache import GitCache
+    from ...gitcmd import has_commit
+    from .sync import chosen_git_cache
+
+    root = chosen_git_cache(ctx.workspace, options.git_cache)
+    if root is None:
+        return "no git cache to take it from (--git-cache DIR, or `bundle import` a bundle that carries it)"
+    mirror = GitCache(root, ctx.ui).mirror_path(url)
+    if not (mirror / "HEAD").is_file():
+        return f"the git cache {root} holds no mirror of {url}"
+    if target and not has_commit(mirror, target):
+        return f"the git cache's mirror {mirror} does not hold {target[:12]}"
+    return None
 
 
 def _users_changes(ctx: StageContext, name: str, lock: Lock | None) -> list[str]:
