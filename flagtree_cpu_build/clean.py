@@ -34,12 +34,12 @@ from .artifact_cache import url_key
 from .bundle.sources import bundle_cache
 from .download import source_note
 from .extract import read_stamp
+from .gitcache import bundle_git_cache
 from .halfmade import discard, users
 from .locking import Held, exclusive
 from .partials import abandoned, leftovers, leftovers_in
 from .stagekit.stage import StageContext
 from .stages.build.prebuilt import downloads_dir, partial_downloads
-from .stages.sources.sync import bundle_git_cache
 from .workspace import user_cache_dir
 
 CLEAN_SCHEMA = "flagtree-cpu/clean/v1"

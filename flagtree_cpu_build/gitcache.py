@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .digest import hash_text
 from .gitcmd import has_commit
@@ -23,6 +24,9 @@ from .gitops import fetch_commit, fetch_origin, init_mirror
 from .locking import exclusive
 from .partials import PartialFolder, clear_leftovers
 from .ui import UI
+
+if TYPE_CHECKING:
+    from .workspace import Workspace
 
 
 class GitCache:
@@ -88,3 +92,15 @@ class GitCache:
             # these paths are our own mirrors of the recipe's URLs
             pairs.append(("protocol.file.allow", "always"))
         return pairs
+
+
+def bundle_git_cache(ws: Workspace) -> Path:
+    """Where `bundle import` seeds bare mirrors of a bundle's git members."""
+    return ws.state_dir / "bundle" / "git"
+
+
+def chosen_git_cache(ws: Workspace, given: Path | None) -> Path | None:
+    """--git-cache when given; else the mirrors a bundle import seeded, so that `sync --offline` after
+    `bundle import` needs no option (an air-gapped board has no other place to clone from)."""
+    seeded = bundle_git_cache(ws)
+    return given or (seeded if seeded.is_dir() else None)

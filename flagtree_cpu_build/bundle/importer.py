@@ -34,7 +34,7 @@ from ..artifact_cache import ArtifactCache, url_key
 from ..atomic import temporary_name, write_atomic
 from ..digest import hash_file
 from ..errors import FlagtreeCpuError
-from ..gitcache import GitCache
+from ..gitcache import GitCache, bundle_git_cache
 from ..gitcmd import has_commit
 from ..gitops import clone_bundle_mirror, fetch_bundle
 from ..invocation import elsewhere
@@ -42,7 +42,6 @@ from ..lockfile import Lock, read_lock, write_lock
 from ..partials import PartialFolder, sweep
 from ..pythonenv import wheelhouse_dir
 from ..stagekit.stage import Action, StageContext, StageResult, Status
-from ..stages.sources.sync import bundle_git_cache
 from ..ui import UI
 from ..workspace import user_cache_dir
 from .archive import extract_members, read_bundle

@@ -114,9 +114,8 @@ def _offline_without(ctx: StageContext, url: str, *, target: str | None, options
     clones and fetches only from the git cache (--git-cache, or the mirrors a bundle import seeded)."""
     if not options.offline:
         return None
-    from ...gitcache import GitCache
+    from ...gitcache import GitCache, chosen_git_cache
     from ...gitcmd import has_commit
-    from .sync import chosen_git_cache
 
     root = chosen_git_cache(ctx.workspace, options.git_cache)
     if root is None:

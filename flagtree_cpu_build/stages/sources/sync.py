@@ -32,7 +32,7 @@ from pathlib import Path
 
 from ...atomic import replace_symlink
 from ...errors import SourceError
-from ...gitcache import GitCache
+from ...gitcache import GitCache, chosen_git_cache
 from ...gitcmd import effective_url, has_commit, head, modified_files, remote_url, unkept_commits
 from ...gitops import clone, fetch_commit, fetch_origin, init_with_origin, set_ref
 from ...lockfile import PatchLock, SourceLock, empty_lock, read_lock, update_lock, write_lock
@@ -87,18 +87,6 @@ def run_lock(ctx: StageContext, options: RunOptions) -> StageResult:
     if not options.frozen and new != old:
         write_lock(ws.lock_file, new)
     return StageResult("lock", tuple(actions), seconds=time.monotonic() - start)
-
-
-def bundle_git_cache(ws: Workspace) -> Path:
-    """Where `bundle import` seeds bare mirrors of a bundle's git members."""
-    return ws.state_dir / "bundle" / "git"
-
-
-def chosen_git_cache(ws: Workspace, given: Path | None) -> Path | None:
-    """--git-cache when given; else the mirrors a bundle import seeded, so that `sync --offline` after
-    `bundle import` needs no option (an air-gapped board has no other place to clone from)."""
-    seeded = bundle_git_cache(ws)
-    return given or (seeded if seeded.is_dir() else None)
 
 
 def run_sync(ctx: StageContext, options: RunOptions, plan: Sequence[PlanItem]) -> StageResult:
