@@ -71,13 +71,14 @@ def render_authenticity(ui: UI, verdict: dict[str, Any]) -> None:
 
 
 def import_for_setup(ui: UI, stage_ctx: StageContext, bundle: Path, setup_options: RunOptions,
-                     trust: Trust) -> dict[str, Any]:
+                     trust: Trust, checked: Any = None) -> dict[str, Any]:
     """setup --bundle: the bundle imported (verified, its origin judged, made for this workspace) before the
     first stage; what setup's report says of it."""
     from ..bundle.importer import ImportOptions, import_bundle
 
     result = import_bundle(stage_ctx, bundle, ImportOptions(python=setup_options.python,
-                                                            cache_dir=setup_options.cache_dir, trust=trust))
+                                                            cache_dir=setup_options.cache_dir, trust=trust),
+                           checked)  # verified already when the recipe came out of it (bundle.recipes)
     summary, *members = result.actions
     changed = sum(a.status != "ok" for a in members)
     render_authenticity(ui, summary.data["authenticity"])

@@ -16,6 +16,7 @@ from .app import options
 from .session import Options
 
 if TYPE_CHECKING:
+    from ..context import ContextRequest
     from ..stagekit.stage import StageContext
 
 
@@ -39,11 +40,13 @@ def build_jobs(stage_ctx: StageContext) -> int:
 
 
 def opened(ctx: typer.Context, *, python: Path | None = None, jobs: int | None = None,
-           wheel_dir: Path | None = None) -> tuple[Options, StageContext, Path]:
-    """The global options, the command's context and its target interpreter."""
+           wheel_dir: Path | None = None, request: ContextRequest | None = None
+           ) -> tuple[Options, StageContext, Path]:
+    """The global options, the command's context and its target interpreter; ``request``: a request already
+    completed (setup --bundle's, naming the recipe the bundle carries)."""
     from ..context import chosen_python, open_context
 
     opts = options(ctx)
-    request = opts.request(python=python, jobs=jobs, wheel_dir=wheel_dir)
+    request = request or opts.request(python=python, jobs=jobs, wheel_dir=wheel_dir)
     stage_ctx = open_context(request, opts.ui)
     return opts, stage_ctx, chosen_python(request, stage_ctx.workspace)

@@ -4,7 +4,7 @@ build, lock). Each opens the context, holds the workspace, runs one stage and re
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -23,6 +23,7 @@ from .app import (
     app,
     check_compile_cache,
     examples,
+    options,
 )
 from .bundle_trust import ExpectDigestOption, TrustedKeysOption, import_for_setup, trust_of
 from .opening import absolute, build_jobs, exclusive, opened
@@ -92,7 +93,14 @@ def setup(
     from ..stagekit.stage import RunOptions
 
     trust = trust_of(trusted_keys, expect_digest) if bundle is not None else None
-    opts, stage_ctx, target = opened(ctx, python=python, jobs=jobs)
+    carried = _carried(ctx, bundle, trust, python=python, jobs=jobs) if bundle is not None and not dry_run else None
+    try:
+        opts, stage_ctx, target = opened(ctx, python=python, jobs=jobs,
+                                         request=carried.request if carried is not None else None)
+    except BaseException:
+        if carried is not None:
+            carried.undo()  # a refused setup leaves no recipe file (nor a workspace made for it)
+        raise
     check_compile_cache(compile_cache, stage_ctx, target)
     if bundle is not None and dry_run:
         from ..errors import UsageError
@@ -125,11 +133,28 @@ def setup(
     with exclusive(opts, stage_ctx, "setup"):
         imported = None
         if bundle is not None and trust is not None:  # for a machine without network: all after it is --offline
-            imported = import_for_setup(opts.ui, stage_ctx, absolute(bundle) or bundle, setup_options, trust)
+            try:
+                imported = import_for_setup(opts.ui, stage_ctx, absolute(bundle) or bundle, setup_options, trust,
+                                            carried.checked if carried is not None else None)
+            except BaseException:
+                if carried is not None:
+                    carried.undo()
+                raise
         report = run_setup(stage_ctx, setup_options, bundle=imported)
     render.setup(opts.ui, report)
     if report.error is not None:
         raise report.error
+
+
+def _carried(ctx: typer.Context, bundle: Path, trust: Any, *, python: Path | None, jobs: int | None) -> Any:
+    """setup --bundle on a workspace that records no recipe: the recipe the bundle carries, as `bundle import`
+    takes it (bundle.recipes.with_carried_recipe), so a bundle of a user's recipe file sets up in one command."""
+    from ..bundle.importer import verified
+    from ..bundle.recipes import with_carried_recipe
+
+    opts = options(ctx)
+    return with_carried_recipe(opts.request(python=python, jobs=jobs), absolute(bundle) or bundle, opts.ui, trust,
+                               verified)
 
 
 @app.command(cls=FlagtreeCommand, epilog=examples(

@@ -132,3 +132,21 @@ def test_a_refused_import_leaves_no_recipe_and_no_workspace(
     assert refused.exit_code == 4, refused.stderr
     assert "more than any recipe" in error_of(refused.stdout)["message"]
     assert not board.exists()
+
+
+def test_setup_bundle_takes_the_recipe_the_bundle_carries_in_one_command(
+        world: GitWorld, tmp_path: Path, http_server: LoopbackHTTPServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`setup --bundle FILE` on a board that has no workspace yet: the same as the printed import && setup, in one."""
+    bundle, _line = made_bundle(world, tmp_path, http_server, monkeypatch)
+    close_every_route(monkeypatch, world, tmp_path / "board-home")
+    site = tmp_path / "board-site"
+    site.mkdir()
+    shutil.copy(bundle, site / bundle.name)
+    monkeypatch.chdir(site)
+    # the board is x86 here and the fixture build needs its own tools: without the build
+    done = cli("setup", "--bundle", bundle.name, "--skip-build", "--ignore-host")
+    assert done.exit_code == 0, done.stderr
+    ws = site / f"{RECIPE}-workspace"
+    record = json.loads((ws / ".flagtree-cpu" / "workspace.json").read_text())
+    assert record["recipe"]["name"] == RECIPE and record["recipe"]["origin"] == "file"
+    assert (ws / "FlagTree" / "python" / "setup.py").is_file()
