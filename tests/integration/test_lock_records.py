@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.support.cli import new_workspace
+from tests.support.cli import Workspace, new_workspace
 from tests.support.fetching import URL_PATH
 from tests.support.gitworld import GitWorld
 from tests.support.httpserver import LoopbackHTTPServer
@@ -18,12 +18,17 @@ def locked_llvm(lock_file: Path) -> dict:
     return yaml.safe_load(lock_file.read_text())["artifacts"]["llvm"]
 
 
+def fetched(world: GitWorld, tmp_path: Path, http_server: LoopbackHTTPServer) -> tuple[Workspace, str]:
+    """A workspace whose LLVM was fetched from the loopback server, and the URL it came from."""
+    url = http_server.serve(URL_PATH, llvm_tarball().data)
+    ws = new_workspace(world, tmp_path / "ws", always_set=(f"artifacts.llvm.url={url}",))
+    assert ws.run("fetch").exit_code == 0
+    return ws, url
+
+
 def test_lock_records_a_published_tree_so_frozen_accepts_it(github_redirect: GitWorld, tmp_path: Path,
                                                             http_server: LoopbackHTTPServer) -> None:
-    tarball = llvm_tarball()
-    url = http_server.serve(URL_PATH, tarball.data)
-    ws = new_workspace(github_redirect, tmp_path / "ws", always_set=(f"artifacts.llvm.url={url}",))
-    assert ws.run("fetch").exit_code == 0
+    ws, _url = fetched(github_redirect, tmp_path, http_server)
     sha = locked_llvm(ws.lock_file)["sha256"]
     ws.lock_file.unlink()  # a lock written afresh, with the tree still published
     result = ws.run("lock")
@@ -36,10 +41,7 @@ def test_lock_records_a_published_tree_so_frozen_accepts_it(github_redirect: Git
 
 def test_served_from_survives_runs_that_download_nothing(github_redirect: GitWorld, tmp_path: Path,
                                                           http_server: LoopbackHTTPServer) -> None:
-    tarball = llvm_tarball()
-    url = http_server.serve(URL_PATH, tarball.data)
-    ws = new_workspace(github_redirect, tmp_path / "ws", always_set=(f"artifacts.llvm.url={url}",))
-    assert ws.run("fetch").exit_code == 0
+    ws, url = fetched(github_redirect, tmp_path, http_server)
     assert locked_llvm(ws.lock_file)["served_from"] == url
     for command in (("fetch",), ("lock",), ("fetch",)):
         result = ws.run(*command)
