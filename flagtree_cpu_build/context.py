@@ -89,9 +89,9 @@ def recipe_and_workspace(request: ContextRequest, *, check: bool = True) -> tupl
     if mine != completed:
         completed, loaded = mine, requested_recipe(mine)
     ws = open_workspace(root, completed.lock_file)
-    stacked = stacked_with(loaded, found, lambda recipe: _bases(
-        recipe if recipe is not None or found is None else requested_recipe(
-            replace(request, recipe=found.recipe_arg, variant=found.variant, overrides=())), request))
+    stacked = stacked_with(loaded, found, lambda recipe: _bases(recipe, request), lambda: requested_recipe(
+        replace(request, recipe=found.recipe_arg if found else None, variant=found.variant if found else None,
+                overrides=())))
     if check:
         refuse_another(loaded, found, ws, request.command, stacked)
     # a base run on its stack's workspace leaves the record naming the top of the stack
@@ -140,8 +140,10 @@ def _bases(recipe: Recipe, request: ContextRequest) -> list[str]:
     from .recipe.files import load_base, user_recipe_dirs
 
     names: list[str] = []
-    while recipe.extends is not None and recipe.name not in names[:-1] and len(names) < 64:  # a cycle ends it
+    while recipe.extends is not None and len(names) < 64:
         recipe = load_base(recipe, user_recipe_dirs(request.recipes_dirs))
+        if recipe.name in names:  # a circle: opening the stack refuses it (exit 2); here it only ends the walk
+            break
         names.append(recipe.name)
     return names
 

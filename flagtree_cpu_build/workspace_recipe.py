@@ -66,17 +66,18 @@ def recorded(root: Path | None) -> Recorded | None:
     return Recorded(lock.recipe, lock.recipe, lock.variant, None, None, state / "lock.yaml")
 
 
-def stacked_with(loaded: Recipe, found: Recorded | None, bases: Callable[[Recipe | None], list[str]]) -> str | None:
+def stacked_with(loaded: Recipe, found: Recorded | None, bases: Callable[[Recipe], list[str]],
+                 load_recorded: Callable[[], Recipe]) -> str | None:
     """How ``loaded`` shares the workspace with its recorded recipe as one stack (FlagGems on FlagTree: one
     workspace, one interpreter, a lock each): "above" when ``loaded`` stacks on the recorded recipe, "below"
     when it is one of the recorded recipe's bases; None when neither (or the same recipe). ``bases(recipe)``
-    names a recipe's bases (``extends``, followed down); ``bases(None)`` the recorded recipe's."""
+    names a recipe's bases (``extends``, followed down); the recorded recipe is loaded only when asked about."""
     if found is None or loaded.name == found.recipe:
         return None
     try:
         if found.recipe in bases(loaded):
             return "above"
-        return "below" if loaded.name in bases(None) else None
+        return "below" if loaded.name in bases(load_recorded()) else None
     except FlagtreeCpuError:  # a base that cannot be read now: no stack to be part of
         return None
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -47,6 +47,15 @@ class Carried:
     checked: tuple[Manifest, Authenticity] | None = None
     written: list[Path] = field(default_factory=list)
     made: list[Path] = field(default_factory=list)  # folders it created, deepest last
+
+    @contextlib.contextmanager
+    def undone_on_failure(self) -> Iterator[None]:
+        """Whatever stops the block (a refused import, Ctrl-C) takes back the recipe files written for it."""
+        try:
+            yield
+        except BaseException:
+            self.undo()
+            raise
 
     def undo(self) -> None:
         """Remove the recipe files written, and the folders made for them once nothing else is in them."""
@@ -79,11 +88,8 @@ def with_carried_recipe(request: ContextRequest, path: Path, ui: UI, trust: Trus
         return Carried(request, checked)
     root = root or Path.cwd() / default_workdir(manifest.recipe)
     carried = Carried(request, checked)
-    try:
+    with carried.undone_on_failure():
         recipe_file = _extract(path, manifest, top, root, carried)
-    except BaseException:
-        carried.undo()
-        raise
     carried.request = replace(request, recipe=str(recipe_file), workdir=str(root),
                               variant=request.variant or manifest.variant)
     return carried

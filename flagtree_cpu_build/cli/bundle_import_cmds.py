@@ -61,16 +61,13 @@ def bundle_import(
     opts, path = options(ctx), absolute(bundle) or bundle
     # a workspace that records no recipe takes the bundle's: a recipe file the board lacks comes out of the bundle
     carried = with_carried_recipe(opts.request(python=python), path, opts.ui, trust, verified)
-    try:
+    with carried.undone_on_failure():  # a refused import leaves no recipe file (nor a workspace made for it)
         stage_ctx = open_context(carried.request, opts.ui)
         import_options = ImportOptions(python=chosen_python(carried.request, stage_ctx.workspace),
                                        cache_dir=cache_dir.expanduser() if cache_dir else None,
                                        update_lock=update_lock, trust=trust)
         with exclusive(opts, stage_ctx, "bundle import"):
             result = import_bundle(stage_ctx, path, import_options, carried.checked)
-    except BaseException:
-        carried.undo()  # a refused import leaves no recipe file (nor a workspace made for it)
-        raise
     render_import(opts.ui, result)
 
 

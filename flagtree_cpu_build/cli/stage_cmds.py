@@ -3,6 +3,7 @@ build, lock). Each opens the context, holds the workspace, runs one stage and re
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
@@ -94,13 +95,11 @@ def setup(
 
     trust = trust_of(trusted_keys, expect_digest) if bundle is not None else None
     carried = _carried(ctx, bundle, trust, python=python, jobs=jobs) if bundle is not None and not dry_run else None
-    try:
+    # a setup refused before it ran leaves no recipe file the bundle brought (nor a workspace made for it)
+    undone_on_failure = carried.undone_on_failure if carried is not None else contextlib.nullcontext
+    with undone_on_failure():
         opts, stage_ctx, target = opened(ctx, python=python, jobs=jobs,
                                          request=carried.request if carried is not None else None)
-    except BaseException:
-        if carried is not None:
-            carried.undo()  # a refused setup leaves no recipe file (nor a workspace made for it)
-        raise
     check_compile_cache(compile_cache, stage_ctx, target)
     if bundle is not None and dry_run:
         from ..errors import UsageError
@@ -133,13 +132,9 @@ def setup(
     with exclusive(opts, stage_ctx, "setup"):
         imported = None
         if bundle is not None and trust is not None:  # for a machine without network: all after it is --offline
-            try:
+            with undone_on_failure():
                 imported = import_for_setup(opts.ui, stage_ctx, absolute(bundle) or bundle, setup_options, trust,
                                             carried.checked if carried is not None else None)
-            except BaseException:
-                if carried is not None:
-                    carried.undo()
-                raise
         report = run_setup(stage_ctx, setup_options, bundle=imported)
     render.setup(opts.ui, report)
     if report.error is not None:
