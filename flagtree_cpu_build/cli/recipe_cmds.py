@@ -246,9 +246,9 @@ def recipe_schema_cmd(
 
 @recipe_app.command("upgrade", cls=FlagtreeCommand, epilog=examples(
     "flagtree-cpu recipe upgrade my-recipe.yaml",
-    "# the original stays as my-recipe.yaml.v1.bak; compare, then delete it",
-    "diff my-recipe.yaml.v1.bak my-recipe.yaml",
-    "flagtree-cpu recipe upgrade my-recipe.yaml --stdout > my-recipe.v2.yaml",
+    "# the original stays as my-recipe.yaml.v2.bak (v1.bak for a version 1 file); compare, then delete it",
+    "diff my-recipe.yaml.v2.bak my-recipe.yaml",
+    "flagtree-cpu recipe upgrade my-recipe.yaml --stdout > my-recipe.v3.yaml",
     "flagtree-cpu recipe upgrade my-recipe.yaml --no-backup",
 ))
 def recipe_upgrade(
@@ -257,14 +257,14 @@ def recipe_upgrade(
     to_stdout: Annotated[bool, typer.Option(
         "--stdout", help="Print the upgraded recipe instead of rewriting the file.")] = False,
     no_backup: Annotated[bool, typer.Option(
-        "--no-backup", help="Do not keep the original as <file>.v1.bak next to it.")] = False,
+        "--no-backup", help="Do not keep the original as <file>.v<N>.bak next to it.")] = False,
 ) -> None:
-    """Rewrite a schema version 1 recipe as version 2, keeping its comments.
+    """Rewrite a schema version 1 or 2 recipe as version 3, keeping its comments.
 
     Sections the new version leaves alone are copied line for line; changed ones are
     rewritten with their comments kept above them. The result is read back and must be
     the very recipe the old file meant, or nothing is written. The original is kept as
-    <file>.v1.bak (not a recipe name) unless --no-backup. An invalid recipe is refused with its problems
+    <file>.v<N>.bak (not a recipe name; N the old version) unless --no-backup. An invalid recipe is refused with its problems
     (exit code 2): fix it first, `recipe validate FILE` lists them.
     """
     from ..atomic import write_atomic
@@ -273,6 +273,7 @@ def recipe_upgrade(
     from ..recipe.files import load_recipe_file, parse_recipe, patch_dirs
     from ..recipe.locate import find_recipe, user_recipe_dirs
     from ..recipe.schema import to_data
+    from ..recipe.model import SCHEMA_VERSION
     from ..recipe.upgrade_text import UpgradeError, upgrade_text
 
     opts = options(ctx)
@@ -288,7 +289,7 @@ def recipe_upgrade(
             opts.ui.emit_json({"file": str(path), "changed": False, "schema_version": old.schema_version})
         return
     text = loader.read_text(path)
-    internal = f"could not rewrite {path} as schema version 2 without changing what it means (a flagtree-cpu bug)"
+    internal = f"could not rewrite {path} as schema version {SCHEMA_VERSION} without changing what it means (a flagtree-cpu bug)"
     fix = "please report it with the file attached; the file was not changed"
     try:
         upgraded = upgrade_text(text)
@@ -299,13 +300,13 @@ def recipe_upgrade(
         raise FlagtreeCpuError(internal, fix=fix, details=("the rewritten file reads as a different recipe",))
     if to_stdout:
         if opts.ui.json_mode:
-            opts.ui.emit_json({"file": str(path), "changed": False, "schema_version": 2, "text": upgraded})
+            opts.ui.emit_json({"file": str(path), "changed": False, "schema_version": SCHEMA_VERSION, "text": upgraded})
         else:
             opts.ui.emit_text(upgraded)
         return
     target = path.resolve()  # a symlinked recipe: rewrite the file it points to, keep the link
     # not *.yaml: a backup in a recipes folder must not be listed as one more recipe
-    backup = None if no_backup else target.with_name(f"{target.name}.v1.bak")
+    backup = None if no_backup else target.with_name(f"{target.name}.v{old.upgraded_from}.bak")
     if backup is not None and os.path.lexists(backup) and not _holds(backup, text):
         raise UsageError(f"{backup} already exists (an earlier original?); not overwriting it",
                          fix="move it away, or pass --no-backup")
@@ -314,9 +315,9 @@ def recipe_upgrade(
         write_atomic(backup, text, mode=mode)
     write_atomic(target, upgraded, mode=mode)
     kept = f"; the original is {backup}" if backup is not None else ""
-    opts.ui.success(f"{path}: rewritten as schema version 2{kept}")
+    opts.ui.success(f"{path}: rewritten as schema version {SCHEMA_VERSION}{kept}")
     if opts.ui.json_mode:
-        opts.ui.emit_json({"file": str(path), "changed": True, "schema_version": 2,
+        opts.ui.emit_json({"file": str(path), "changed": True, "schema_version": SCHEMA_VERSION,
                            "backup": str(backup) if backup is not None else None})
 
 

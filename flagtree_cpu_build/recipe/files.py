@@ -105,11 +105,13 @@ def parse_recipe(text: str, origin: str, overrides: Sequence[str] = (),
     if version_problem:
         raise RecipeError(origin, [version_problem])
     upgraded_from = None
-    if data["schema_version"] == 1:
-        from .upgrade import upgrade_data, upgrade_positions
+    if data["schema_version"] != SCHEMA_VERSION:
+        from .upgrade import to_current, upgrade_positions
 
-        loaded.positions = upgrade_positions(loaded.positions, data)  # problems still name the v1 line
-        data, upgraded_from = upgrade_data(data), 1
+        upgraded_from = data["schema_version"]
+        if upgraded_from == 1:
+            loaded.positions = upgrade_positions(loaded.positions, data)  # problems still name the v1 line
+        data = to_current(data)
     data = _apply_variant(data, loaded, origin, variant)
     too_many = _too_many(data, loaded)
     if too_many:
@@ -138,7 +140,7 @@ def parse_recipe(text: str, origin: str, overrides: Sequence[str] = (),
         for problem in ctx.problems:
             pos = loaded.position(problem.path)
             message, fix = problem.message, problem.fix
-            if upgraded_from is None and message.startswith("unknown key "):  # a version 1 name in a v2 file?
+            if upgraded_from != 1 and message.startswith("unknown key "):  # a version 1 name in a v2/v3 file?
                 message, fix = moved_key_problem(problem.path, data) or (message, fix)
             problems.append(RecipeProblem(pos.origin, pos.line, format_path(problem.path), message, fix))
         problems.sort(key=lambda p: (p.origin != origin, p.line or 0))
@@ -309,7 +311,7 @@ def _schema_version_problem(data: dict[str, Any], loaded: LoadedData) -> RecipeP
 
         return RecipeProblem(pos.origin, pos.line, "schema_version",
                              f"schema_version {version!r} is not supported by flagtree-cpu "
-                             f"{__version__}, which reads versions 1 and {SCHEMA_VERSION}",
+                             f"{__version__}, which reads versions 1 to {SCHEMA_VERSION}",
                              "upgrade flagtree-cpu (pip install -U flagtree-cpu) if the recipe is "
                              f"newer, or rewrite it for version {SCHEMA_VERSION}")
     return None

@@ -3,7 +3,7 @@
 ``flagtree-cpu recipe schema`` prints it for editors (``# yaml-language-server: $schema=...``);
 generated from the same field specs the loader uses, it cannot drift from the format.
 
-It describes schema version 2 only. Version 1 files are still read (the loader upgrades them in
+It describes schema version 3, and so version 2 (version 3 only added keys). Version 1 files are still read (the loader upgrades them in
 memory), but their layout is not described here: `flagtree-cpu recipe upgrade FILE` rewrites one.
 A few rules need the whole recipe or the bundled presets (a check's single kind, a preset's
 parameters, `when: {variant: ...}` naming a variant); those only the loader enforces.
@@ -23,7 +23,8 @@ from .schema import field_spec, public_fields, to_data, type_hints, yaml_key
 def recipe_json_schema() -> dict[str, Any]:
     schema = json_schema(Recipe, title=f"flagtree-cpu recipe (schema version {SCHEMA_VERSION})",
                          schema_id=f"https://flagtree-cpu.invalid/schema/recipe-v{SCHEMA_VERSION}.json")
-    schema["description"] += (f" This schema describes version {SCHEMA_VERSION}; version 1 files are still read "
+    schema["description"] += (f" This schema describes version {SCHEMA_VERSION} (and so version 2, which only lacks keys); version 1 files "
+                              "are still read "
                               "(upgraded in memory) but not described here: `flagtree-cpu recipe upgrade FILE` "
                               "rewrites one.")
     # a stacked recipe may leave `platform` out: it builds where the recipe it extends builds
@@ -33,7 +34,7 @@ def recipe_json_schema() -> dict[str, Any]:
     version_2["anyOf"] = [{"required": ["platform"]}, {"required": ["extends"]}]
     # The loader reads both versions, so an editor must not flag a version 1 file: its layout is left
     # undescribed (any mapping), and everything else is judged as version 2.
-    older = [v for v in SUPPORTED_VERSIONS if v != SCHEMA_VERSION]
+    older = [1]  # version 2 is version 3 without its new keys: judged as version 3
     schema["type"] = "object"
     schema["required"] = ["schema_version"]
     schema["properties"] = {"schema_version": {**version_2["properties"]["schema_version"],

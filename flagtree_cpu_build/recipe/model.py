@@ -1,6 +1,6 @@
 """The recipe models: every pinned input of a build, as validated, frozen data.
 
-A recipe is YAML (schema version 2; version 1 files are upgraded in memory by ``upgrade``).
+A recipe is YAML (schema version 3; version 1 and 2 files are upgraded in memory by ``upgrade``).
 The classes here and in ``inputs`` (sources, artifacts, links), ``platform`` (host and target),
 ``environment`` (env operations) and ``validation`` (checks, diagnosis) are the format: their fields,
 documentation and rules (see ``checks``) drive both the loader and the JSON Schema. Resolving a
@@ -38,8 +38,8 @@ from .validation import Check, Diagnosis
 if TYPE_CHECKING:
     from ..host import HostFacts
 
-SCHEMA_VERSION = 2
-SUPPORTED_VERSIONS = (1, 2)
+SCHEMA_VERSION = 3
+SUPPORTED_VERSIONS = (1, 2, 3)
 
 
 
@@ -244,7 +244,7 @@ class Resources:
 class Recipe:
     """Everything needed to build and check one system, pinned."""
 
-    schema_version: int = spec("recipe format version; this tool reads 1 and 2")
+    schema_version: int = spec("recipe format version; this tool reads 1, 2 and 3 (1 and 2 are upgraded as they are read)")
     name: str = spec("recipe name (lower-case, '-' separated)", checks=check_name)
     description: str = spec("one line on what this recipe builds", default="")
     variant: str | None = spec("the default variant (--variant picks another)", default=None)

@@ -1,5 +1,7 @@
-"""Schema version 1 -> 2: the same recipe in the general form.
+"""Schema versions 1 and 2 -> 3. Version 2 -> 3 only changes the number (version 3 adds keys and changes
+none); version 1 -> 2 is the same recipe in the general form, below.
 
+``to_current`` is what the loader calls so every older recipe keeps working, with a one-line notice.
 ``upgrade_data`` converts loaded v1 data (plain dicts) into v2 data; the loader calls it so every v1
 recipe keeps working, with a one-line notice. ``upgrade_text`` (in ``upgrade_text``) rewrites a v1 file as v2 text for
 `flagtree-cpu recipe upgrade`: top-level sections the conversion leaves alone are copied line for line,
@@ -38,6 +40,20 @@ _V1_OPENMP = {
     "name": "OpenMP runtime", "any_of": ["libgomp.so", "libomp.so"], "compiler_env": "CC",
     "why": "JIT-compiled kernels link it", "fix": "apt-get install -y libomp-dev libgomp1",
 }
+
+
+def to_current(data: dict[str, Any]) -> dict[str, Any]:
+    """Recipe data of any supported version as the current version's data (a new dict)."""
+    if data.get("schema_version") == 1:
+        data = upgrade_data(data)
+    return v2_to_v3(data)
+
+
+def v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 3 only adds keys (values read from sources, named builds, FetchContent inputs, computed
+    placeholders, host and toolchain versions, artifact ownership): a version 2 recipe means the same as
+    version 3, so only the number changes."""
+    return {**data, "schema_version": 3}
 
 
 def upgrade_data(data: dict[str, Any]) -> dict[str, Any]:
@@ -181,7 +197,7 @@ def upgrade_notice(recipe: Any) -> str | None:
     """The one line that tells a user their file is read as an older schema version, or None."""
     if recipe.upgraded_from is None:
         return None
-    return (f"note: {recipe.file} is schema version {recipe.upgraded_from}, read as version 2; "
+    return (f"note: {recipe.file} is schema version {recipe.upgraded_from}, read as version 3; "
             f"`flagtree-cpu recipe upgrade {recipe.file}` rewrites it")
 
 

@@ -1,4 +1,6 @@
-"""`flagtree-cpu recipe upgrade`: a version 1 recipe file rewritten as version 2 text, comments kept.
+"""`flagtree-cpu recipe upgrade`: a version 1 or 2 recipe file rewritten as version 3 text, comments kept.
+
+Version 2 -> 3 changes the `schema_version` line only; version 1 is first rewritten as version 2 (below).
 
 ``upgrade.upgrade_data`` says what the version 2 data is; this module finds the lines that can stay.
 """
@@ -9,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .upgrade import upgrade_data, upgrade_path
+from .upgrade import to_current, upgrade_data, upgrade_path
 
 
 class UpgradeError(Exception):
@@ -17,6 +19,28 @@ class UpgradeError(Exception):
 
 
 def upgrade_text(text: str) -> str:
+    """A v1 or v2 recipe file's text as the current version, keeping every line but the version's."""
+    import yaml
+
+    old = yaml.safe_load(text)
+    if not isinstance(old, dict) or old.get("schema_version") not in (1, 2):
+        raise ValueError("upgrade_text takes a schema version 1 or 2 recipe")
+    v2 = v1_to_v2_text(text) if old["schema_version"] == 1 else text
+    new = to_current(old)
+    lines = v2.splitlines()
+    for i, line in enumerate(lines):
+        bumped, n = re.subn(r"""^(schema_version\s*:\s*)(["']?)2\2(?=\s*(#|$))""", r"\g<1>3", line)
+        if n:
+            result = "\n".join(lines[:i] + [bumped] + lines[i + 1:]).rstrip("\n") + "\n"
+            break
+    else:  # written some other way (flow style, a YAML tag): every comment on top, the data written anew
+        result = "\n".join(_plain(lines, new)).rstrip("\n") + "\n"
+    if yaml.safe_load(result) != new:
+        raise UpgradeError("the rewritten recipe does not read back as the upgraded one")
+    return result
+
+
+def v1_to_v2_text(text: str) -> str:
     """A v1 recipe file's text as v2, keeping what can be kept.
 
     A mapping is split into blocks, one per key (a block also owns the blank and comment lines right above

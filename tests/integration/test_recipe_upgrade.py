@@ -1,5 +1,5 @@
-"""`flagtree-cpu recipe upgrade`: a version 1 file rewritten as version 2 in place (the original kept), or
-printed; a version 2 file left alone; an invalid file refused untouched. And the one-line notice a version 1
+"""`flagtree-cpu recipe upgrade`: a version 1 or 2 file rewritten as version 3 in place (the original kept), or
+printed; a version 3 file left alone; an invalid file refused untouched. And the one-line notice a version 1
 file gets on stderr, never on stdout."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from flagtree_cpu_build.cli import app
 from flagtree_cpu_build.recipe import schema as rs
 from flagtree_cpu_build.recipe.files import bundled_dir, load_recipe_file
-from flagtree_cpu_build.recipe.upgrade import upgrade_data
+from flagtree_cpu_build.recipe.upgrade import to_current
 from tests.support.corpus import CORPUS, VALID
 
 V1 = VALID / "flagtree-cpu-arm64.v1.yaml"
@@ -29,7 +29,7 @@ def v1_file(tmp_path: Path) -> Path:
 
 
 def _notice(path: Path) -> str:
-    return (f"note: {path} is schema version 1, read as version 2; `flagtree-cpu recipe upgrade {path}` "
+    return (f"note: {path} is schema version 1, read as version 3; `flagtree-cpu recipe upgrade {path}` "
             "rewrites it")
 
 
@@ -39,15 +39,15 @@ def test_upgrade_rewrites_in_place_and_keeps_the_original(v1_file: Path) -> None
     assert result.exit_code == 0, result.stderr
     backup = v1_file.with_name("my-recipe.yaml.v1.bak")
     assert backup.read_text() == V1.read_text()
-    assert f"{v1_file}: rewritten as schema version 2; the original is {backup}" in result.stderr
+    assert f"{v1_file}: rewritten as schema version 3; the original is {backup}" in result.stderr
     after = load_recipe_file(v1_file)
-    assert after.upgraded_from is None and after.schema_version == 2
+    assert after.upgraded_from is None and after.schema_version == 3
     assert rs.to_data(after) == rs.to_data(before)
     assert result.stdout == ""
     assert sorted(p.name for p in v1_file.parent.iterdir()) == ["my-recipe.yaml", "my-recipe.yaml.v1.bak"]
     again = CliRunner().invoke(app, ["recipe", "upgrade", str(v1_file)])
     assert again.exit_code == 0
-    assert "already schema version 2; nothing to do" in again.stderr
+    assert "already schema version 3; nothing to do" in again.stderr
 
 
 def test_upgrade_no_backup(v1_file: Path) -> None:
@@ -61,7 +61,7 @@ def test_upgrade_stdout_prints_and_writes_nothing(v1_file: Path) -> None:
     assert result.exit_code == 0, result.stderr
     assert v1_file.read_text() == V1.read_text()
     assert sorted(p.name for p in v1_file.parent.iterdir()) == ["my-recipe.yaml"]
-    assert yaml.safe_load(result.stdout) == upgrade_data(yaml.safe_load(V1.read_text()))
+    assert yaml.safe_load(result.stdout) == to_current(yaml.safe_load(V1.read_text()))
     assert "note:" not in result.stdout
 
 
@@ -69,18 +69,33 @@ def test_upgrade_json(v1_file: Path) -> None:
     result = CliRunner().invoke(app, ["--json", "recipe", "upgrade", str(v1_file)])
     assert result.exit_code == 0, result.stderr
     document = json.loads(result.stdout)["result"]
-    assert document == {"file": str(v1_file), "changed": True, "schema_version": 2,
+    assert document == {"file": str(v1_file), "changed": True, "schema_version": 3,
                         "backup": str(v1_file.with_name("my-recipe.yaml.v1.bak"))}
 
 
-def test_a_v2_recipe_is_left_alone(tmp_path: Path) -> None:
-    path = tmp_path / "v2.yaml"
+def test_a_v3_recipe_is_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "v3.yaml"
     shutil.copy(bundled_dir("recipes") / "flagtree-cpu-arm64.yaml", path)
     before = path.read_bytes()
     result = CliRunner().invoke(app, ["recipe", "upgrade", str(path)])
     assert result.exit_code == 0, result.stderr
-    assert f"{path} is already schema version 2; nothing to do" in result.stderr
-    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["v2.yaml"]
+    assert f"{path} is already schema version 3; nothing to do" in result.stderr
+    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["v3.yaml"]
+
+
+def test_a_v2_recipe_is_read_with_a_notice_and_upgraded_by_its_version_line(tmp_path: Path) -> None:
+    path = tmp_path / "mine.yaml"
+    v3 = (bundled_dir("recipes") / "flagtree-cpu-arm64.yaml").read_text()
+    v2 = v3.replace("\nschema_version: 3\n", "\nschema_version: 2\n", 1)
+    path.write_text(v2)
+    checked = CliRunner().invoke(app, ["recipe", "validate", str(path)])
+    assert checked.exit_code == 0, checked.stderr
+    assert checked.stderr.count(f"note: {path} is schema version 2, read as version 3") == 1
+    result = CliRunner().invoke(app, ["recipe", "upgrade", str(path)])
+    assert result.exit_code == 0, result.stderr
+    backup = path.with_name("mine.yaml.v2.bak")
+    assert f"{path}: rewritten as schema version 3; the original is {backup}" in result.stderr
+    assert backup.read_text() == v2 and path.read_text() == v3
 
 
 def test_an_invalid_v1_recipe_is_refused_untouched(tmp_path: Path) -> None:
@@ -116,11 +131,11 @@ def test_the_v1_notice_is_one_line_on_stderr_only(v1_file: Path) -> None:
     assert "schema_version: schema version 1" not in shown.stderr  # not a second time as a warning
     checked = CliRunner().invoke(app, ["recipe", "validate", str(v1_file)])
     assert checked.exit_code == 0, checked.stderr
-    assert checked.stderr.count("is schema version 1, read as version 2") == 1
+    assert checked.stderr.count("is schema version 1, read as version 3") == 1
     assert checked.stdout == ""
 
 
-def test_a_v2_recipe_gets_no_notice() -> None:
+def test_a_v3_recipe_gets_no_notice() -> None:
     result = CliRunner().invoke(app, ["recipe", "validate", str(bundled_dir("recipes") / "flagtree-cpu-arm64.yaml")])
     assert result.exit_code == 0, result.stderr
     assert "schema version" not in result.stderr and "recipe upgrade" not in result.stderr

@@ -22,7 +22,7 @@ from flagtree_cpu_build.recipe import Recipe
 from flagtree_cpu_build.recipe import schema as rs
 from flagtree_cpu_build.recipe.files import load_recipe
 from flagtree_cpu_build.recipe.schema import Context
-from flagtree_cpu_build.recipe.upgrade import upgrade_data
+from flagtree_cpu_build.recipe.upgrade import to_current
 from tests.integration.test_build import BuildWorkspace, bws  # noqa: F401  (the fixture)
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden-v1"
@@ -49,7 +49,7 @@ def _drop(data: dict[str, Any], paths: set[tuple[str, ...]]) -> dict[str, Any]:
 def _v2_data(v1_data: dict[str, Any]) -> dict[str, Any]:
     ctx = Context(facts={"sources": set(v1_data["sources"]), "artifacts": set(v1_data["artifacts"]),
                          "host_arches": ("aarch64",)})
-    recipe = rs.convert(upgrade_data(v1_data), Recipe, ctx)
+    recipe = rs.convert(to_current(v1_data), Recipe, ctx)
     assert not ctx.problems, ctx.problems
     return rs.to_data(recipe)
 

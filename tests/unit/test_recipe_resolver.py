@@ -13,7 +13,7 @@ from flagtree_cpu_build.cli import app
 from tests.support.envelope import result_of
 
 BASE = """\
-schema_version: 2
+schema_version: 3
 name: my-base
 platform:
   host: {arch: [x86_64, aarch64, riscv64]}
@@ -23,7 +23,7 @@ runtime:
   env: {set: {FROM_BASE: "yes"}}
 """
 TOP = """\
-schema_version: 2
+schema_version: 3
 name: my-top
 extends: my-base
 sources:
@@ -75,7 +75,7 @@ def test_recipe_upgrade_finds_the_base_too(cli) -> None:
     invoke, top = cli
     result = invoke("recipe", "upgrade", str(top))
     assert result.exit_code == 0, result.stderr
-    assert "already schema version 2" in result.stderr
+    assert "already schema version 3" in result.stderr
 
 
 @pytest.mark.parametrize("recipe", ["file", "name"])

@@ -13,7 +13,7 @@ from flagtree_cpu_build.cli import app
 from flagtree_cpu_build.errors import RecipeError
 from flagtree_cpu_build.recipe import schema as rs
 from flagtree_cpu_build.recipe.files import bundled_dir, load_recipe_file, parse_recipe, recipe_variants
-from flagtree_cpu_build.recipe.upgrade import upgrade_data, upgrade_path
+from flagtree_cpu_build.recipe.upgrade import to_current, upgrade_path
 from flagtree_cpu_build.recipe.upgrade_text import UpgradeError, upgrade_text
 from tests.support.corpus import CORPUS, VALID, corpus_cases
 
@@ -213,9 +213,9 @@ def _comment_lines(text: str) -> list[str]:
 
 def test_upgrade_text_reads_back_as_the_in_memory_upgrade() -> None:
     upgraded = upgrade_text(V1_TEXT)
-    assert yaml.safe_load(upgraded) == upgrade_data(yaml.safe_load(V1_TEXT))
+    assert yaml.safe_load(upgraded) == to_current(yaml.safe_load(V1_TEXT))
     assert rs.to_data(parse_recipe(upgraded, "new.yaml")) == rs.to_data(parse_recipe(V1_TEXT, "old.yaml"))
-    assert upgraded.splitlines()[6] == "schema_version: 2"  # in place, below the header comments
+    assert upgraded.splitlines()[6] == "schema_version: 3"  # in place, below the header comments
 
 
 def test_upgrade_text_keeps_every_comment_and_the_unchanged_sections_verbatim() -> None:
@@ -246,15 +246,35 @@ def test_upgrade_text_keeps_every_comment_and_the_unchanged_sections_verbatim() 
 ])
 def test_upgrade_text_handles_other_layouts(text: str) -> None:
     upgraded = upgrade_text(text)
-    assert yaml.safe_load(upgraded) == upgrade_data(yaml.safe_load(text))
+    assert yaml.safe_load(upgraded) == to_current(yaml.safe_load(text))
     assert all(comment in _comment_lines(upgraded) for comment in _comment_lines(text))
-    assert parse_recipe(upgraded, "u.yaml").schema_version == 2
+    assert parse_recipe(upgraded, "u.yaml").schema_version == 3
 
 
-def test_upgrade_text_refuses_a_v2_recipe() -> None:
+def test_upgrade_text_refuses_a_current_recipe() -> None:
     with pytest.raises(ValueError):
         upgrade_text(BUNDLED.read_text())
     assert issubclass(UpgradeError, Exception)
+
+
+@pytest.mark.parametrize("line", ["schema_version: 2", "schema_version: 2  # kept", "schema_version:   2"])
+def test_a_v2_file_becomes_v3_by_its_version_line_alone(line: str) -> None:
+    v2 = BUNDLED.read_text().replace("schema_version: 3", line, 1)
+    upgraded = upgrade_text(v2)
+    before, after = v2.splitlines(), upgraded.splitlines()
+    changed = [(a, b) for a, b in zip(before, after) if a != b]
+    assert len(before) == len(after) and len(changed) == 1, changed
+    assert changed[0][1].startswith("schema_version:") and changed[0][1].split("#")[0].strip().endswith("3")
+    assert rs.to_data(parse_recipe(upgraded, "new.yaml")) == rs.to_data(parse_recipe(v2, "old.yaml"))
+    assert parse_recipe(v2, "old.yaml").upgraded_from == 2
+
+
+def test_a_v2_file_in_flow_style_is_rewritten_with_its_comments_on_top() -> None:
+    text = ("# my recipe\n{schema_version: 2, name: flow, platform: {host: {arch: [x86_64]}},\n"
+            " sources: {main: {url: 'https://example.invalid/m.git', ref: main}}}\n")
+    upgraded = upgrade_text(text)
+    assert upgraded.startswith("# my recipe\n")
+    assert yaml.safe_load(upgraded) == {**yaml.safe_load(text), "schema_version": 3}
 
 
 def test_the_corpus_has_v2_cases() -> None:

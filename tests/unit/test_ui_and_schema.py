@@ -69,9 +69,9 @@ def test_schema_documents_keys_for_editors(schema: dict) -> None:
     check = schema["$defs"]["Check"]["properties"]
     assert check["import"]["anyOf"][0]["$ref"].endswith("ImportCheck")  # YAML keys, not attribute names
     assert check["with"] == {"description": "the preset's parameters", "type": "object", "additionalProperties": {}}
-    assert schema["properties"]["schema_version"]["enum"] == [1, 2]
-    assert "describes version 2" in schema["description"]
-    assert schema["title"].endswith("(schema version 2)")
+    assert schema["properties"]["schema_version"]["enum"] == [1, 2, 3]
+    assert "describes version 3" in schema["description"]
+    assert schema["title"].endswith("(schema version 3)")
 
 
 def test_schema_describes_the_v2_shapes(schema: dict) -> None:
