@@ -264,16 +264,16 @@ def recipe_upgrade(
     Sections the new version leaves alone are copied line for line; changed ones are
     rewritten with their comments kept above them. The result is read back and must be
     the very recipe the old file meant, or nothing is written. The original is kept as
-    <file>.v<N>.bak (not a recipe name; N the old version) unless --no-backup. An invalid recipe is refused with its problems
-    (exit code 2): fix it first, `recipe validate FILE` lists them.
+    <file>.v<N>.bak (not a recipe name; N the old version) unless --no-backup. An invalid recipe is
+    refused with its problems (exit code 2): fix it first, `recipe validate FILE` lists them.
     """
     from ..atomic import write_atomic
     from ..errors import FlagtreeCpuError, UsageError
     from ..recipe import loader
     from ..recipe.files import load_recipe_file, parse_recipe, patch_dirs
     from ..recipe.locate import find_recipe, user_recipe_dirs
-    from ..recipe.schema import to_data
     from ..recipe.model import SCHEMA_VERSION
+    from ..recipe.schema import to_data
     from ..recipe.upgrade_text import UpgradeError, upgrade_text
 
     opts = options(ctx)
@@ -289,7 +289,8 @@ def recipe_upgrade(
             opts.ui.emit_json({"file": str(path), "changed": False, "schema_version": old.schema_version})
         return
     text = loader.read_text(path)
-    internal = f"could not rewrite {path} as schema version {SCHEMA_VERSION} without changing what it means (a flagtree-cpu bug)"
+    internal = (f"could not rewrite {path} as schema version {SCHEMA_VERSION} without changing what it means "
+                "(a flagtree-cpu bug)")
     fix = "please report it with the file attached; the file was not changed"
     try:
         upgraded = upgrade_text(text)

@@ -3,8 +3,9 @@
 ``flagtree-cpu recipe schema`` prints it for editors (``# yaml-language-server: $schema=...``);
 generated from the same field specs the loader uses, it cannot drift from the format.
 
-It describes schema version 3, and so version 2 (version 3 only added keys). Version 1 files are still read (the loader upgrades them in
-memory), but their layout is not described here: `flagtree-cpu recipe upgrade FILE` rewrites one.
+It describes schema version 3, and so version 2 (version 3 only added keys). Version 1 files are
+still read (the loader upgrades them in memory), but their layout is not described here:
+`flagtree-cpu recipe upgrade FILE` rewrites one.
 A few rules need the whole recipe or the bundled presets (a check's single kind, a preset's
 parameters, `when: {variant: ...}` naming a variant); those only the loader enforces.
 """
@@ -23,8 +24,8 @@ from .schema import field_spec, public_fields, to_data, type_hints, yaml_key
 def recipe_json_schema() -> dict[str, Any]:
     schema = json_schema(Recipe, title=f"flagtree-cpu recipe (schema version {SCHEMA_VERSION})",
                          schema_id=f"https://flagtree-cpu.invalid/schema/recipe-v{SCHEMA_VERSION}.json")
-    schema["description"] += (f" This schema describes version {SCHEMA_VERSION} (and so version 2, which only lacks keys); version 1 files "
-                              "are still read "
+    schema["description"] += (f" This schema describes version {SCHEMA_VERSION} (and so version 2, which only "
+                              "lacks keys); version 1 files are still read "
                               "(upgraded in memory) but not described here: `flagtree-cpu recipe upgrade FILE` "
                               "rewrites one.")
     # a stacked recipe may leave `platform` out: it builds where the recipe it extends builds

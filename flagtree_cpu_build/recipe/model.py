@@ -244,7 +244,8 @@ class Resources:
 class Recipe:
     """Everything needed to build and check one system, pinned."""
 
-    schema_version: int = spec("recipe format version; this tool reads 1, 2 and 3 (1 and 2 are upgraded as they are read)")
+    schema_version: int = spec("recipe format version; this tool reads 1, 2 and 3 (1 and 2 are upgraded as "
+                               "they are read)")
     name: str = spec("recipe name (lower-case, '-' separated)", checks=check_name)
     description: str = spec("one line on what this recipe builds", default="")
     variant: str | None = spec("the default variant (--variant picks another)", default=None)

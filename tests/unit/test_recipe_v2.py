@@ -262,8 +262,9 @@ def test_a_v2_file_becomes_v3_by_its_version_line_alone(line: str) -> None:
     v2 = BUNDLED.read_text().replace("schema_version: 3", line, 1)
     upgraded = upgrade_text(v2)
     before, after = v2.splitlines(), upgraded.splitlines()
-    changed = [(a, b) for a, b in zip(before, after) if a != b]
-    assert len(before) == len(after) and len(changed) == 1, changed
+    assert len(before) == len(after)
+    changed = [(a, b) for a, b in zip(before, after, strict=True) if a != b]
+    assert len(changed) == 1, changed
     assert changed[0][1].startswith("schema_version:") and changed[0][1].split("#")[0].strip().endswith("3")
     assert rs.to_data(parse_recipe(upgraded, "new.yaml")) == rs.to_data(parse_recipe(v2, "old.yaml"))
     assert parse_recipe(v2, "old.yaml").upgraded_from == 2
