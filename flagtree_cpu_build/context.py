@@ -153,7 +153,7 @@ def resolve_for(loaded: Recipe, request: ContextRequest, ws: Workspace, host: Ho
     from .placeholders import placeholder_values
     from .recipe import resolve, select_variants
 
-    selected = select_variants(loaded, host.os_id, host.arch, host.glibc)
+    selected = select_variants(loaded, host.os_id, host.arch, host.glibc, host.os_version_id)
     values = placeholder_values(selected, ws, host, os.environ, jobs=request.jobs,
                                 python=chosen_python(request, ws) if request.python else None,
                                 wheel_dir=request.wheel_dir)

@@ -28,11 +28,12 @@ from .checks import (
 
 # the field types below name these: typing.get_type_hints resolves them in this module
 from .environment import EnvHazard, EnvOps
-from .inputs import Artifact, Links, Selector, SelectorFacts, Source, check_source_tree, checkout_path
+from .inputs import Artifact, Links, Source, check_source_tree, checkout_path
 from .platform import (
     Platform,
 )
 from .schema import Context, Path_, spec
+from .selector import Selector, SelectorFacts
 from .validation import Check, Diagnosis
 
 if TYPE_CHECKING:
@@ -330,13 +331,14 @@ class Recipe:
     def is_cross(self, host_arch: str) -> bool:
         return self.target_arch(host_arch) != host_arch
 
-    def selector_facts(self, host_arch: str, os_id: str = "", glibc: str | None = None) -> SelectorFacts:
+    def selector_facts(self, host_arch: str, os_id: str = "", glibc: str | None = None,
+                       os_version: str = "") -> SelectorFacts:
         return SelectorFacts(arch=host_arch, target_arch=self.target_arch(host_arch), os_id=os_id, glibc=glibc,
-                             variant=self.variant)
+                             variant=self.variant, os_version=os_version)
 
     def facts_on(self, host: HostFacts) -> SelectorFacts:
         """What every `when:` of this recipe is judged against on ``host``."""
-        return self.selector_facts(host.arch, host.os_id, host.glibc)
+        return self.selector_facts(host.arch, host.os_id, host.glibc, host.os_version_id)
 
     def toolchains_on(self, facts: SelectorFacts) -> dict[str, Toolchain]:
         """The pre-provisioned toolchains these facts need (their ``when`` matches), in recipe order."""

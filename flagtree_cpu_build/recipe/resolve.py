@@ -22,9 +22,9 @@ def toolchain_override_var(name: str) -> str:
     return TOOLCHAIN_ENV + name.upper().replace("-", "_")
 
 
-def select_variants(recipe: Recipe, os_id: str, arch: str, glibc: str | None = None) -> Recipe:
+def select_variants(recipe: Recipe, os_id: str, arch: str, glibc: str | None = None, os_version: str = "") -> Recipe:
     """Apply, per artifact, the first variant whose `when` matches this host (and the recipe's variant)."""
-    facts = recipe.selector_facts(arch, os_id, glibc)
+    facts = recipe.selector_facts(arch, os_id, glibc, os_version)
     artifacts = {}
     for name, artifact in recipe.artifacts.items():
         for variant in artifact.variants:

@@ -190,7 +190,8 @@ def absent_needs(recipe: Recipe, check: Check, path: str, workdir: Path) -> list
 
 def _conditions(when: Any) -> str:
     parts = [f"{key} {', '.join(value) if isinstance(value, tuple) else value}"
-             for key in ("arch", "target_arch", "os_id", "glibc", "variant") if (value := getattr(when, key))]
+             for key in ("arch", "target_arch", "os_id", "os_version", "glibc", "variant")
+             if (value := getattr(when, key))]
     return "; ".join(parts)
 
 
