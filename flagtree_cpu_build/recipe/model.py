@@ -34,6 +34,7 @@ from .platform import (
 )
 from .schema import Context, Path_, spec
 from .selector import Selector, SelectorFacts
+from .toolchain import Toolchain
 from .validation import Check, Diagnosis
 
 if TYPE_CHECKING:
@@ -189,20 +190,6 @@ class Step:
             if not argv:
                 ctx.report(path + ("run", i), "an empty command (a step's command needs an argv)",
                            "write the program and its arguments as a list")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Toolchain:
-    """A toolkit installed on the host by other means (CUDA, a vendor SDK): checked, never downloaded."""
-
-    path: str = spec("its folder (placeholders allowed; FLAGTREE_CPU_TOOLCHAIN_<NAME> overrides it per host)",
-                     interpolate=True, checks=INTERPOLATED)
-    expect: tuple[str, ...] = spec("files (relative to path) that must exist", default=(),
-                                   checks=lambda v, c, p: [check_file(x, c, p + (i,)) for i, x in enumerate(v)])
-    env: EnvOps = spec("what it adds to the build and run environments", default_factory=EnvOps)
-    why: str = spec("what needs it", default="")
-    fix: str = spec("how to install it", default="")
-    when: Selector | None = spec("when it is needed (default: always)", default=None)
 
 
 # --- run time, resources, checks, diagnosis ------------------------------------------------------------------
