@@ -160,11 +160,25 @@ def applicable_toolchains(recipe: Recipe, host: HostFacts) -> dict[str, Toolchai
 
 
 def toolchain_missing(toolchain: Toolchain) -> list[str]:
-    """What of a pre-provisioned toolchain is not on this machine: its folder, else the expected files in it."""
-    root = Path(toolchain.path)
-    if not root.is_dir():
-        return [str(root)]
-    return [str(root / f) for f in toolchain.expect if not (root / f).exists()]
+    """What of a pre-provisioned toolchain is not on this machine: its folder, else the expected files in it, at
+    the place a failure is told about; [] when it was found (see ``toolchain_shortfall`` for other reasons)."""
+    from .toolchain_search import toolchain_verdict
+
+    search = toolchain_verdict(toolchain)
+    return [] if search.found or search.chosen is None else list(search.chosen.missing)
+
+
+def toolchain_shortfall(toolchain: Toolchain) -> str | None:
+    """Why the toolchain will not do here, in words ("missing A, B", "found 12.4 at X, the recipe needs >=12.6"),
+    with the other places looked at; None when it was found."""
+    from .toolchain_search import toolchain_verdict
+
+    search = toolchain_verdict(toolchain)
+    if search.found:
+        return None
+    what = search.chosen.reason() if search.chosen is not None else "no path, paths or discover answer"
+    others = search.others()
+    return what + (f" (also looked at: {'; '.join(others)})" if others else "")
 
 
 def runtime_env(

@@ -153,11 +153,17 @@ def resolve_for(loaded: Recipe, request: ContextRequest, ws: Workspace, host: Ho
     from .placeholders import placeholder_values
     from .recipe import resolve, select_variants
 
-    selected = select_variants(loaded, host.os_id, host.arch, host.glibc)
+    selected = select_variants(loaded, host.os_id, host.arch, host.glibc, host.os_version_id)
     values = placeholder_values(selected, ws, host, os.environ, jobs=request.jobs,
                                 python=chosen_python(request, ws) if request.python else None,
                                 wheel_dir=request.wheel_dir)
-    return resolve(selected, ws.root, values, os.environ), values["jobs"]
+    resolved = resolve(selected, ws.root, values, os.environ)
+    if request.sysroot != Path("/"):  # another machine's: its toolkits are not here
+        return resolved, values["jobs"]
+    from .toolchain_search import with_located
+
+    return with_located(resolved, lambda found: resolve(selected, ws.root, values, os.environ, located=found),
+                        host=host, python=Path(values["python"]), environ=os.environ), values["jobs"]
 
 
 def open_context(request: ContextRequest, ui: UI) -> StageContext:

@@ -279,3 +279,61 @@ def log_path(logs_dir: Path, kind: str) -> Path:
     """``logs/<kind>-<timestamp>.log``; one log per run, never overwritten; the newest few of a kind are kept
     (``logfiles.KEEP_PER_KIND``)."""
     return new_log_path(logs_dir, kind)
+
+
+@dataclass(frozen=True)
+class BoundedOutput:
+    """What ``capture_bounded`` kept of a query's run."""
+
+    returncode: int | None  # None when it was stopped (timeout or too much output)
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    overflowed: bool = False  # it wrote more than the limit; stopped there
+
+
+def capture_bounded(argv: Sequence[str], *, limit: int, timeout_s: float, env: Mapping[str, str] | None = None,
+                    cwd: Path | None = None) -> BoundedOutput:
+    """A short query of a program nothing vouches for (a vendor's nvidia-smi, a toolkit's --version, an
+    interpreter on PATH): at most ``limit`` bytes of each stream are kept and the command, with everything it
+    started, is stopped when it writes more or runs past ``timeout_s``: a hostile one cannot fill memory or
+    hang the tool. A missing program raises FileNotFoundError, as ``start_piped`` does."""
+    process = start_piped(argv, cwd=cwd, env=os.environ if env is None else env)
+    kept: dict[str, bytearray] = {"out": bytearray(), "err": bytearray()}
+    overflow = threading.Event()
+
+    def drain(stream: object, key: str) -> None:
+        while chunk := stream.read1(65536):  # type: ignore[attr-defined]
+            room = limit - len(kept[key])
+            kept[key] += chunk[:max(room, 0)]
+            if len(chunk) > room:
+                overflow.set()
+                return
+
+    readers = [threading.Thread(target=drain, args=(s, k), daemon=True)
+               for s, k in ((process.stdout, "out"), (process.stderr, "err"))]
+    for reader in readers:
+        reader.start()
+    deadline = time.monotonic() + timeout_s
+    while process.poll() is None and not overflow.is_set() and time.monotonic() < deadline:
+        try:
+            process.wait(timeout=0.05)
+        except subprocess.TimeoutExpired:
+            pass
+    stopped = process.poll() is None
+    # a finished leader may leave children holding the pipes: the whole group goes either way
+    stop_process_group(process, grace_s=1.0) if stopped else _kill_group(process.pid)
+    for reader in readers:
+        reader.join(timeout=5.0)
+    for stream in (process.stdout, process.stderr):
+        stream.close()  # type: ignore[union-attr]
+    return BoundedOutput(None if stopped else process.returncode, kept["out"].decode("utf-8", "replace"),
+                         kept["err"].decode("utf-8", "replace"), timed_out=stopped and not overflow.is_set(),
+                         overflowed=overflow.is_set())
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

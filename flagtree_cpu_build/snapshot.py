@@ -36,6 +36,7 @@ from . import __version__
 from .atomic import write_atomic
 from .cpuinfo import sve_length_from_prctl
 from .errors import UsageError
+from .gpu_facts import record_gpu
 from .host import SNAPSHOT_MANIFEST, host_glibc
 from .invocation import elsewhere
 
@@ -54,6 +55,7 @@ FIXED_FILES = (
     "proc/sys/abi/sve_default_vector_length",
     "proc/self/auxv",
     "var/lib/dpkg/status",
+    "proc/driver/nvidia/version",  # the NVIDIA driver's version (gpu_facts: device rules replay from a snapshot)
 )
 CPU_DIR = "sys/devices/system/cpu"
 PER_CPU_FILES = ("cpu_capacity", "cpufreq/scaling_governor")
@@ -117,8 +119,9 @@ def snapshot_paths(root: Path) -> list[str]:
 # --- writing (on the board) ----------------------------------------------------------------------------------
 
 
-def write_snapshot(dest: Path, root: Path = Path("/")) -> SnapshotWritten:
-    """Write the snapshot tarball of the machine under ``root`` to ``dest`` (atomically)."""
+def write_snapshot(dest: Path, root: Path = Path("/"), *, ask_nvidia_smi: bool | None = None) -> SnapshotWritten:
+    """Write the snapshot tarball of the machine under ``root`` to ``dest`` (atomically); nvidia-smi is asked on
+    this machine itself (``ask_nvidia_smi``, default: when ``root`` is /)."""
     dest = Path(os.path.abspath(dest))
     _check_destination(dest)
     contents: dict[str, bytes] = {}
@@ -143,6 +146,8 @@ def write_snapshot(dest: Path, root: Path = Path("/")) -> SnapshotWritten:
         "glibc": host_glibc() if live else None,
         # what this process runs with (prctl PR_SVE_GET_VL); null without SVE (x86, older Arm cores)
         "sve_vector_bits": sve_length_from_prctl(None) if live else None,
+        # the accelerator nodes (a snapshot holds no /dev) and nvidia-smi's answer, for the recipe's device rules
+        "gpu": record_gpu(root, live=live if ask_nvidia_smi is None else ask_nvidia_smi),
         "files": list(contents), "absent": absent,
     }
     packed = io.BytesIO()  # small: every file was read bounded

@@ -240,8 +240,9 @@ def tool_libraries(c: DoctorContext) -> Outcome:
 @check("toolchain.provisioned", "toolchain", "Pre-provisioned toolchains the recipe names", live_only=True,
        blocks=BUILD)
 def tool_provisioned(c: DoctorContext) -> Outcome:
-    from ..buildenv import toolchain_missing
+    from ..buildenv import toolchain_shortfall
     from ..recipe.resolve import toolchain_override_var
+    from ..toolchain_search import toolchain_verdict
 
     wanted = c.recipe.toolchains_on(selector_facts(c))
     if not wanted:
@@ -249,18 +250,25 @@ def tool_provisioned(c: DoctorContext) -> Outcome:
     variant = f" (recipe variant {c.recipe.variant})" if c.recipe.variant else ""
     problems, fixes, found = [], [], []
     for name, toolchain in wanted.items():
-        missing = toolchain_missing(toolchain)
-        if not missing:
-            found.append(f"{name} at {toolchain.path}")
+        shortfall = toolchain_shortfall(toolchain)
+        if shortfall is None:
+            found.append(_found(name, toolchain_verdict(toolchain).chosen))
             continue
         why = f"; {toolchain.why}" if toolchain.why else ""
-        problems.append(f"toolchain {name}{variant}: missing {', '.join(missing)}{why}")
+        problems.append(f"toolchain {name}{variant}: {shortfall}{why}")
         override = toolchain_override_var(name)
         fixes.append((c.root_fix(toolchain.fix) + ", or " if toolchain.fix else "")
                      + f"export {override}=<where {name} is installed on this machine>")
     if problems:
         return fail("; ".join(problems), "; ".join(fixes))
     return ok(", ".join(found))
+
+
+def _found(name: str, place: object) -> str:
+    """``NAME at PATH`` with the version read and, when it was not a fixed folder, how it was found."""
+    path, version, origin = (getattr(place, k, None) for k in ("path", "version", "origin"))
+    how = f", {origin}" if origin and not (origin == "path" or origin.startswith("paths[")) else ""
+    return f"{name} at {path}" + (f" ({version}{how})" if version else f" ({how[2:]})" if how else "")
 
 
 # --- C/C++ runtime ---------------------------------------------------------------------------------------

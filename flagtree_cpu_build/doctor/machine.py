@@ -1,8 +1,9 @@
 """doctor checks of the machine itself — host, CPU, devices, system packages, memory.
 
 Nearly everything here reads files under the sysroot (``/`` or a ``--sysroot`` snapshot of a
-board), so a board can be diagnosed from a copy of its /proc, /sys and /etc; device nodes and
-commands on PATH are not in a snapshot and are checked on the machine itself. What is checked
+board), so a board can be diagnosed from a copy of its /proc, /sys and /etc; a snapshot holds no /dev and no
+PATH, only what ``gpu_facts`` records (the accelerator nodes, nvidia-smi's answer), so other device nodes and
+commands are checked on the machine itself. What is checked
 comes from the recipe's ``platform`` (host arches and requirements, the target's CPU features).
 """
 
@@ -14,11 +15,13 @@ from pathlib import Path
 
 from ..buildenv import compute_jobs
 from ..cpuinfo import SVE_FILE, SVE_PRCTL, cpu_list, sve_length_from_prctl
+from ..gpu_facts import GpuRecord, manifest_of, recorded_gpu
 from ..system_packages import missing_apt_packages  # the one reading of dpkg's status file
 from .facts import applicable, selector_facts
 from .kit import BUILD, DoctorContext, Outcome, check, fail, ok, skip, warn, with_article
 
 GIB = 1024**3
+NO_GPU_RECORD = GpuRecord(frozenset(), None, None)
 
 
 @check("host.os", "host", "Operating system and distribution")
@@ -145,23 +148,32 @@ def host_devices(c: DoctorContext) -> Outcome:
     wanted = applicable(c, c.recipe.platform.host.requires.devices)
     if not wanted:
         return skip("the recipe needs no device nodes")
-    if not c.live:  # a snapshot copies /proc, /sys and /etc, never /dev
-        return skip(f"a --sysroot snapshot has no /dev: {', '.join(d.path for d in wanted)} checked on the machine "
-                    "itself")
-    missing = [d for d in wanted if not os.path.exists(d.path)]
+    gpu = None if c.live else recorded_gpu(c.sysroot, manifest_of(c.sysroot))
+    if not c.live:  # a snapshot holds no /dev: only the accelerator nodes its manifest lists can be judged
+        judged = [d for d in wanted if gpu is not None and gpu.covers(d.path)]
+        if not judged:
+            return skip(f"a --sysroot snapshot has no /dev: {', '.join(d.path for d in wanted)} checked on the "
+                        "machine itself")
+        wanted, present = judged, (lambda path: path in gpu.devices)
+    else:
+        present = os.path.exists
+    missing = [d for d in wanted if not present(d.path)]
     if not missing:
-        return ok(", ".join(d.path for d in wanted))
+        seen = f" ({gpu.describe()})" if gpu is not None and gpu.describe() else ""
+        return ok(", ".join(d.path for d in wanted) + (" (recorded in the snapshot)" if gpu else "") + seen)
     detail = "; ".join(f"no {d.path}" + (f" ({d.why})" if d.why else "") for d in missing)
     fixes = [d.fix for d in missing if d.fix]
     return fail(detail, c.root_fix("; ".join(fixes)) or "install the driver that creates "
                 + ", ".join(d.path for d in missing) + " (in a container: pass the device through)")
 
 
-@check("host.commands", "host", "Commands the recipe needs on PATH", live_only=True, blocks=BUILD)
+@check("host.commands", "host", "Commands the recipe needs on PATH", blocks=BUILD)
 def host_commands(c: DoctorContext) -> Outcome:
     wanted = applicable(c, c.recipe.platform.host.requires.commands)
     if not wanted:
         return skip("the recipe needs no particular commands")
+    if not c.live:
+        return _commands_in_snapshot(c, wanted)
     found = {r.command: shutil.which(r.command, path=c.environ.get("PATH")) for r in wanted}
     missing = [r for r in wanted if found[r.command] is None]
     if not missing:
@@ -170,6 +182,22 @@ def host_commands(c: DoctorContext) -> Outcome:
     fixes = [r.fix for r in missing if r.fix]
     return fail(detail, c.root_fix("; ".join(fixes)) or f"install {', '.join(r.command for r in missing)} and put "
                 "it on PATH")
+
+
+def _commands_in_snapshot(c: DoctorContext, wanted: list) -> Outcome:
+    """A snapshot records nvidia-smi (present, and what it answered); every other command is the board's own."""
+    smi = (recorded_gpu(c.sysroot, manifest_of(c.sysroot)) or NO_GPU_RECORD).nvidia_smi
+    judged = [r for r in wanted if r.command == "nvidia-smi" and smi is not None]
+    if not judged:
+        return skip(f"a --sysroot snapshot records no PATH: {', '.join(r.command for r in wanted)} checked on the "
+                    "machine itself")
+    [requirement] = judged
+    if smi.get("present") and not smi.get("error"):
+        gpus = ", ".join(g["name"] for g in smi.get("gpus", [])) or "no GPU listed"
+        return ok(f"nvidia-smi (recorded in the snapshot: {gpus})")
+    why = f" ({requirement.why})" if requirement.why else ""
+    detail = f"nvidia-smi {smi['error']} on the board" if smi.get("present") else "no nvidia-smi on the board's PATH"
+    return fail(detail + why, c.root_fix(requirement.fix) or "install the NVIDIA driver and put nvidia-smi on PATH")
 
 
 @check("cpu.topology", "cpu", "Heterogeneous (big.LITTLE) cores")

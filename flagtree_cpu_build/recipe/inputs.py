@@ -15,7 +15,6 @@ from typing import Literal
 
 from ..artifact_kinds import DEFAULT_KIND, FOLDER_KINDS, KINDS, KINDS_SUMMARY, ArtifactKind
 from .checks import (
-    check_arches,
     check_commit,
     check_digest_agrees,
     check_digests,
@@ -30,12 +29,11 @@ from .checks import (
     check_sha256,
     check_source_path,
     check_source_ref,
-    check_specifier,
-    check_variant_names,
     escapes,
     find_patch,
 )
 from .schema import Context, Path_, spec
+from .selector import HostSelector, Selector, SelectorFacts  # noqa: F401 (their home before selector.py)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,57 +117,6 @@ class Source:
                 ctx.report(where, f"patch file {patch.file!r} not found in {dirs}",
                            "put the file there, or fix its name; a patch kept in a source's checkout is written "
                            "{file: PATH, from: SOURCE}")
-
-
-@dataclass(frozen=True)
-class SelectorFacts:
-    """What a `when:` is judged against: this host, the recipe's target and the chosen variant."""
-
-    arch: str
-    target_arch: str
-    os_id: str = ""
-    glibc: str | None = None  # "2.35"; None when unknown (a snapshot, musl)
-    variant: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class Selector:
-    """When something applies; every listed condition must hold."""
-
-    arch: tuple[str, ...] = spec("host architectures (uname -m names)", default=(), checks=check_arches)
-    target_arch: tuple[str, ...] = spec("target architectures", default=(), checks=check_arches)
-    os_id: tuple[str, ...] = spec("/etc/os-release ID values, e.g. almalinux", default=())
-    glibc: str | None = spec("a version range the host's glibc must satisfy, e.g. '<=2.28'", default=None,
-                             checks=check_specifier)
-    variant: tuple[str, ...] = spec("variants of the recipe", default=(), checks=check_variant_names)
-
-    def check(self, ctx: Context, path: Path_) -> None:
-        if not (self.arch or self.target_arch or self.os_id or self.glibc or self.variant):
-            ctx.report(path, "`when` needs at least one condition (arch, target_arch, os_id, glibc or variant)")
-        host_arches = ctx.facts.get("host_arches") or ()
-        impossible = [a for a in self.arch if host_arches and a not in host_arches]
-        if impossible:
-            ctx.report(path + ("arch",), f"{', '.join(impossible)} is not a host this recipe builds on "
-                       f"(platform.host.arch: {', '.join(host_arches)}), so this can never apply",
-                       "add the architecture to platform.host.arch, or use target_arch for where the products run")
-
-    def matches(self, facts: SelectorFacts) -> bool:
-        if self.arch and facts.arch not in self.arch:
-            return False
-        if self.target_arch and facts.target_arch not in self.target_arch:
-            return False
-        if self.os_id and facts.os_id not in self.os_id:
-            return False
-        if self.variant and facts.variant not in self.variant:
-            return False
-        if self.glibc is not None:
-            from packaging.specifiers import SpecifierSet
-
-            return facts.glibc is not None and SpecifierSet(self.glibc).contains(facts.glibc, prereleases=True)
-        return True
-
-
-HostSelector = Selector  # the v1 name
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -28,11 +28,13 @@ from .checks import (
 
 # the field types below name these: typing.get_type_hints resolves them in this module
 from .environment import EnvHazard, EnvOps
-from .inputs import Artifact, Links, Selector, SelectorFacts, Source, check_source_tree, checkout_path
+from .inputs import Artifact, Links, Source, check_source_tree, checkout_path
 from .platform import (
     Platform,
 )
 from .schema import Context, Path_, spec
+from .selector import Selector, SelectorFacts
+from .toolchain import Toolchain
 from .validation import Check, Diagnosis
 
 if TYPE_CHECKING:
@@ -190,20 +192,6 @@ class Step:
                            "write the program and its arguments as a list")
 
 
-@dataclass(frozen=True, kw_only=True)
-class Toolchain:
-    """A toolkit installed on the host by other means (CUDA, a vendor SDK): checked, never downloaded."""
-
-    path: str = spec("its folder (placeholders allowed; FLAGTREE_CPU_TOOLCHAIN_<NAME> overrides it per host)",
-                     interpolate=True, checks=INTERPOLATED)
-    expect: tuple[str, ...] = spec("files (relative to path) that must exist", default=(),
-                                   checks=lambda v, c, p: [check_file(x, c, p + (i,)) for i, x in enumerate(v)])
-    env: EnvOps = spec("what it adds to the build and run environments", default_factory=EnvOps)
-    why: str = spec("what needs it", default="")
-    fix: str = spec("how to install it", default="")
-    when: Selector | None = spec("when it is needed (default: always)", default=None)
-
-
 # --- run time, resources, checks, diagnosis ------------------------------------------------------------------
 
 
@@ -331,13 +319,14 @@ class Recipe:
     def is_cross(self, host_arch: str) -> bool:
         return self.target_arch(host_arch) != host_arch
 
-    def selector_facts(self, host_arch: str, os_id: str = "", glibc: str | None = None) -> SelectorFacts:
+    def selector_facts(self, host_arch: str, os_id: str = "", glibc: str | None = None,
+                       os_version: str = "") -> SelectorFacts:
         return SelectorFacts(arch=host_arch, target_arch=self.target_arch(host_arch), os_id=os_id, glibc=glibc,
-                             variant=self.variant)
+                             variant=self.variant, os_version=os_version)
 
     def facts_on(self, host: HostFacts) -> SelectorFacts:
         """What every `when:` of this recipe is judged against on ``host``."""
-        return self.selector_facts(host.arch, host.os_id, host.glibc)
+        return self.selector_facts(host.arch, host.os_id, host.glibc, host.os_version_id)
 
     def toolchains_on(self, facts: SelectorFacts) -> dict[str, Toolchain]:
         """The pre-provisioned toolchains these facts need (their ``when`` matches), in recipe order."""

@@ -14,8 +14,8 @@ from .checks import (
     check_arches,
     check_env_names,
 )
-from .inputs import Selector
 from .schema import Context, Path_, spec
+from .selector import Selector
 
 
 @dataclass(frozen=True, kw_only=True)

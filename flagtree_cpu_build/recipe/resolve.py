@@ -22,9 +22,9 @@ def toolchain_override_var(name: str) -> str:
     return TOOLCHAIN_ENV + name.upper().replace("-", "_")
 
 
-def select_variants(recipe: Recipe, os_id: str, arch: str, glibc: str | None = None) -> Recipe:
+def select_variants(recipe: Recipe, os_id: str, arch: str, glibc: str | None = None, os_version: str = "") -> Recipe:
     """Apply, per artifact, the first variant whose `when` matches this host (and the recipe's variant)."""
-    facts = recipe.selector_facts(arch, os_id, glibc)
+    facts = recipe.selector_facts(arch, os_id, glibc, os_version)
     artifacts = {}
     for name, artifact in recipe.artifacts.items():
         for variant in artifact.variants:
@@ -63,12 +63,14 @@ def expand(text: str, values: Mapping[str, str], environ: Mapping[str, str] | No
     return "".join(out)
 
 
-def resolve(recipe: Recipe, workdir: Path, base: Mapping[str, str], environ: Mapping[str, str] | None = None) -> Recipe:
+def resolve(recipe: Recipe, workdir: Path, base: Mapping[str, str], environ: Mapping[str, str] | None = None, *,
+            located: Mapping[str, str] | None = None) -> Recipe:
     """The recipe with every placeholder filled in, for this workspace and host.
 
     ``base`` holds the values of PLACEHOLDERS (see placeholders.placeholder_values); the
     per-source, per-artifact and per-toolchain values are derived here. ``environ`` gives {env.NAME}
-    and the per-host toolchain paths (FLAGTREE_CPU_TOOLCHAIN_<NAME>).
+    and the per-host toolchain paths (FLAGTREE_CPU_TOOLCHAIN_<NAME>); ``located`` the folders
+    ``toolchain_search`` found (over both; without one, a toolchain's first fixed folder).
     """
     import os
 
@@ -80,8 +82,8 @@ def resolve(recipe: Recipe, workdir: Path, base: Mapping[str, str], environ: Map
     for name in recipe.sources:
         values[f"sources.{name}.path"] = str(workdir / recipe.source_path(name))
     for name, toolchain in recipe.toolchains.items():
-        values[f"toolchains.{name}.path"] = environ.get(toolchain_override_var(name)) or expand(
-            toolchain.path, values, environ)
+        values[f"toolchains.{name}.path"] = (located or {}).get(name) or environ.get(toolchain_override_var(name)) \
+            or expand(next(iter(toolchain.places), ""), values, environ)
     for name, artifact in recipe.artifacts.items():
         values[f"artifacts.{name}.url"] = expand(artifact.url, values, environ)
         values[f"artifacts.{name}.path"] = str(workdir / expand(artifact.path, values, environ))

@@ -18,8 +18,8 @@ from .checks import (
     check_specifier,
 )
 from .environment import EnvOps
-from .inputs import Selector
 from .schema import Context, Path_, json_rule, spec, suggest
+from .selector import Selector
 
 
 @dataclass(frozen=True, kw_only=True)

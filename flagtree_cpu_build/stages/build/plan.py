@@ -31,7 +31,7 @@ from ...build_stamp import (
     stamp_components,
     stamp_path,
 )
-from ...buildenv import BuildEnv, applicable_toolchains, build_environment, toolchain_missing
+from ...buildenv import BuildEnv, applicable_toolchains, build_environment, toolchain_missing, toolchain_shortfall
 from ...envops import EnvFileError, SourceScriptError
 from ...lockfile import read_lock
 from ...pythonenv import PythonReport
@@ -235,14 +235,15 @@ def _toolchain_problems(ctx: StageContext) -> list[str]:
     recipe = ctx.recipe
     problems = []
     for name, toolchain in applicable_toolchains(recipe, ctx.host).items():
-        absent = toolchain_missing(toolchain)
-        if not absent:
+        absent, shortfall = toolchain_missing(toolchain), toolchain_shortfall(toolchain)
+        if shortfall is None:
             continue
         variant = f" (variant {recipe.variant})" if recipe.variant else ""
         listed = ", ".join(absent[:3]) + (f" and {len(absent) - 3} more" if len(absent) > 3 else "")
+        what = f"{listed} {'is' if len(absent) == 1 else 'are'} missing" if absent else shortfall
         why = f" ({toolchain.why})" if toolchain.why else ""
         how = f"{toolchain.fix}, or" if toolchain.fix else "install it, or"
-        problems.append(f"toolchain {name}{variant}: {listed} {'is' if len(absent) == 1 else 'are'} missing{why} "
+        problems.append(f"toolchain {name}{variant}: {what}{why} "
                         f"— {how} point {toolchain_override_var(name)} at this host's copy "
                         f"(export {toolchain_override_var(name)}=/path/to/{name})")
     return problems

@@ -170,7 +170,7 @@ def _unmet_reason(needed: list[str], unmet: Mapping[str, str | None]) -> str:
 def absent_needs(recipe: Recipe, check: Check, path: str, workdir: Path) -> list[str]:
     """What of the check's `needs` this host lacks, each as the report names it (relative paths are in the
     workdir, where the check would run)."""
-    from ...buildenv import toolchain_missing
+    from ...buildenv import toolchain_missing, toolchain_shortfall
 
     needs = check.needs
     absent = [device for device in needs.devices if not os.path.exists(device)]
@@ -181,16 +181,19 @@ def absent_needs(recipe: Recipe, check: Check, path: str, workdir: Path) -> list
         if toolchain is None:  # the loader refuses unknown names; this is a toolchain a variant's overlay removed
             absent.append(f"toolchain {name} (not in the recipe)")
             continue
-        lacking = toolchain_missing(toolchain)
+        lacking, shortfall = toolchain_missing(toolchain), toolchain_shortfall(toolchain)
         if lacking:
             listed = ", ".join(lacking[:2]) + (f" and {len(lacking) - 2} more" if len(lacking) > 2 else "")
             absent.append(f"toolchain {name} ({listed} missing)")
+        elif shortfall is not None:
+            absent.append(f"toolchain {name} ({shortfall})")
     return absent
 
 
 def _conditions(when: Any) -> str:
     parts = [f"{key} {', '.join(value) if isinstance(value, tuple) else value}"
-             for key in ("arch", "target_arch", "os_id", "glibc", "variant") if (value := getattr(when, key))]
+             for key in ("arch", "target_arch", "os_id", "os_version", "glibc", "variant")
+             if (value := getattr(when, key))]
     return "; ".join(parts)
 
 

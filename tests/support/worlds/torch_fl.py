@@ -114,7 +114,8 @@ def _fake_toolchains(world: TorchFlWorld) -> None:
     tc = world.root / "toolchains"
     cuda = tc / "cuda-12.4"
     _touch(cuda / "include" / "cuda_runtime.h", "/* stand-in */\n")
-    _touch(cuda / "bin" / "nvcc")
+    _touch(cuda / "bin" / "nvcc", "#!/bin/sh\necho 'Cuda compilation tools, release 13.0, V13.0.48'\n")
+    (cuda / "bin" / "nvcc").chmod(0o755)  # the recipe reads the toolkit's version from `nvcc --version`
     cuda_torch = tc / "vendor-python" / "site-packages" / "torch"
     for name in (*CUDA_ASSETS, "libtorch_cpu.so"):
         _touch(cuda_torch / "lib" / name, f"stand-in {name}\n")

@@ -1,0 +1,103 @@
+"""`when:` — the hosts, targets and variants something applies to, and the facts it is judged against.
+
+An OS version is matched the way /etc/os-release writes it (VERSION_ID: "22.04", "12", "8.10"), either exactly or
+by a range (">=22.04"); a host whose os-release gives no VERSION_ID matches no `os_version` condition.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .checks import check_arches, check_specifier, check_variant_names
+from .schema import Context, Path_, spec
+
+
+@dataclass(frozen=True)
+class SelectorFacts:
+    """What a `when:` is judged against: this host, the recipe's target and the chosen variant."""
+
+    arch: str
+    target_arch: str
+    os_id: str = ""
+    glibc: str | None = None  # "2.35"; None when unknown (a snapshot, musl)
+    variant: str | None = None
+    os_version: str = ""  # /etc/os-release VERSION_ID ("22.04"); "" when it gives none
+
+
+def check_os_versions(value: tuple[str, ...], ctx: Context, path: Path_) -> None:
+    for i, entry in enumerate(value):
+        if entry.strip()[:1] in "<>=!~":
+            check_specifier(entry, ctx, path + (i,))
+        elif _version(entry) is None:  # a codename (jammy) or a typo would silently never match
+            ctx.report(path + (i,), f"{entry!r} is neither an OS version nor a version range",
+                       "write /etc/os-release's VERSION_ID (e.g. '22.04') or a range (e.g. '>=22.04')")
+
+
+def os_version_matches(wanted: tuple[str, ...], version: str) -> bool:
+    """True when ``version`` (VERSION_ID) is one of ``wanted`` or inside one of its ranges."""
+    from packaging.specifiers import SpecifierSet
+
+    have = _version(version)
+    for entry in wanted:
+        entry = entry.strip()
+        if entry[:1] in "<>=!~":
+            if have is not None and SpecifierSet(entry).contains(have, prereleases=True):
+                return True
+        elif entry == version or (have is not None and have == _version(entry)):
+            return True
+    return False
+
+
+def _version(text: str):  # packaging's Version, or None for a VERSION_ID it cannot read ("rolling", "")
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(text.strip())
+    except InvalidVersion:
+        return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Selector:
+    """When something applies; every listed condition must hold."""
+
+    arch: tuple[str, ...] = spec("host architectures (uname -m names)", default=(), checks=check_arches)
+    target_arch: tuple[str, ...] = spec("target architectures", default=(), checks=check_arches)
+    os_id: tuple[str, ...] = spec("/etc/os-release ID values, e.g. almalinux", default=())
+    os_version: tuple[str, ...] = spec(
+        "/etc/os-release VERSION_ID values or ranges, any of which holds, e.g. ['22.04', '24.04'] or ['>=22.04'] "
+        "(a host whose os-release has no VERSION_ID matches none)", default=(), checks=check_os_versions)
+    glibc: str | None = spec("a version range the host's glibc must satisfy, e.g. '<=2.28'", default=None,
+                             checks=check_specifier)
+    variant: tuple[str, ...] = spec("variants of the recipe", default=(), checks=check_variant_names)
+
+    def check(self, ctx: Context, path: Path_) -> None:
+        if not (self.arch or self.target_arch or self.os_id or self.os_version or self.glibc or self.variant):
+            ctx.report(path, "`when` needs at least one condition (arch, target_arch, os_id, os_version, glibc or "
+                       "variant)")
+        host_arches = ctx.facts.get("host_arches") or ()
+        impossible = [a for a in self.arch if host_arches and a not in host_arches]
+        if impossible:
+            ctx.report(path + ("arch",), f"{', '.join(impossible)} is not a host this recipe builds on "
+                       f"(platform.host.arch: {', '.join(host_arches)}), so this can never apply",
+                       "add the architecture to platform.host.arch, or use target_arch for where the products run")
+
+    def matches(self, facts: SelectorFacts) -> bool:
+        if self.arch and facts.arch not in self.arch:
+            return False
+        if self.target_arch and facts.target_arch not in self.target_arch:
+            return False
+        if self.os_id and facts.os_id not in self.os_id:
+            return False
+        if self.os_version and not os_version_matches(self.os_version, facts.os_version):
+            return False
+        if self.variant and facts.variant not in self.variant:
+            return False
+        if self.glibc is not None:
+            from packaging.specifiers import SpecifierSet
+
+            return facts.glibc is not None and SpecifierSet(self.glibc).contains(facts.glibc, prereleases=True)
+        return True
+
+
+HostSelector = Selector  # the v1 name
