@@ -37,10 +37,14 @@ def plan_python(ctx: StageContext, options: RunOptions) -> list[PlanItem]:
     from dataclasses import replace
 
     from ...workspace import own_venv_note
+    from .uninstall import plan_uninstall
 
     items = _plan_items(ctx, options)
     note = own_venv_note(ctx.workspace, options.python, os.environ)
-    return [replace(item, detail=f"{item.detail}; {note}") for item in items] if note else items
+    if note:
+        items = [replace(item, detail=f"{item.detail}; {note}") for item in items]
+    # after the prerequisites (which may pull in what it removes), unless the stage stops before them
+    return items if any(i.will == "stop" for i in items) else items + plan_uninstall(ctx, options.python)
 
 
 def _plan_items(ctx: StageContext, options: RunOptions) -> list[PlanItem]:
@@ -92,6 +96,7 @@ def run_python(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> 
     from ...errors import BuildError
     from ...stagekit.stage import Action, StageResult
     from ...workspace import own_venv_note
+    from .uninstall import run_uninstall
 
     recipe, ws, python = ctx.recipe, ctx.workspace, options.python
     note = own_venv_note(ws, python, os.environ)
@@ -134,6 +139,7 @@ def run_python(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> 
                               {"wheelhouse": str(wheelhouse)} if wheelhouse else {}))
     else:
         actions.append(Action("prerequisites", "ok", f"Python {report.version}; all {len(requirements)} present"))
+    actions += run_uninstall(ctx, python)  # after the prerequisites: what they pulled in goes too
     if recipe.python.runtime and not options.validating:
         actions.append(Action("run-time prerequisites", "skipped", f"{options.runtime_flag}: not installed "
                               "(`flagtree-cpu validate --install-prereqs` installs them)"))
