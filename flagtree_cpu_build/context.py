@@ -152,12 +152,14 @@ def resolve_for(loaded: Recipe, request: ContextRequest, ws: Workspace, host: Ho
     """``loaded`` for this workspace and host, and the jobs count its placeholders got."""
     from .placeholders import placeholder_values
     from .recipe import resolve, select_variants
+    from .requirements_files import with_requirements_files
 
     selected = select_variants(loaded, host.os_id, host.arch, host.glibc)
     values = placeholder_values(selected, ws, host, os.environ, jobs=request.jobs,
                                 python=chosen_python(request, ws) if request.python else None,
                                 wheel_dir=request.wheel_dir)
-    return resolve(selected, ws.root, values, os.environ), values["jobs"]
+    # a project's own requirements files, read from its checkout (those not synced yet: by the python stage)
+    return with_requirements_files(resolve(selected, ws.root, values, os.environ), ws.root), values["jobs"]
 
 
 def open_context(request: ContextRequest, ui: UI) -> StageContext:

@@ -84,6 +84,10 @@ class PythonSpec:
         "in a triton that would shadow the one this recipe builds): `pip uninstall -y` of those installed, none "
         "installed from this workspace (the build's own); no network, so --offline too", default=(),
         checks=check_distribution_names)
+    # filled in for a workspace (requirements_files.with_requirements_files): every requirements_file entry with
+    # its key (python.build[2]), and the keys of those whose source is not checked out yet
+    files: tuple[tuple[str, Requirement], ...] = spec("requirements_file entries", default=(), internal=True)
+    unread: tuple[str, ...] = spec("requirements_file entries read after sync", default=(), internal=True)
 
     def check(self, ctx: Context, path: Path_) -> None:
         from packaging.utils import canonicalize_name
