@@ -152,18 +152,21 @@ def resolve_for(loaded: Recipe, request: ContextRequest, ws: Workspace, host: Ho
     """``loaded`` for this workspace and host, and the jobs count its placeholders got."""
     from .placeholders import placeholder_values
     from .recipe import resolve, select_variants
+    from .requirements_files import with_requirements_files
 
     selected = select_variants(loaded, host.os_id, host.arch, host.glibc, host.os_version_id)
     values = placeholder_values(selected, ws, host, os.environ, jobs=request.jobs,
                                 python=chosen_python(request, ws) if request.python else None,
                                 wheel_dir=request.wheel_dir)
-    resolved = resolve(selected, ws.root, values, os.environ)
+    # a project's own requirements files, read from its checkout (those not synced yet: by the python stage)
+    resolved = with_requirements_files(resolve(selected, ws.root, values, os.environ), ws.root)
     if request.sysroot != Path("/"):  # another machine's: its toolkits are not here
         return resolved, values["jobs"]
     from .toolchain_search import with_located
 
-    return with_located(resolved, lambda found: resolve(selected, ws.root, values, os.environ, located=found),
-                        host=host, python=Path(values["python"]), environ=os.environ), values["jobs"]
+    return with_located(resolved, lambda found: with_requirements_files(
+        resolve(selected, ws.root, values, os.environ, located=found), ws.root),
+        host=host, python=Path(values["python"]), environ=os.environ), values["jobs"]
 
 
 def open_context(request: ContextRequest, ui: UI) -> StageContext:

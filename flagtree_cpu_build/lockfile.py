@@ -72,6 +72,15 @@ class ArtifactLock:
 
 
 @dataclass(frozen=True, kw_only=True)
+class RequirementsFileLock:
+    source: str = spec("the source the file was read from")
+    file: str = spec("its path inside the source")
+    commit: str | None = spec("the source's commit when it was read (as this lock records it)", default=None)
+    files: dict[str, str] = spec("each file read (it and its -r includes) -> sha256", default_factory=dict)
+    requirements: tuple[str, ...] = spec("the requirements it listed", default=())
+
+
+@dataclass(frozen=True, kw_only=True)
 class Lock:
     lock_version: int = spec("lock file format version")
     tool_version: str = spec("flagtree-cpu version that wrote it")
@@ -80,6 +89,8 @@ class Lock:
     variant: str | None = spec("the recipe's variant it was written for", default=None)
     sources: dict[str, SourceLock] = spec("sources", default_factory=dict)
     artifacts: dict[str, ArtifactLock] = spec("artifacts", default_factory=dict)
+    requirements_files: dict[str, RequirementsFileLock] = spec(
+        "what each requirements_file entry of python.build/runtime read (key: python.build[2])", default_factory=dict)
 
 
 def empty_lock(recipe_name: str, recipe_digest: str, variant: str | None = None) -> Lock:

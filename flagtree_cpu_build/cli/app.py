@@ -190,7 +190,7 @@ def deprecated_check(ui: UI, command: str, values: list[str] | None) -> list[str
 app = typer.Typer(
     name="flagtree-cpu",
     cls=FlagtreeGroup,
-    help="Build FlagTree (Triton 3.3) with its Arm64 CPU backend from a pinned YAML recipe.",
+    help="Build a Triton-family compiler (sources, toolchains, Python environment, checks) from a pinned YAML recipe.",
     epilog=examples(
         "flagtree-cpu recipe list",
         "flagtree-cpu recipe show flagtree-cpu-arm64",
@@ -237,7 +237,7 @@ def main_options(
     version: Annotated[bool, typer.Option(
         "--version", callback=_version_callback, is_eager=True, help="Print the version and exit.")] = False,
 ) -> None:
-    """Build FlagTree (Triton 3.3) with its Arm64 CPU backend from a pinned YAML recipe.
+    """Build a Triton-family compiler (sources, toolchains, Python environment, checks) from a pinned YAML recipe.
 
     Global options may also be written after the command.
     """
@@ -293,9 +293,9 @@ MirrorsOption = Annotated[Optional[list[str]], typer.Option(
     "PREFIX first. Repeatable; also FLAGTREE_CPU_MIRRORS.")]
 ModelOption = Annotated[Optional[Path], typer.Option(
     "--model", metavar="DIR", exists=True, file_okay=False,
-    help="Model folder for the decode-e2e kernel (skipped without one).")]
+    help="Model folder for checks that need one (the flagtree preset decode-e2e; skipped without one).")]
 TimeoutOption = Annotated[Optional[float], typer.Option(
-    "--timeout", metavar="SECONDS", min=1, help="Stop each kernel after this long. \\[default: the recipe's]")]
+    "--timeout", metavar="SECONDS", min=1, help="Stop each check after this long. \\[default: the recipe's]")]
 PythonOption = Annotated[Optional[Path], typer.Option(
     "--python", metavar="PATH", help="Target interpreter. \\[default: the active venv (never the one flagtree-cpu "
     "runs from), else <workdir>/.venv, created when missing]")]

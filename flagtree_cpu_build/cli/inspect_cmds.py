@@ -36,7 +36,7 @@ def status(
     check: Annotated[bool, typer.Option("--check", help="Exit with code 9 unless everything is current (for CI "
                                         "gates); prints the same report.")] = False,
 ) -> None:
-    """What the workspace holds compared with the recipe: commits, links, LLVM, build stamp, last validation.
+    """What the workspace holds compared with the recipe: commits, links, artifacts, build stamp, last validation.
 
     Read-only and offline. `setup --dry-run` shows the same with what setup would do about each item.
     """
@@ -71,15 +71,15 @@ def env_command(
     shell: Annotated[str, typer.Option("--shell", help="bash, zsh or fish.")] = "bash",
     python: PythonOption = None,
 ) -> None:
-    """Print shell exports of the run-time environment (FLAGTREE_BACKEND=cpu ...), or with --build the build's.
+    """Print shell exports of the recipe's run-time environment (runtime.env), or with --build the build's.
 
     The recipe's env operations (unset, source, set, if_command, prepend, append) and those of its toolchains are
     applied to this shell's environment; the output sets what they changed (whole values: a prepended PATH is
     printed in full) and unsets what they removed. A sourced vendor script is run once here, and what it changed
     is printed like the rest (a line on stderr names the script). Only the exports go to stdout.
 
-    Kernels JIT-compile when they first run, so the run-time variables matter then too: without FLAGTREE_BACKEND=cpu
-    the GNU assembler rejects the generated kernel.s ("junk at end of line").
+    A JIT compiler reads its variables when it first compiles, so the run-time variables matter then too (a
+    backend selected by an environment variable, a toolchain found on PATH).
     """
     from ..buildenv import not_shell_names, render_exports
     from ..errors import UsageError

@@ -147,7 +147,7 @@ def validation(ui: UI, report: ValidationReport, junit: Path | None) -> None:
     for r in report.results:
         shown = symbols[r.status] if r.required or r.status != "fail" else "fail (optional)"
         rows.append([r.kernel, ui.styled(shown), r.figure or r.message, f"{r.seconds:.1f}s"])
-    ui.table([Column("kernel", PATH), Column("status", LABEL), "result", Column("time", LABEL)], rows)
+    ui.table([Column("check", PATH), Column("status", LABEL), "result", Column("time", LABEL)], rows)
     for warning in report.warnings:
         ui.warn(warning)
     problems = [r for r in report.results if r.status == "fail"]

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     "flagtree-cpu setup --install-system-packages  # a bare Ubuntu/Debian machine (apt-get, with sudo)",
     "flagtree-cpu setup --offline --cache-dir /media/usb/flagtree-cache",
     "flagtree-cpu setup --frozen --require-hashes --junit reports/validate.xml   # CI",
-    "flagtree-cpu setup --skip-build --ignore-host # sources, LLVM and links on any machine",
+    "flagtree-cpu setup --skip-build --ignore-host # sources, artifacts and links on any machine",
     "flagtree-cpu setup --bundle board.bundle      # no network: import the bundle, then setup --offline",
     "flagtree-cpu setup --bundle board.bundle --trusted-keys allowed_signers   # only a bundle signed by them",
     "flagtree-cpu setup --wheelhouse http://wheels.lan/flagtree/  # install the fleet's build if one fits",
@@ -59,10 +59,10 @@ def setup(
     update: Annotated[bool, typer.Option("--update", help="Move unpinned sources to their branch tips.")] = False,
     allow_dirty: Annotated[bool, typer.Option("--allow-dirty", help="Move checkouts with changes to tracked "
                                               "files (git still refuses if they conflict).")] = False,
-    skip_build: Annotated[bool, typer.Option("--skip-build", help="Stop after sources, LLVM and links (no venv, "
+    skip_build: Annotated[bool, typer.Option("--skip-build", help="Stop after sources, artifacts and links (no venv, "
                                              "build or validation).")] = False,
-    skip_validate: Annotated[bool, typer.Option("--skip-validate", help="Do not run the validation "
-                                                "kernels.")] = False,
+    skip_validate: Annotated[bool, typer.Option("--skip-validate", help="Do not run the recipe's "
+                                                "checks.")] = False,
     ignore_host: Annotated[bool, typer.Option("--ignore-host", help="Go on when preflight finds this machine "
                                               "unsuitable (testing).")] = False,
     install_system_packages: Annotated[bool, typer.Option("--install-system-packages", help="Run `apt-get "
@@ -75,7 +75,7 @@ def setup(
     mirrors: MirrorsOption = None,
     model: ModelOption = None,
     junit: Annotated[Optional[Path], typer.Option("--junit", metavar="FILE", help="Write the validation as JUnit "
-                                                  "XML (the kernels always run then).")] = None,
+                                                  "XML (the checks always run then).")] = None,
     timeout: TimeoutOption = None,
     bundle: Annotated[Optional[Path], typer.Option("--bundle", metavar="FILE", help="Import this bundle first "
                                                    "(`bundle import`), then set up with --offline.")] = None,
@@ -84,7 +84,7 @@ def setup(
     compile_cache: CompileCacheOption = None,
     wheelhouse: WheelhouseOption = None,
 ) -> None:
-    """Do everything: preflight, sources and LLVM (concurrently), links, venv and prerequisites, build, validate.
+    """Do everything: preflight, sources and artifacts (concurrently), links, venv and prerequisites, build, validate.
 
     Each stage is the same code as its own command and does only what is missing, so setup resumes after Ctrl-C or a
     failure, and a re-run when everything is current takes a second with no network, pip or build. Another run on the
@@ -212,7 +212,7 @@ def link(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
     check: Annotated[bool, typer.Option("--check", help="Change nothing; exit 3 unless every link is ok.")] = False,
 ) -> None:
-    """Create or verify the recipe's symlinks (FlagTree's 12 links into flagtree-cpu).
+    """Create or verify the recipe's symlinks (its `links:`, e.g. a backend's folders linked into a source).
 
     The plan is made first: ok, create, update (a wrong symlink), conflict (a file or folder in the way),
     dangling (target missing). With any conflict or dangling link nothing is changed and all are listed.
@@ -256,11 +256,11 @@ def fetch(
                                                             help="Import a tarball you downloaded yourself "
                                                             "(verified like a download). Repeatable.")] = None,
 ) -> None:
-    """Download, verify and unpack the recipe's toolchain artifacts (the LLVM prebuilt).
+    """Download, verify and unpack the recipe's artifacts (prebuilt toolchains such as an LLVM tree).
 
-    Downloads resume after a dropped connection or Ctrl-C, are verified by sha256 (recorded in the lock file on
-    first use when the recipe has none), and are unpacked safely into a temporary folder, then published where
-    Triton looks ($TRITON_HOME/.triton/llvm/<name>/) with the version.txt FlagTree's setup.py expects. When the
+    Downloads resume after a dropped connection or Ctrl-C, are verified by their digests (the sha256 is recorded in
+    the lock file on first use when the recipe has none), and are unpacked safely into a temporary folder, then
+    published at the artifact's `path` (e.g. where Triton looks: $TRITON_HOME/.triton/llvm/<name>/). When the
     published tree is current, fetch does no network I/O.
     """
     from ..mirrors import parse_mirrors
@@ -291,13 +291,14 @@ def python_env(
     python: PythonOption = None,
     offline: Annotated[bool, typer.Option("--offline", help="No pip downloads: list every missing prerequisite "
                                           "and how to install it from local wheels.")] = False,
-    skip_runtime: Annotated[bool, typer.Option("--skip-runtime", help="Only the build prerequisites, not the "
-                                               "run-time ones the validation kernels need (torch).")] = False,
+    skip_runtime: Annotated[bool, typer.Option("--skip-runtime", help="Only the build prerequisites (python.build), "
+                                               "not the run-time ones the checks need (python.runtime).")] = False,
 ) -> None:
     """Create the workspace venv when needed and install the recipe's Python prerequisites into the interpreter.
 
-    The guide's steps 1.1-1.2, and setup's python stage: the build prerequisites, and the run-time ones (torch from
-    the recipe's index URL) unless --skip-runtime. What is already installed at a fitting version is left alone.
+    Setup's python stage: the build prerequisites (python.build), and the run-time ones (python.runtime, each from
+    its index_url when it names one) unless --skip-runtime; then the distributions python.uninstall names are
+    removed. What is already installed at a fitting version is left alone.
     """
     from ..stagekit.stage import RunOptions
     from ..stages.registry import run_stage, stage_named
@@ -322,8 +323,8 @@ def python_env(
 ))
 def build(
     ctx: typer.Context,
-    offline: Annotated[bool, typer.Option("--offline", help="Check that every input is here, then build "
-                                          "without network (TRITON_OFFLINE_BUILD=1, PIP_NO_INDEX=1).")] = False,
+    offline: Annotated[bool, typer.Option("--offline", help="Check that every input is here, then build without "
+                                          "network (PIP_NO_INDEX=1 and the recipe's build.offline_env).")] = False,
     force: Annotated[bool, typer.Option("--force", help="Build even when the stamp says up to date.")] = False,
     jobs: JobsOption = None,
     python: PythonOption = None,
@@ -338,9 +339,9 @@ def build(
         "publish it into the wheelhouse folder DIR (or file://): the wheel, a JSON manifest and a PEP 503 index."
     )] = None,
 ) -> None:
-    """Install the build prerequisites and run the recipe's build (pip install -e python/) in the right env.
+    """Install the build prerequisites and run the recipe's build command (build.argv) in its build environment.
 
-    Every input is checked first (sources at their pins, links, the LLVM tree, prerequisites) and all missing ones
+    Every input is checked first (sources at their pins, links, artifacts, prerequisites) and all missing ones
     are listed at once. Full output goes to <workdir>/logs/build-<time>.log; a failure is diagnosed from it. When
     nothing changed since the last build, build says so in about a second and runs nothing.
     """

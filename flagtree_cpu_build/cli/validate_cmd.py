@@ -35,7 +35,7 @@ def validate(
         "--only", metavar="NAME", help="Run only this check of the recipe. Repeatable.",
         autocompletion=completion.recipe_checks)] = None,
     kernels: Annotated[Optional[list[str]], typer.Option(
-        "--kernel", "-k", metavar="NAME", help="The same as --only. Repeatable.",
+        "--kernel", "-k", metavar="NAME", hidden=True, help="The same as --only (its older name). Repeatable.",
         autocompletion=completion.recipe_checks)] = None,
     old_checks: Annotated[Optional[list[str]], typer.Option(  # deprecated: --check is status's and link's gate
         "--check", "-c", hidden=True, autocompletion=completion.recipe_checks)] = None,

@@ -38,11 +38,8 @@ from .inputs import (
 from .model import (
     SCHEMA_VERSION,
     BuildSpec,
-    Constraint,
     DiskNeed,
-    PythonSpec,
     Recipe,
-    Requirement,
     Resources,
     RuntimeSpec,
     Step,
@@ -60,6 +57,7 @@ from .platform import (
     Platform,
     TargetPlatform,
 )
+from .python_model import Constraint, PythonSpec, Requirement, RequirementsFile
 from .resolve import expand, resolve, select_variants
 from .validation import Check, Diagnosis, Expect, ImportCheck, SignatureSpec, WheelCheck
 
@@ -67,7 +65,8 @@ __all__ = [
     "SCHEMA_VERSION", "AfterUnpack", "Artifact", "ArtifactRoot", "ArtifactVariant", "BuildSpec", "Check",
     "CommandEnv", "Constraint", "CompilerRequirement", "DeviceRequirement", "Diagnosis", "DiskNeed", "EnvHazard",
     "EnvOps", "Expect", "HostPlatform", "HostRequirements", "HostSelector", "ImportCheck", "LibraryRequirement", "Link",
-    "Links", "Platform", "Probe", "PythonSpec", "Recipe", "Requirement", "Resources", "RuntimeSpec", "Selector",
+    "Links", "Platform", "Probe", "PythonSpec", "Recipe", "Requirement", "RequirementsFile", "Resources", "RuntimeSpec",
+    "Selector",
     "SelectorFacts", "SignatureSpec", "Source", "SourcePin", "SourceScript", "Step", "StepVerify", "SystemPackages",
     "TargetPlatform", "Toolchain", "Variant", "WheelCheck", "expand", "resolve", "select_variants",
 ]

@@ -253,6 +253,19 @@ def check_arches(value: tuple[str, ...], ctx: Context, path: Path_) -> None:
         check_arch(arch, ctx, path + (i,))
 
 
+# a distribution name as PEP 508 spells it (pip uninstall takes names only: no version, no option)
+DISTRIBUTION_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$"
+
+
+@json_rule({"items": {"pattern": DISTRIBUTION_PATTERN}})
+def check_distribution_names(value: Iterable[str], ctx: Context, path: Path_) -> None:
+    for i, name in enumerate(value):
+        if not re.fullmatch(DISTRIBUTION_PATTERN, name):
+            bare = re.match(r"[A-Za-z0-9._-]*[A-Za-z0-9]", name.lstrip("-"))
+            ctx.report(path + (i,), f"{name!r} is not a distribution name: only names are uninstalled (no version, "
+                       "no option)", f"write it as {bare.group(0)}" if bare else "e.g. triton")
+
+
 def check_requirement(value: str, ctx: Context, path: Path_) -> None:
     from packaging.requirements import InvalidRequirement, Requirement
 

@@ -17,12 +17,9 @@ from typing import TYPE_CHECKING, Literal
 from .checks import (
     INTERPOLATED,
     check_compile_cache_url,
-    check_download_url,
     check_env_names,
     check_name,
     check_names,
-    check_requirement,
-    check_specifier,
     check_wheelhouse_location,
 )
 
@@ -32,6 +29,7 @@ from .inputs import Artifact, Links, Source, check_source_tree, checkout_path
 from .platform import (
     Platform,
 )
+from .python_model import PythonSpec
 from .schema import Context, Path_, spec
 from .selector import Selector, SelectorFacts
 from .toolchain import Toolchain
@@ -61,46 +59,7 @@ class Variant:
     overlay: dict[str, object] = spec("the keys it changes, shaped like the recipe", default_factory=dict)
 
 
-# --- python ------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, kw_only=True)
-class Requirement:
-    """A Python package requirement, as pip takes it."""
-
-    SHORTHAND = "requirement"  # a bare string means {requirement: <string>}
-
-    requirement: str = spec("PEP 508 requirement, e.g. ninja>=1.11.1", checks=check_requirement)
-    index_url: str | None = spec("package index to install from", default=None,
-                                 checks=check_download_url)
-    system_command: str | None = spec(
-        "skip the pip install when this command is on PATH and its version satisfies the "
-        "requirement", default=None)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Constraint:
-    """A version limit pip must respect whatever asks for the package (pip's `-c`); it installs nothing."""
-
-    SHORTHAND = "requirement"  # a bare string means {requirement: <string>}
-
-    requirement: str = spec("PEP 508 requirement, e.g. numpy==1.26.4", checks=check_requirement)
-    why: str = spec("who needs the limit (named when a requirement conflicts with it)", default="")
-
-
-@dataclass(frozen=True, kw_only=True)
-class PythonSpec:
-    """The target Python interpreter and packages."""
-
-    requires: str | None = spec("interpreter version range", default=None, checks=check_specifier)
-    build: tuple[Requirement, ...] = spec("needed by the build (installed before it)", default=())
-    runtime: tuple[Requirement, ...] = spec("needed to run and validate the result", default=())
-    constraints: tuple[Constraint, ...] = spec(
-        "version limits for every pip run of this recipe (prerequisites and the build); in a stack they also "
-        "bind the base", default=())
-    preinstalled: tuple[Requirement, ...] = spec(
-        "packages provided by other means (a vendor torch): checked before the build, never installed with pip",
-        default=())
+# --- python: python_model ---------------------------------------------------------------------------
 
 # --- build and steps ------------------------------------------------------------------------------------
 

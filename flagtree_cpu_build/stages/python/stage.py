@@ -22,10 +22,38 @@ if TYPE_CHECKING:
     from ...stagekit.stage import RunOptions, StageContext, StageResult
 
 
-def wanted(ctx: StageContext, runtime: bool) -> list[Requirement]:
-    # run-time ones only when the kernels will run: torch is a large download from an index that may
+def wanted(ctx: StageContext, runtime: bool, *, planning: bool = False) -> list[Requirement]:
+    """The requirements to install; those of a requirements_file whose source was not checked out when the recipe
+    was opened are read now (setup syncs first), or, ``planning``, left out (the plan says when they are read)."""
+    from ...requirements_files import expanded, is_synced, read_entry
+
+    python = ctx.recipe.python
+    late: dict[str, list[Requirement]] = {"build": [], "runtime": []}
+    for key, entry in python.files:
+        if key not in python.unread:
+            continue
+        assert entry.requirements_file is not None
+        if not is_synced(ctx.recipe, ctx.workspace.root, entry.requirements_file):
+            if planning:
+                continue
+            raise BuildError(f"{key} reads {entry.requirements_file.file} from source "
+                             f"{entry.requirements_file.source}, which is not checked out",
+                             fix="flagtree-cpu sync   (then run the same command again)")
+        read = read_entry(ctx.recipe, ctx.workspace.root, key, entry.requirements_file)
+        late[key.split("[")[0].removeprefix("python.")] += expanded(read, entry)
+    # run-time ones only when the checks will run: torch is a large download from an index that may
     # not be reachable, and with --skip-validate nothing here uses it
-    return list(ctx.recipe.python.build) + (list(ctx.recipe.python.runtime) if runtime else [])
+    return list(python.build) + late["build"] + (list(python.runtime) + late["runtime"] if runtime else [])
+
+
+def unread_note(ctx: StageContext) -> str:
+    """What the plan cannot list yet: the requirements files of sources sync has still to check out."""
+    from ...requirements_files import describe_unread, is_synced
+
+    files = dict(ctx.recipe.python.files)
+    notes = [f"{key}: {describe_unread(files[key])}" for key in ctx.recipe.python.unread
+             if not is_synced(ctx.recipe, ctx.workspace.root, files[key].requirements_file)]  # type: ignore[arg-type]
+    return "; ".join(notes)
 
 
 def _search_path(python: Path) -> str:
@@ -37,17 +65,24 @@ def plan_python(ctx: StageContext, options: RunOptions) -> list[PlanItem]:
     from dataclasses import replace
 
     from ...workspace import own_venv_note
+    from .uninstall import plan_uninstall
 
     items = _plan_items(ctx, options)
+    later = unread_note(ctx)
+    if later:
+        items = [replace(item, detail=f"{item.detail}; {later}") for item in items]
     note = own_venv_note(ctx.workspace, options.python, os.environ)
-    return [replace(item, detail=f"{item.detail}; {note}") for item in items] if note else items
+    if note:
+        items = [replace(item, detail=f"{item.detail}; {note}") for item in items]
+    # after the prerequisites (which may pull in what it removes), unless the stage stops before them
+    return items if any(i.will == "stop" for i in items) else items + plan_uninstall(ctx, options.python)
 
 
 def _plan_items(ctx: StageContext, options: RunOptions) -> list[PlanItem]:
     from ... import pythonenv
 
     recipe, ws = ctx.recipe, ctx.workspace
-    python, requirements = options.python, wanted(ctx, options.validating)
+    python, requirements = options.python, wanted(ctx, options.validating, planning=True)
     conflicts = pythonenv.constraint_conflicts(recipe, requirements)
     if conflicts:  # the recipe contradicts itself: the run stops before the venv and pip (exit 2)
         return [PlanItem("python", str(python), "conflict", "; ".join(p.describe() for p in conflicts),
@@ -92,6 +127,7 @@ def run_python(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> 
     from ...errors import BuildError
     from ...stagekit.stage import Action, StageResult
     from ...workspace import own_venv_note
+    from .uninstall import run_uninstall
 
     recipe, ws, python = ctx.recipe, ctx.workspace, options.python
     note = own_venv_note(ws, python, os.environ)
@@ -99,6 +135,8 @@ def run_python(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> 
         ctx.ui.info(note)
     requirements = wanted(ctx, options.validating)
     pythonenv.refuse_conflicts(recipe, requirements)  # a contradiction in the recipe: before the venv and pip
+    if recipe.python.files and not options.frozen:
+        record_reads(ctx)
     actions = []
     created = not python.exists()
     if created and python == ws.venv_dir / "bin" / "python" and recipe.python.preinstalled:
@@ -134,7 +172,34 @@ def run_python(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> 
                               {"wheelhouse": str(wheelhouse)} if wheelhouse else {}))
     else:
         actions.append(Action("prerequisites", "ok", f"Python {report.version}; all {len(requirements)} present"))
+    actions += run_uninstall(ctx, python)  # after the prerequisites: what they pulled in goes too
     if recipe.python.runtime and not options.validating:
         actions.append(Action("run-time prerequisites", "skipped", f"{options.runtime_flag}: not installed "
                               "(`flagtree-cpu validate --install-prereqs` installs them)"))
     return StageResult("python", tuple(actions))
+
+
+def record_reads(ctx: StageContext) -> None:
+    """Write what each requirements_file entry read into the lock (the file, its includes' digests, the source's
+    commit as the lock has it, the requirements)."""
+    from dataclasses import replace
+
+    from ...lockfile import RequirementsFileLock, update_lock
+    from ...requirements_files import read_entry
+
+    recipe, ws = ctx.recipe, ctx.workspace
+    entries = {}
+    for key, entry in recipe.python.files:
+        rf = entry.requirements_file
+        assert rf is not None
+        read = read_entry(recipe, ws.root, key, rf)
+        entries[key] = (rf, read)
+
+    def change(lock):  # type: ignore[no-untyped-def]
+        commit = {name: s.commit for name, s in lock.sources.items()}
+        return replace(lock, requirements_files={
+            key: RequirementsFileLock(source=rf.source, file=rf.file, commit=commit.get(rf.source),
+                                      files=dict(read.files), requirements=read.requirements)
+            for key, (rf, read) in entries.items()})
+
+    update_lock(ws.lock_file, recipe.name, recipe.digest, change, variant=recipe.variant)

@@ -22,23 +22,23 @@ def plan_validate(ctx: StageContext, options: RunOptions, built_current: bool) -
         return []
     if options.skip_build or options.skip_validate:  # --skip-build skips validation too: name the flag given
         why = "--skip-build" if options.skip_build else "--skip-validate"
-        return [PlanItem("validation", "kernels", "skipped", why, will="skipped")]
+        return [PlanItem("validation", "checks", "skipped", why, will="skipped")]
     last = last_validation(ctx)
     checks = len(ctx.recipe.checks)
     run = f"run {checks} check{'s' if checks != 1 else ''}"
     if last is None:
-        return [PlanItem("validation", "kernels", "missing", "no validation report in this workspace", run,
+        return [PlanItem("validation", "checks", "missing", "no validation report in this workspace", run,
                          "never validated", will="created")]
     summary = last.get("summary", {})
     figures = f"{summary.get('pass', 0)} passed, {summary.get('fail', 0)} failed, {summary.get('skip', 0)} skipped"
     when = f"{figures} at {last.get('started', '?')}"
     data = {"last": {"ok": last.get("ok"), "started": last.get("started"), "summary": summary}}
     if not last.get("ok"):
-        return [PlanItem("validation", "kernels", "failed", when, run, "failed last time", data, "created")]
+        return [PlanItem("validation", "checks", "failed", when, run, "failed last time", data, "created")]
     if built_current and current_validation(ctx, options.python, options.model):
-        return [PlanItem("validation", "kernels", "ok", f"passed for this build: {when}", data=data)]
+        return [PlanItem("validation", "checks", "ok", f"passed for this build: {when}", data=data)]
     reason = "after the build" if not built_current else "the build, interpreter or expectations changed since"
-    return [PlanItem("validation", "kernels", "stale", f"passed before: {when}", run, reason, data, "created")]
+    return [PlanItem("validation", "checks", "stale", f"passed before: {when}", run, reason, data, "created")]
 
 
 # --- the last report and what it was for ----------------------------------------------------------------

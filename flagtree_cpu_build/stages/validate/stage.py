@@ -26,7 +26,7 @@ def validate_for_setup(ctx: StageContext, options: RunOptions, plan: list[PlanIt
     last = current_validation(ctx, options.python, options.model) if options.junit is None else None
     if last is not None:
         counts = last["summary"]
-        return StageResult("validate", (Action("kernels", "ok", f"passed before for this build ({counts['pass']} "
+        return StageResult("validate", (Action("checks", "ok", f"passed before for this build ({counts['pass']} "
                                                f"passed, {counts['skip']} skipped at {last['started']})"),),
                            record={"validation": last})
     validation = run_validate(ctx, options)
@@ -43,5 +43,5 @@ def validate_for_setup(ctx: StageContext, options: RunOptions, plan: list[PlanIt
     skipped = [f"{r.kernel}: {r.message}" for r in validation.results if r.status == "skip"]
     if skipped:
         detail += f", {len(skipped)} skipped ({'; '.join(skipped)})"
-    return StageResult("validate", (Action("kernels", "created", detail, {"report": validation.to_json()}),),
+    return StageResult("validate", (Action("checks", "created", detail, {"report": validation.to_json()}),),
                        validation.warnings, record=record)
