@@ -28,6 +28,7 @@ from .checks import (
 
 # the field types below name these: typing.get_type_hints resolves them in this module
 from .environment import EnvHazard, EnvOps
+from .artifact_paths import check_artifact_paths
 from .inputs import Artifact, Links, Selector, SelectorFacts, Source, check_source_tree, checkout_path
 from .platform import (
     Platform,
@@ -279,6 +280,7 @@ class Recipe:
 
     def check(self, ctx: Context, path: Path_) -> None:
         check_source_tree(self.sources, ctx, path + ("sources",))
+        check_artifact_paths(self, ctx, path)
         if self.schema_version != SCHEMA_VERSION:
             ctx.report(path + ("schema_version",), f"expected {SCHEMA_VERSION} after upgrading")
         if self.variants and self.variant is None:
