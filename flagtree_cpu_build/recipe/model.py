@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from .artifact_paths import check_artifact_paths
 from .checks import (
     INTERPOLATED,
     check_compile_cache_url,
@@ -28,7 +29,6 @@ from .checks import (
 
 # the field types below name these: typing.get_type_hints resolves them in this module
 from .environment import EnvHazard, EnvOps
-from .artifact_paths import check_artifact_paths
 from .inputs import Artifact, Links, Selector, SelectorFacts, Source, check_source_tree, checkout_path
 from .platform import (
     Platform,
