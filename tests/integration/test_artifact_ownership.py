@@ -89,6 +89,8 @@ def test_the_same_bytes_another_workspace_published_are_reused_and_its_clean_lea
     [action] = result_of(reused.stdout)["actions"]
     assert action["status"] == "ok"
     assert [u["workspace"] for u in stamp(dest())["users"]] == [str(tmp_path / "b")]
+    status = run(tmp_path, "b", urls["one"], "status")  # status names whose the tree is
+    assert f"published by recipe flagtree-cpu-arm64 of workspace {tmp_path / 'a'}" in " ".join(status.stdout.split())
     # workspace a moves its pin to another folder: its clean must not take b's LLVM away
     moved = (f"artifacts.llvm.path={{triton_home}}/.triton/llvm/{TOP}-new",)
     assert run(tmp_path, "a", urls["two"], "fetch", sets=moved).exit_code == 0
