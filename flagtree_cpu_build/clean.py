@@ -39,6 +39,7 @@ from .halfmade import discard, users
 from .locking import Held, exclusive
 from .partials import abandoned, leftovers, leftovers_in
 from .stagekit.stage import StageContext
+from .stages.artifacts.ownership import Owner, is_shared, owner_of, users_of
 from .stages.build.prebuilt import downloads_dir, partial_downloads
 from .workspace import user_cache_dir
 
@@ -155,11 +156,25 @@ def _trees(ctx: StageContext, downloads: Path) -> Iterator[CleanItem]:
             elif read_stamp(path) is None:
                 yield CleanItem("tree", path, 0, False, "not published by flagtree-cpu: left alone")
             else:
-                stamp = read_stamp(path) or {}
-                lock = downloads / "locks" / f"publish-{url_key(str(path))}.lock"  # as fetch publishes
-                yield CleanItem("tree", path, disk_usage(path), True,
-                                f"published by flagtree-cpu from {stamp.get('url', '?')}; recipe "
-                                f"{ctx.recipe.name} does not use it", lock)
+                yield _published_tree(ctx, path, downloads)
+
+
+def _published_tree(ctx: StageContext, path: Path, downloads: Path) -> CleanItem:
+    """A tree flagtree-cpu published that this recipe does not use: removed only when this recipe in this
+    workspace published it, it is not shared, and no other workspace recorded using it (``ownership``)."""
+    stamp = read_stamp(path) or {}
+    us = Owner.of(ctx.recipe, ctx.workspace.root)
+    owner, users = owner_of(stamp), [u for u in users_of(stamp) if not u.same_place(us)]
+    why = ("published by an older flagtree-cpu that did not record for which workspace: left alone (remove it "
+           f"by hand when no workspace uses it: rm -r {path})" if owner is None else
+           f"shared, published by {owner.words()}: a shared tree is never removed" if is_shared(stamp) else
+           f"published by {owner.words()}: left alone (clean it from there)" if not owner.same_place(us) else
+           f"also used by {users[0].words()}: left alone" if users else None)
+    if why is not None:
+        return CleanItem("tree", path, 0, False, why)
+    lock = downloads / "locks" / f"publish-{url_key(str(path))}.lock"  # as fetch publishes
+    return CleanItem("tree", path, disk_usage(path), True, f"published by flagtree-cpu from {stamp.get('url', '?')}; "
+                     f"recipe {ctx.recipe.name} does not use it", lock)
 
 
 def _blob_url(blob: Path) -> str | None:

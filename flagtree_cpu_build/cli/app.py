@@ -357,3 +357,8 @@ WheelhouseOption = Annotated[Optional[str], typer.Option(
     help="Before building, look for a build another machine published there (a folder, file:// or http(s)://; "
     "also FLAGTREE_CPU_WHEELHOUSE): a wheel whose build key and target class fit is verified and installed "
     "instead of building.")]
+
+
+ReplaceOption = Annotated[Optional[list[str]], typer.Option(
+    "--replace", metavar="NAME", help="Replace artifact NAME's tree although another recipe or workspace published "
+    "it (fetch refuses otherwise, naming them). Repeatable. A shared tree is never replaced.")]

@@ -99,3 +99,14 @@ def named_paths(option: str, values: list[str], names: list[str], kind: str) -> 
                              fix=f"the recipe's {kind} are: {', '.join(names) or 'none'}")
         parsed[name] = Path(path).expanduser()
     return parsed
+
+
+def artifact_names(option: str, values: list[str], names: list[str]) -> tuple[str, ...]:
+    """Repeated ``option NAME`` values, each an artifact of the recipe (a typo is a usage error, not a no-op)."""
+    from ..errors import UsageError
+
+    for value in values:
+        if value not in names:
+            raise UsageError(f"{option} {value}: the recipe has no artifact named {value!r}",
+                             fix=f"the recipe's artifacts are: {', '.join(names) or 'none'}")
+    return tuple(dict.fromkeys(values))

@@ -19,6 +19,7 @@ from .app import (
     MirrorsOption,
     ModelOption,
     PythonOption,
+    ReplaceOption,
     TimeoutOption,
     WheelhouseOption,
     app,
@@ -28,7 +29,7 @@ from .app import (
 )
 from .bundle_trust import ExpectDigestOption, TrustedKeysOption, import_for_setup, trust_of
 from .opening import absolute, build_jobs, exclusive, opened
-from .session import Verdict, named_paths
+from .session import Verdict, artifact_names, named_paths
 from .stage_dry_run import DryRunOption, dry_run_stage
 
 if TYPE_CHECKING:
@@ -83,6 +84,7 @@ def setup(
     expect_digest: ExpectDigestOption = None,
     compile_cache: CompileCacheOption = None,
     wheelhouse: WheelhouseOption = None,
+    replace: ReplaceOption = None,
 ) -> None:
     """Do everything: preflight, sources and artifacts (concurrently), links, venv and prerequisites, build, validate.
 
@@ -91,7 +93,7 @@ def setup(
     same workspace makes this one exit with code 8 (or wait, with --wait). The exit code is the failing stage's.
     """
     from ..mirrors import parse_mirrors
-    from ..stagekit.stage import RunOptions
+    from ..stagekit.stage import FetchExtras, RunOptions
 
     trust = trust_of(trusted_keys, expect_digest) if bundle is not None else None
     carried = _carried(ctx, bundle, trust, python=python, jobs=jobs) if bundle is not None and not dry_run else None
@@ -114,7 +116,8 @@ def setup(
         git_cache=git_cache.expanduser() if git_cache else None,
         cache_dir=cache_dir.expanduser() if cache_dir else None, mirrors=tuple(parse_mirrors(mirrors or [])),
         jobs=build_jobs(stage_ctx), model=absolute(model), junit=absolute(junit), timeout=timeout,
-        verbose=opts.ui.verbose, compile_cache=compile_cache, wheelhouse=wheelhouse)
+        verbose=opts.ui.verbose, compile_cache=compile_cache, wheelhouse=wheelhouse,
+        fetch=FetchExtras(replace=artifact_names("--replace", replace or [], list(stage_ctx.recipe.artifacts))))
     if dry_run:
         from ..setup_plan import plan_setup
 
@@ -255,6 +258,7 @@ def fetch(
     from_files: Annotated[Optional[list[str]], typer.Option("--from", metavar="[NAME=]FILE",
                                                             help="Import a tarball you downloaded yourself "
                                                             "(verified like a download). Repeatable.")] = None,
+    replace: ReplaceOption = None,
 ) -> None:
     """Download, verify and unpack the recipe's artifacts (prebuilt toolchains such as an LLVM tree).
 
@@ -272,7 +276,9 @@ def fetch(
                                cache_dir=cache_dir.expanduser() if cache_dir else None,
                                mirrors=tuple(parse_mirrors(mirrors or [])),
                                fetch=FetchExtras(named_paths("--from", from_files or [],
-                                                             list(stage_ctx.recipe.artifacts), "artifacts")))
+                                                             list(stage_ctx.recipe.artifacts), "artifacts"),
+                                                 artifact_names("--replace", replace or [],
+                                                                list(stage_ctx.recipe.artifacts))))
     if dry_run:
         return dry_run_stage(stage_ctx, "artifacts", fetch_options)
     with exclusive(opts, stage_ctx, "fetch"):

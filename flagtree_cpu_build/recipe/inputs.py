@@ -226,6 +226,10 @@ class Artifact:
         "stops beyond twice this. Absent: the limit is 200,000", default=None, json={"minimum": 1})
     matches: SourcePin | None = spec("consistency rule against a source file", default=None)
     variants: tuple[ArtifactVariant, ...] = spec("per-host replacements", default=())
+    publish: Literal["own", "shared"] = spec(
+        "own: this recipe's tree in this workspace (fetch replaces one another recipe or workspace published only "
+        "with --replace NAME); shared: a versioned folder of a cache many workspaces and recipes use (~/.triton/"
+        "nvidia/ptxas/<version>): reused when the digests fit, never replaced nor cleaned", default="own")
 
     def check(self, ctx: Context, path: Path_) -> None:
         check_digest_agrees(self, ctx, path)

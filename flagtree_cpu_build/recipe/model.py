@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from .artifact_paths import check_artifact_paths
 from .checks import (
     INTERPOLATED,
     check_compile_cache_url,
@@ -227,6 +228,7 @@ class Recipe:
 
     def check(self, ctx: Context, path: Path_) -> None:
         check_source_tree(self.sources, ctx, path + ("sources",))
+        check_artifact_paths(self, ctx, path)
         if self.schema_version != SCHEMA_VERSION:
             ctx.report(path + ("schema_version",), f"expected {SCHEMA_VERSION} after upgrading")
         if self.variants and self.variant is None:

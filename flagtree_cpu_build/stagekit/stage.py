@@ -81,6 +81,7 @@ class FetchExtras:
     """`fetch`'s own flags."""
 
     from_files: Mapping[str, Path] = field(default_factory=dict)  # --from: artifact name -> a file downloaded by hand
+    replace: tuple[str, ...] = ()  # --replace: artifacts whose tree another recipe or workspace published
 
 
 @dataclass(frozen=True)

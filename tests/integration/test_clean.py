@@ -49,7 +49,9 @@ def machine(tmp_path: Path, http_server: LoopbackHTTPServer) -> dict[str, object
     (triton_llvm() / "llvm-ubuntu-arm64").symlink_to(TOP)  # as FlagTree's setup.py leaves it
     # an unfinished download of a third file
     slow = http_server.serve("/slow/llvm-slow.tar.gz", llvm_tarball(seed=3).data, Faults(hold_after=100_000))
-    process = fetch_process(tmp_path, slow, workspace="other-ws")
+    # in another workspace, into a folder of its own: the published tree at TOP is workspace ws's to replace
+    process = fetch_process(tmp_path, slow, workspace="other-ws",
+                            sets=("artifacts.llvm.path={triton_home}/.triton/llvm/llvm-slow",))
     wait_for(lambda: [p for p in cache_root().glob("partial/*.part") if p.stat().st_size > 50_000], 20, "a part")
     process.send_signal(signal.SIGINT)
     process.communicate(timeout=30)

@@ -41,9 +41,10 @@ def fetch(tmp_path: Path, url: str, *args: str, sets: tuple[str, ...] = ()) -> R
 
 
 def fetch_process(tmp_path: Path, url: str, *args: str, workspace: str = "ws",
-                  env: dict[str, str] | None = None) -> subprocess.Popen:
+                  env: dict[str, str] | None = None, sets: tuple[str, ...] = ()) -> subprocess.Popen:
+    overrides = [word for assignment in sets for word in ("--set", assignment)]
     return subprocess.Popen([sys.executable, "-m", "flagtree_cpu_build", "-w", str(tmp_path / workspace), "--set",
-                             f"artifacts.llvm.url={url}", "fetch", *args],
+                             f"artifacts.llvm.url={url}", *overrides, "fetch", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, **(env or {})})
 

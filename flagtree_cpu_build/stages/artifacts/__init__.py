@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 def _plan(ctx: StageContext, lock: Lock | None, options: RunOptions, earlier: list[PlanItem]) -> list[PlanItem]:
     from .plan import plan_artifacts
 
-    return plan_artifacts(ctx.recipe, lock, options)
+    return plan_artifacts(ctx.recipe, lock, options, ctx.workspace.root)
 
 
 def _run(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> StageResult:

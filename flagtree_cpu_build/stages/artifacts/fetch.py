@@ -50,6 +50,8 @@ from ...progress import human_bytes
 from ...recipe import Artifact
 from ...stagekit.plan import PlanItem
 from ...stagekit.stage import Action, RunOptions, StageContext, StageResult
+from .failures import all_failures
+from .ownership import Owner, record_user, refusal
 from .plan import FetchFacts, is_current, keep_served_from, other_digests, stamp_layout
 from .stream import Tarball, download_and_unpack, retry_fix
 
@@ -81,27 +83,42 @@ def run_fetch(ctx: StageContext, options: RunOptions, plan: Sequence[PlanItem]) 
         cache.sweep()
     missing_offline: list[str] = []
     outcomes: dict[str, _Outcome] = {}
+    failures: list[tuple[str, ArtifactError]] = []
     published = {Path(item.data["path"]).name for item, _, _ in work}
+    us = Owner.of(recipe, ws.root)
     for item, artifact, facts in work:
         sweep(Path(item.data["path"]).parent, ctx.ui.info, ctx.ui.warn, published=published)
-        outcome = (_published(item, artifact, facts) if item.current else
-                   _fetch_one(item, artifact, facts, caches[facts.cache], ctx, options, missing_offline))
+        try:  # one artifact that fails does not stop the others: every failure is reported at the end
+            outcome = (_published(item, artifact, facts, us) if item.current else
+                       _fetch_one(item, artifact, facts, caches[facts.cache], ctx, options, missing_offline, us))
+        except ArtifactError as error:
+            failures.append((item.subject, error))
+            continue
         if outcome is not None:
             outcomes[item.subject] = outcome
     if missing_offline:
-        raise ArtifactError(
+        failures.append(("--offline", ArtifactError(
             f"{len(missing_offline)} artifact(s) are not in the download cache "
             f"({', '.join(caches)}) and --offline forbids downloading", details=tuple(missing_offline),
             fix=f"on a connected machine run `{elsewhere('fetch', '--cache-dir', 'DIR')}` and copy DIR here (then "
-            "--cache-dir DIR), or download each URL and import it: flagtree-cpu fetch --offline --from NAME=FILE")
+            "--cache-dir DIR), or download each URL and import it: flagtree-cpu fetch --offline --from NAME=FILE")))
+    if outcomes or not failures:  # a run where nothing was published writes no lock (a refused tarball: none)
+        _record(ctx, options, outcomes)
+    if failures:
+        raise all_failures(failures, len(work))
+    warnings = tuple(o.warning for o in outcomes.values() if o.warning)
+    return StageResult("fetch", tuple(o.action for o in outcomes.values()), warnings, time.monotonic() - start)
+
+
+def _record(ctx: StageContext, options: RunOptions, outcomes: dict[str, _Outcome]) -> None:
+    """The lock entries of what was published, also when another artifact failed."""
+    ws, recipe = ctx.workspace, ctx.recipe
     new_entries = {name: o.lock for name, o in outcomes.items() if o.lock is not None}
     if not options.frozen:
         update_lock(ws.lock_file, recipe.name, recipe.digest,
                     lambda base: replace(base, artifacts={**base.artifacts, **{
                         name: keep_served_from(base, name, entry) for name, entry in new_entries.items()}}),
                     variant=recipe.variant)
-    warnings = tuple(o.warning for o in outcomes.values() if o.warning)
-    return StageResult("fetch", tuple(o.action for o in outcomes.values()), warnings, time.monotonic() - start)
 
 
 def _check_named_files(options: RunOptions) -> None:
@@ -139,19 +156,27 @@ def _shown(digests: dict[str, str]) -> str:
     return ", ".join(f"{algorithm} {value.lower()}" for algorithm, value in sorted(digests.items()))
 
 
-def _published(item: PlanItem, artifact: Artifact, facts: FetchFacts) -> _Outcome:
-    """A tree the plan found current: its version file mended, its stamp's facts recorded in the lock."""
+def _published(item: PlanItem, artifact: Artifact, facts: FetchFacts, us: Owner) -> _Outcome:
+    """A tree the plan found current: its version file mended, its stamp's facts recorded in the lock, and this
+    workspace recorded as a user of a tree another one published."""
     dest = Path(item.data["path"])
     _repair_version_file(dest, artifact)
+    owner = Owner.read(item.data.get("owner"))
+    if owner is not None and not owner.same_place(us):  # under the lock fetch publishes with: one stamp writer
+        with ArtifactCache(Path(facts.cache), None).locked(f"publish-{url_key(str(dest))}"):
+            record_user(dest, us)
     sha = item.data["sha256"]
     lock = ArtifactLock(url=artifact.url, sha256=sha, size=facts.size, digest=facts.digest)
     return _Outcome(Action(item.subject, "ok", f"published at {dest}", {"sha256": sha, "path": str(dest)}), lock)
 
 
 def _fetch_one(item: PlanItem, artifact: Artifact, facts: FetchFacts, cache: ArtifactCache, ctx: StageContext,
-               options: RunOptions, missing_offline: list[str]) -> _Outcome | None:
+               options: RunOptions, missing_offline: list[str], us: Owner) -> _Outcome | None:
     """A tree the plan found missing, different or foreign: its bytes from a local file or a download."""
     name, dest, expected = item.subject, Path(item.data["path"]), facts.expected
+    refused = refusal(name, artifact, dest, read_stamp(dest), us, options.fetch.replace)
+    if refused is not None:  # before any download: the tree is another's (looked at again before publishing)
+        raise refused
     refuse = kind_of(artifact).refuse_unreadable
     if refuse is not None:
         refuse(name, artifact.url)
@@ -166,13 +191,19 @@ def _fetch_one(item: PlanItem, artifact: Artifact, facts: FetchFacts, cache: Art
                 return None
             got = download_and_unpack(name, artifact, expected, cache, ctx, facts.candidates, dest)
         try:
-            return _install(name, artifact, dest, got, expected, cache, ctx)
+            return _install(name, artifact, dest, got, expected, cache, ctx, _Publisher(us, options.fetch.replace))
         finally:
             got.release()
 
 
+@dataclass(frozen=True)
+class _Publisher:
+    us: Owner  # recorded as the tree's owner
+    replace: tuple[str, ...]  # --replace: trees of another recipe or workspace the user lets us replace
+
+
 def _install(name: str, artifact: Artifact, dest: Path, got: Tarball, expected: dict[str, str],
-             cache: ArtifactCache, ctx: StageContext) -> _Outcome:
+             cache: ArtifactCache, ctx: StageContext, publisher: _Publisher) -> _Outcome:
     warning = None if expected else (f"artifact {name}: no digest in the recipe; trusting it on first use and "
                                      f"recording sha256 {got.sha} in the lock file")
     size = got.path.stat().st_size
@@ -185,10 +216,16 @@ def _install(name: str, artifact: Artifact, dest: Path, got: Tarball, expected: 
         stamp = read_stamp(dest)
         if is_current(stamp, {**others, "sha256": got.sha}, artifact.url, artifact):
             _keep(got, cache, artifact)  # another process published these very bytes meanwhile
+            record_user(dest, publisher.us)
             return _Outcome(Action(name, "ok", f"published at {dest}", data), lock, warning)
+        refused = refusal(name, artifact, dest, stamp, publisher.us, publisher.replace)  # published since the plan?
+        if refused is not None:
+            _keep(got, cache, artifact)
+            raise refused
+        owner = publisher.us.to_stamp(artifact.publish)
         try:
             if _is_foreign(dest):  # what the plan foresaw ("foreign"), or a tree unpacked since: checked, adopted
-                _adopt(name, dest, got, artifact, ctx)
+                _adopt(name, dest, got, artifact, ctx, owner)
                 _keep(got, cache, artifact)
                 return _Outcome(Action(name, "updated", f"existing tree at {dest} matches the tarball; adopted",
                                        data), lock, warning)
@@ -199,7 +236,7 @@ def _install(name: str, artifact: Artifact, dest: Path, got: Tarball, expected: 
         _keep(got, cache, artifact)  # the bytes unpacked: a root.find or clean-up the recipe gets wrong keeps them
         finish(folder.tree, artifact, label=name, ui=ctx.ui)
         write_markers(folder.tree, url=artifact.url, sha256=got.sha, size=size, version_file=artifact.version_file,
-                      digests=others, layout=stamp_layout(artifact))
+                      digests=others, layout={**stamp_layout(artifact), "owner": owner})
         status = "updated" if os.path.lexists(dest) else "created"
         folder.publish(dest)
     return _Outcome(Action(name, status, f"{got.sha[:12]} published at {dest}", data), lock, warning)
@@ -304,7 +341,7 @@ def _foreign_tree_error(name: str, dest: Path, artifact: Artifact) -> ArtifactEr
         f"or move it away (mv {dest} {dest}.manual) to let flagtree-cpu download {artifact.url} and publish it")
 
 
-def _adopt(name: str, dest: Path, got: Tarball, artifact: Artifact, ctx: StageContext) -> None:
+def _adopt(name: str, dest: Path, got: Tarball, artifact: Artifact, ctx: StageContext, owner: dict[str, Any]) -> None:
     """A tree someone else unpacked (or whose stamp was damaged): keep it if it matches the tarball, else
     leave it alone and say so."""
     limits = limits_for(name, artifact.unpacked_size, artifact.unpacked_entries)
@@ -323,7 +360,7 @@ def _adopt(name: str, dest: Path, got: Tarball, artifact: Artifact, ctx: StageCo
             fix=f"move it away (mv {dest} {dest}.manual) so flagtree-cpu can publish the verified tree there")
     write_markers(dest, url=artifact.url, sha256=got.sha, size=got.path.stat().st_size,
                   version_file=artifact.version_file, digests=other_digests(artifact, got.digests),
-                  layout=stamp_layout(artifact))
+                  layout={**stamp_layout(artifact), "owner": owner})
 
 
 def _differences_by_unpacking(name: str, dest: Path, got: Tarball, artifact: Artifact, ctx: StageContext,

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ...artifact_kinds import DEFAULT_KIND
 from ...errors import ArtifactError
 from ...stagekit.plan import PlanItem
+from .ownership import Owner, is_shared, owner_of, refusal
 
 if TYPE_CHECKING:
     from ...artifact_cache import ArtifactCache
@@ -95,22 +96,26 @@ def layout_changes(stamp: Mapping[str, Any], artifact: Artifact) -> list[str]:
     return [key for key, value in stamp_layout(artifact).items() if stamp.get(key, defaults[key]) != value]
 
 
-def plan_artifacts(recipe: Recipe, lock: Lock | None, options: RunOptions) -> list[PlanItem]:
+def plan_artifacts(recipe: Recipe, lock: Lock | None, options: RunOptions,
+                   workspace: Path | None = None) -> list[PlanItem]:
+    """``workspace``: whose trees are this run's (``ownership``); None judges by digests alone."""
     from ...artifact_cache import ArtifactCache
     from ...workspace import user_cache_dir
 
     cache = ArtifactCache((options.cache_dir or user_cache_dir(os.environ)) / "downloads", ui=None)
-    return [_plan_one(name, artifact, lock, options, cache, options.fetch.from_files.get(name))
+    us = Owner.of(recipe, workspace) if workspace is not None else None
+    return [_plan_one(name, artifact, lock, options, cache, options.fetch.from_files.get(name), us)
             for name, artifact in recipe.artifacts.items()]
 
 
-def published_locks(recipe: Recipe, lock: Lock | None, options: RunOptions) -> dict[str, ArtifactLock]:
+def published_locks(recipe: Recipe, lock: Lock | None, options: RunOptions,
+                    workspace: Path | None = None) -> dict[str, ArtifactLock]:
     """The lock entries of the trees published and verified here (the plan's current items), as `fetch` records
     them: what `lock` writes, so that `--frozen` accepts it. An entry of the same file keeps its served_from."""
     from ...lockfile import ArtifactLock
 
     entries = {}
-    for item in plan_artifacts(recipe, lock, options):
+    for item in plan_artifacts(recipe, lock, options, workspace):
         if item.will != "ok":
             continue
         facts = FetchFacts.of(item)
@@ -129,7 +134,7 @@ def keep_served_from(lock: Lock | None, name: str, entry: ArtifactLock) -> Artif
 
 
 def _plan_one(name: str, artifact: Artifact, lock: Lock | None, options: RunOptions, cache: ArtifactCache,
-              from_file: Path | None) -> PlanItem:
+              from_file: Path | None, us: Owner | None) -> PlanItem:
     from ...extract import read_stamp
     from ...lockfile import expected_digests
     from ...mirrors import candidate_urls
@@ -147,12 +152,18 @@ def _plan_one(name: str, artifact: Artifact, lock: Lock | None, options: RunOpti
         assert stamp is not None
         moved = "" if stamp.get("url") == artifact.url else f" (downloaded from {stamp.get('url')})"
         facts = replace(facts, size=stamp.get("size"), digest=other_digests(artifact, stamp))
-        return PlanItem("artifacts", name, "ok", f"{stamp['sha256'][:12]} published at {dest}{moved}",
-                        data={**data, "sha256": stamp["sha256"], "fetch": facts.to_data()})
+        return PlanItem("artifacts", name, "ok", f"{stamp['sha256'][:12]} published at {dest}{moved}"
+                        + _by(stamp, us), data={**data, **_owner_data(stamp), "sha256": stamp["sha256"],
+                                                "fetch": facts.to_data()})
     data["fetch"] = facts.to_data()
+    data.update(_owner_data(stamp))
+    refused = refusal(name, artifact, dest, stamp, us, options.fetch.replace) if us is not None else None
+    if refused is not None:  # fetch stops there (exit 4) and says whose the tree is
+        return PlanItem("artifacts", name, "conflict", f"another tree is at {dest}" + _by(stamp, us),
+                        f"stop: {refused.message}", "not this workspace's to replace", data, "stop", ArtifactError)
     foreign = facts.tree == "foreign"
     now = (f"a tree flagtree-cpu did not publish is at {dest}" if foreign else
-           f"another tree is at {dest}" if there else f"not published at {dest}")
+           f"another tree is at {dest}{_by(stamp, us) if stamp else ''}" if there else f"not published at {dest}")
     local = _local_copy(facts, artifact, cache)
     if local:
         what = f"check the tree at {dest} against the tarball from {local}" if foreign else \
@@ -166,6 +177,20 @@ def _plan_one(name: str, artifact: Artifact, lock: Lock | None, options: RunOpti
     if options.offline:  # fetch --offline stops here (exit 4); the plan still says how much is missing
         return replace(planned, action=f"stop: --offline forbids it: {planned.action}", will="stop", stop=ArtifactError)
     return planned
+
+
+def _owner_data(stamp: dict[str, Any] | None) -> dict[str, Any]:
+    """The tree's owner as its stamp records it (status --json shows it)."""
+    owner = owner_of(stamp)
+    return {"owner": owner.to_stamp("shared" if is_shared(stamp) else "own")} if owner is not None else {}
+
+
+def _by(stamp: dict[str, Any], us: Owner | None) -> str:
+    """Whose the tree is, when it is not this recipe's in this workspace."""
+    owner = owner_of(stamp)
+    if owner is None or us is not None and owner.same_place(us):
+        return ""
+    return f", {'shared, ' if is_shared(stamp) else ''}published by {owner.words()}"
 
 
 def _local_copy(facts: FetchFacts, artifact: Artifact, cache: ArtifactCache) -> str | None:

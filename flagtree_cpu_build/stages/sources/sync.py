@@ -76,7 +76,7 @@ def run_lock(ctx: StageContext, options: RunOptions) -> StageResult:
     # the trees already published and verified: their digests too, or `--frozen` refuses the lock just written
     from ..artifacts import published_locks
 
-    published = published_locks(recipe, old, options)
+    published = published_locks(recipe, old, options, ws.root)
     for name, entry in published.items():
         if lock.artifacts.get(name) != entry:
             actions.append(Action(name, "updated" if name in lock.artifacts else "created",
