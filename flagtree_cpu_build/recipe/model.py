@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+# the field types below name these: typing.get_type_hints resolves them in this module
+from .builds import BuildInputs, check_builds
 from .checks import (
     INTERPOLATED,
     check_compile_cache_url,
@@ -25,9 +27,6 @@ from .checks import (
     check_specifier,
     check_wheelhouse_location,
 )
-
-# the field types below name these: typing.get_type_hints resolves them in this module
-from .builds import BuildInputs, check_builds
 from .environment import EnvHazard, EnvOps
 from .inputs import Artifact, Links, Selector, SelectorFacts, Source, check_source_tree, checkout_path
 from .platform import (
