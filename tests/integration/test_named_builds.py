@@ -280,3 +280,22 @@ def test_a_published_compiler_fits_another_workspace_only_with_the_same_framewor
     assert result.exit_code == 0, result.stderr
     assert other.ran() == ["framework", "compiler"]
     assert "needs.framework.sources.framework.local_changes" in result.stderr
+
+
+def test_an_offline_build_lists_the_missing_inputs_of_every_build_at_once(recipe_file: Path, tmp_path: Path) -> None:
+    bench = Bench(recipe_file, tmp_path)  # never synced
+    result = bench.build("--offline", "--json")
+    assert result.exit_code == 5, result.stderr
+    error = error_of(result.stdout)
+    assert error["message"] == "2 inputs of an offline build are missing; nothing was run"
+    assert [d.split(":")[0] for d in error["details"]] == ["source framework", "source compiler"]
+    assert bench.ran() == []
+
+
+def test_the_dry_run_plans_each_build(recipe_file: Path, tmp_path: Path) -> None:
+    bench = Bench(recipe_file, tmp_path)
+    result = bench.run("setup", "--dry-run", "--json", "--python", str(bench.python))
+    assert result.exit_code == 0, result.stderr
+    items = [i for i in result_of(result.stdout)["items"] if i["area"] == "build"]
+    assert [(i["subject"], i["will"], i["reason"]) for i in items] == [
+        ("framework", "created", "no previous build"), ("build", "created", "no previous build")]

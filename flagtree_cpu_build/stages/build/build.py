@@ -31,7 +31,6 @@ from typing import Any
 from ... import compile_cache, pythonenv, stacking
 from ...build_stamp import (
     STAMP_KEYS,
-    NeedsFirst,
     Reason,
     products_of,
     say,
@@ -62,6 +61,9 @@ def run_build(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> S
     that ran is judged again against what that one's new stamp holds."""
     start = time.monotonic()
     items = _gate(ctx, options, plan)
+    missing = list(dict.fromkeys(p for i in items if i.facts is not None for p in i.facts.problems))
+    if missing and len(items) > 1:  # every build's missing inputs at once, before the first one runs
+        raise _missing_inputs(missing, options)
     final = final_build(ctx.recipe)
     actions: list[Action] = []
     ran: set[str] = set()
@@ -70,7 +72,7 @@ def run_build(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> S
         name, view = item.subject, view_of(ctx, item.subject)
         assert view.recipe.build is not None
         facts = item.facts
-        if ran.intersection(view.recipe.build.needs) or any(isinstance(r, NeedsFirst) for r in facts.reasons):
+        if ran.intersection(view.recipe.build.needs) or None in facts.needs.values():
             facts = _judge_again(ctx, view, options, name, final)
         result = _run_one(view, options, facts, _Which(name, name == final))
         actions += result.actions

@@ -184,14 +184,14 @@ def judge(ctx: StageContext, python: Path, *, offline: bool = False, wheel_dir: 
     mode = build_mode(recipe, wheel_dir)
     stamp_file = stamp_path(recipe, ctx.workspace, mode, name)
     plan = BuildPlan(mode, stamp_file, read_state(stamp_file, needs=STAMP_KEYS), (), needs=needs or {})
-    unknown = [n for n, c in (needs or {}).items() if c is None]
-    if unknown:  # compared once the build it needs has run
-        return replace(plan, reasons=(NeedsFirst(unknown[0]),))
     if assume is not None and (assume.unknown or plan.stored is None):  # nothing to compare with before they run
         return replace(plan, reasons=assume.unknown or (NoPreviousBuild(),))
     problems = refusals(ctx) if assume is None else ()
     if problems:
         return replace(plan, reasons=(InputsNotReady(problems),), problems=problems)
+    unknown = [n for n, c in (needs or {}).items() if c is None]
+    if unknown:  # compared once the build it needs has run
+        return replace(plan, reasons=(NoPreviousBuild(),) if plan.stored is None else (NeedsFirst(unknown[0]),))
     if not python.exists():
         return replace(plan, reasons=(NoInterpreter(python),))
     return _compare(ctx, plan, python, offline=offline, force=force, assume=assume)
