@@ -126,3 +126,11 @@ def test_an_unknown_key_in_a_named_build_gets_a_did_you_mean() -> None:
     text = TWO.replace("install_wheels:", "install_wheel:")
     [problem] = problems_of(text)
     assert problem.key == "builds.framework.install_wheel" and "install_wheels" in problem.message
+
+
+def test_a_recipe_with_too_many_builds_is_refused_before_they_are_read() -> None:
+    text = HEAD + "builds:\n" + "".join(f'  b{i}: {{cwd: "{{workdir}}", argv: [make], needs: [b{i + 1}]}}\n'
+                                         for i in range(40))
+    [problem] = problems_of(text)
+    assert problem.key == "builds" and problem.message == "40 builds; a recipe has at most 32"
+    assert "extends" in problem.fix  # said by the loader, before 40 builds are converted and ordered
