@@ -299,3 +299,11 @@ def test_the_dry_run_plans_each_build(recipe_file: Path, tmp_path: Path) -> None
     items = [i for i in result_of(result.stdout)["items"] if i["area"] == "build"]
     assert [(i["subject"], i["will"], i["reason"]) for i in items] == [
         ("framework", "created", "no previous build"), ("build", "created", "no previous build")]
+
+
+def test_only_a_build_before_the_final_one_with_publish_is_a_usage_error(bench: Bench, tmp_path: Path) -> None:
+    result = bench.build("--only", "framework", "--publish", str(tmp_path / "wheelhouse"), "--json")
+    assert result.exit_code == 2, result.stderr
+    assert error_of(result.stdout)["message"] == "--publish is for the final build 'build'; --only framework does " \
+        "not run it"
+    assert bench.ran() == []

@@ -15,6 +15,11 @@ in about a second and runs nothing. Otherwise it goes prepare → build → veri
   that matters, steps, Python, prerequisites and compilers), so an unchanged re-run is "up to date" and a
   changed one says what changed.
 
+A recipe with several builds (``builds:`` next to ``build:``, ``recipe/builds.py``) runs each in ``needs`` order,
+each as above with its own stamp (``build-NAME-editable.json``; `build` keeps ``build-editable.json``); a gate
+check (``before: NAME``, ``gates.py``) runs before that build's command, and ``install_wheels`` (``wheels.py``)
+installs the wheels its command made. ``build --only NAME`` runs that build and the ones it needs.
+
 A recipe's build ``mode`` is ``editable`` (``build`` installs into the target Python; ``build
 --wheel DIR`` makes a wheel instead) or ``wheel-only`` (``build`` always runs ``wheel_argv``
 into ``{wheel_dir}``). Each kind keeps its own stamp (``build-editable.json``, ``build-wheel.json``).
@@ -40,7 +45,7 @@ from ...build_stamp import (
 )
 from ...buildenv import BuildEnv, build_environment
 from ...envops import EnvFileError, EnvLayer, SourceScriptError
-from ...errors import BuildError
+from ...errors import BuildError, UsageError
 from ...recipe.builds import MAIN, final_build, named_builds
 from ...stagekit.plan import PlanItem
 from ...stagekit.stage import Action, RunOptions, StageContext, StageResult
@@ -145,6 +150,11 @@ def _gate(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> list[
     items = [i for i in plan if isinstance(i, BuildItem) and i.facts is not None]
     if not items:
         raise ValueError(f"run_build acts on the build's plan (stages/build/plan.plan_build), not on {plan!r}")
+    final = final_build(ctx.recipe)
+    if (options.build.publish or options.build.wheel_dir) and final not in (i.subject for i in items):
+        flag = "--publish" if options.build.publish else "--wheel"
+        raise UsageError(f"{flag} is for the final build {final!r}; --only {options.build.only} does not run it",
+                         fix=f"flagtree-cpu build --only {final} {flag} ...   (or leave out {flag})")
     return items
 
 
