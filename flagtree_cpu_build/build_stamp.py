@@ -22,6 +22,7 @@ from .digest import hash_text
 from .extract import read_stamp
 from .proc import capture
 from .recipe import Recipe
+from .recipe.builds import MAIN, final_build, named_builds
 from .stagekit.stage import StageContext
 from .state import write_state
 from .steps import missing_creates, steps_stamp, unverified
@@ -36,29 +37,57 @@ def build_mode(recipe: Recipe, wheel_dir: Path | None) -> str:
     return "wheel" if wheel_dir is not None or recipe.build.mode == "wheel-only" else "editable"
 
 
-def stamp_name(mode: str) -> str:
-    return f"build-{mode}.json"
+def stamp_name(mode: str, name: str = MAIN) -> str:
+    """``build-editable.json`` for the build named `build` (as before there were several), ``build-NAME-editable.json``
+    for another (a recipe name: lower-case letters, digits, '-' and '_')."""
+    return f"build-{mode}.json" if name == MAIN else f"build-{name}-{mode}.json"
 
 
-def stamp_path(recipe: Recipe, ws: Workspace, mode: str | None = None) -> Path:
-    """Where ``recipe`` keeps the stamp of a build in ``mode`` (default: the build `setup` and `build` without
-    --wheel run: the editable install's, or a wheel-only recipe's wheel's), in its own state folder."""
-    return ws.recipe_state / stamp_name(mode or build_mode(recipe, None))
+def stamp_path(recipe: Recipe, ws: Workspace, mode: str | None = None, name: str | None = None) -> Path:
+    """Where ``recipe`` keeps the stamp of its build ``name`` (default: the final one) in ``mode`` (default: the
+    build `setup` and `build` without --wheel run: the editable install's, or a wheel-only recipe's wheel's), in
+    its own state folder. ``recipe`` may be one build's view (``build_view``): then ``name`` says which."""
+    name = name or final_build(recipe) or MAIN
+    if mode is None:
+        spec = named_builds(recipe).get(name) or recipe.build
+        mode = "wheel" if spec is not None and spec.mode == "wheel-only" else "editable"
+    return ws.recipe_state / stamp_name(mode, name)
+
+
+def build_view(recipe: Recipe, name: str) -> Recipe:
+    """The recipe as the build ``name`` sees it: that build as its `build`; the recipe's steps only when it is the
+    final build (they run around it)."""
+    from dataclasses import replace
+
+    final = final_build(recipe)
+    return replace(recipe, build=named_builds(recipe)[name], builds={}, steps=recipe.steps if name == final else ())
+
+
+def need_record(components: dict[str, Any]) -> dict[str, Any]:
+    """What a build's stamp records of a build it needs: what that one was made from, without the builder's own
+    business (the same interpreter and compilers are in this build's stamp), so a wheelhouse key stays portable."""
+    return {k: v for k, v in components.items() if k not in ("mode", "compilers", "python")}
 
 
 def stamp_components(recipe: Recipe, ctx: StageContext, python: Path, build_env: BuildEnv,
-                     report: pythonenv.PythonReport, mode: str) -> dict[str, Any]:
-    """Everything the build's result depends on, as the stamp records it."""
+                     report: pythonenv.PythonReport, mode: str,
+                     needs: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Everything the build's result depends on, as the stamp records it; ``needs``: the components of the builds it
+    needs (by name), as their stamps hold them."""
     from .gitcmd import head, local_diff
 
     assert recipe.build is not None
+    chosen = recipe.build.inputs  # None: every source and artifact (a single build, as before)
     sources = {}
     for name in recipe.sources_in_order():
+        if chosen is not None and name not in chosen.sources:
+            continue
         checkout = ctx.workspace.root / recipe.source_path(name)
         diff = local_diff(checkout)
         sources[name] = {"commit": head(checkout) or "",
                          "local_changes": hash_text(diff)[:16] if diff.strip() else None}
-    artifacts = {name: (read_stamp(Path(a.path)) or {}).get("sha256") for name, a in recipe.artifacts.items()}
+    artifacts = {name: (read_stamp(Path(a.path)) or {}).get("sha256") for name, a in recipe.artifacts.items()
+                 if chosen is None or name in chosen.artifacts}
     compilers = {}
     for variable, default in (("CC", "cc"), ("CXX", "c++")):
         compiler = build_env.env.get(variable, default)
@@ -83,6 +112,10 @@ def stamp_components(recipe: Recipe, ctx: StageContext, python: Path, build_env:
         components["steps"] = steps
     if recipe.variant is not None:
         components["variant"] = recipe.variant
+    if needs:  # a rebuilt need with other inputs reruns this build; one rebuilt from the same inputs does not
+        components["needs"] = {name: need_record(c) for name, c in needs.items()}
+    if recipe.build.install_wheels:
+        components["install_wheels"] = list(recipe.build.install_wheels)
     if report.preinstalled:  # a vendor package the build (or a post-install step) patches or links against
         components["preinstalled"] = {p.name: p.installed for p in report.preinstalled}
     return components
@@ -246,6 +279,16 @@ class EnvUnreadable:
 
 
 @dataclass(frozen=True)
+class NeedsFirst:
+    """A build it needs runs first (or its stamp cannot be read yet): it is compared once that one has run."""
+
+    name: str
+
+    def words(self) -> str:
+        return f"the build {self.name} it needs runs first"
+
+
+@dataclass(frozen=True)
 class Unresolved:
     """An input whose value is known only once its stage has run (the dry run)."""
 
@@ -260,8 +303,8 @@ class Unresolved:
 
 
 Reason = (Forced | NoPreviousBuild | Changed | ProductsMissing | CreatesMissing | NotInstalled | WheelGone
-          | InputsNotReady | NoInterpreter | PrerequisitesMissing | EnvUnreadable | Unresolved)
-UNDECIDED = (NoInterpreter, PrerequisitesMissing, EnvUnreadable)  # the stamp could not be compared yet
+          | InputsNotReady | NoInterpreter | PrerequisitesMissing | EnvUnreadable | Unresolved | NeedsFirst)
+UNDECIDED = (NoInterpreter, PrerequisitesMissing, EnvUnreadable, NeedsFirst)  # the stamp could not be compared yet
 
 
 def say(reason: Reason, *, ahead: bool = False) -> str:

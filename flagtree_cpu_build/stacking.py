@@ -26,6 +26,7 @@ from .build_stamp import stamp_path
 from .errors import BuildError
 from .pip_constraints import constraints_path, pip_limits
 from .recipe import Constraint
+from .recipe.builds import final_build
 from .state import read_state
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ def protecting(base: StageContext) -> list[Constraint]:
     records (its run-time requirements' ranges come with ``own_constraints``)."""
     recipe = base.recipe
     found: list[Constraint] = []
-    if recipe.build is not None:
+    if final_build(recipe) is not None:
         stamp = read_state(stamp_path(base.recipe, base.workspace), needs=("components",))
         prerequisites = (stamp or {}).get("components", {}).get("prerequisites")
         for name, version in (prerequisites or {}).items() if isinstance(prerequisites, dict) else ():
@@ -173,7 +174,7 @@ def check_kept(ctx: StageContext, python: Path, before: dict[str, Installed]) ->
 def base_problems(ctx: StageContext) -> list[str]:
     """What of the base a stacked build needs and does not find (for the missing-inputs list)."""
     base = ctx.base
-    if base is None or base.recipe.build is None:
+    if base is None or final_build(base.recipe) is None:
         return []
     stamp = stamp_path(base.recipe, base.workspace)
     if stamp.is_file():

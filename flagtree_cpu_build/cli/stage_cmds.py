@@ -323,6 +323,7 @@ def python_env(
     "flagtree-cpu build --offline         # check every input first, then build without network",
     "flagtree-cpu build --wheel dist/     # one build, a wheel for many boards",
     "flagtree-cpu build --force --verbose # rebuild and watch every line",
+    "flagtree-cpu build --only pytorch    # one of the recipe's builds (and those it needs)",
     "flagtree-cpu build --compile-cache redis://cache.lan:6379  # share compiled objects with other boards",
     "flagtree-cpu build --publish /srv/wheelhouse  # build the wheel and publish it for the fleet",
     "flagtree-cpu build --wheelhouse http://wheels.lan/flagtree/  # install a published build that fits",
@@ -344,6 +345,9 @@ def build(
         "--publish", metavar="DIR", help="Build the wheel (as --wheel; into <workdir>/dist unless --wheel says) and "
         "publish it into the wheelhouse folder DIR (or file://): the wheel, a JSON manifest and a PEP 503 index."
     )] = None,
+    only: Annotated[Optional[str], typer.Option(
+        "--only", metavar="NAME", help="Run the recipe's build NAME (`build`, or a name under `builds:`) and the "
+        "builds it needs, not the ones after it; each is still skipped when up to date.")] = None,
 ) -> None:
     """Install the build prerequisites and run the recipe's build command (build.argv) in its build environment.
 
@@ -365,7 +369,7 @@ def build(
         wheel_dir = wheel_dir or stage_ctx.workspace.root / "dist"  # the {wheel_dir} default
     build_options = RunOptions(python=target, offline=offline, force=force, ignore_host=ignore_host,
                                verbose=opts.ui.verbose, jobs=build_jobs(stage_ctx), compile_cache=compile_cache,
-                               wheelhouse=wheelhouse, build=BuildExtras(wheel_dir, publish))
+                               wheelhouse=wheelhouse, build=BuildExtras(wheel_dir, publish, only))
     with exclusive(opts, stage_ctx, "build"):
         # doctor's rules that block the build, as setup's preflight runs them: every host problem at once (exit 7)
         ignored = check_host_for_build(stage_ctx, build_options)
@@ -374,7 +378,7 @@ def build(
                          f"(--ignore-host): {', '.join(ignored)}")
         result = run_stage(stage_named("build"), stage_ctx, build_options)
     render.stage_result(opts.ui, result, "step")
-    wheel_info = result.actions[0].data.get("wheel")
+    wheel_info = result.actions[-1].data.get("wheel") if result.actions else None  # the final build's
     if wheel_info and not opts.ui.json_mode:  # on their own lines, to copy
         opts.ui.info(f"wheel:  {wheel_info['path']}")
         opts.ui.info(f"sha256: {wheel_info['sha256']}")

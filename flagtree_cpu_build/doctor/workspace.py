@@ -92,9 +92,11 @@ def workspace_artifacts(c: DoctorContext) -> Outcome:
 
 @check("workspace.build", "workspace", "The last build is current", live_only=True)
 def workspace_build(c: DoctorContext) -> Outcome:
-    if c.recipe.build is None:
-        return skip("the recipe has no build")
     from ..build_stamp import stamp_path
+    from ..recipe.builds import final_build
+
+    if final_build(c.recipe) is None:
+        return skip("the recipe has no build")
 
     stamp_file = stamp_path(c.recipe, c.workspace)
     if not stamp_file.exists():

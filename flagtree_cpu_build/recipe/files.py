@@ -45,7 +45,7 @@ MAX_STACK = 8  # recipes in one stack (`extends`): FlagGems on FlagTree is two
 # checked pairwise and along `inside` chains (1,500 nested ones overflowed the recursion); every placeholder is
 # checked against every source's, artifact's and toolchain's names (8,000 artifacts: 72 s). Checked before any
 # of that work; the bundled recipes hold at most 5 of each.
-LIMITS = {"variants": 32, "sources": 64, "artifacts": 64, "toolchains": 64}
+LIMITS = {"variants": 32, "sources": 64, "artifacts": 64, "toolchains": 64, "builds": 32}
 MAX_SHOWN = 100  # problems listed in one error
 
 

@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from .artifact_paths import check_artifact_paths
+
+# the field types below name these: typing.get_type_hints resolves them in this module
+from .builds import BuildInputs, check_builds
 from .checks import (
     INTERPOLATED,
     check_compile_cache_url,
@@ -23,8 +26,6 @@ from .checks import (
     check_names,
     check_wheelhouse_location,
 )
-
-# the field types below name these: typing.get_type_hints resolves them in this module
 from .environment import EnvHazard, EnvOps
 from .inputs import Artifact, Links, Source, check_source_tree, checkout_path
 from .platform import (
@@ -85,6 +86,14 @@ class BuildSpec:
                                      "up to date only while they exist", default=())
     distribution: str | None = spec("the Python distribution the build installs (checked for up to date)",
                                     default=None)
+    needs: tuple[str, ...] = spec("builds (names under `builds:`, or `build`) that run before this one; a "
+                                  "change in one of them reruns this one", default=())
+    inputs: BuildInputs | None = spec("the sources and artifacts its stamp records (default: all of them)",
+                                      default=None)
+    install_wheels: tuple[str, ...] = spec(
+        "globs (absolute, or relative to cwd) of wheels the command built: one `pip install` of every match into "
+        "the target Python after it; a glob that matches nothing fails the build", default=(), interpolate=True,
+        checks=INTERPOLATED)
     stamp_ignores: tuple[str, ...] = spec("build variables that do not change the result (job counts, "
                                           "ccache): changing them does not trigger a rebuild", default=(),
                                           checks=check_env_names)
@@ -106,6 +115,9 @@ class BuildSpec:
         if self.mode == "editable" and not self.argv:
             ctx.report(path + ("argv",), "the build command is empty",
                        "give `argv`, or set `mode: wheel-only` with a `wheel_argv`")
+        if self.install_wheels and self.mode == "wheel-only":
+            ctx.report(path + ("install_wheels",), "a wheel-only build installs nothing",
+                       "remove `install_wheels`, or use `mode: editable`")
         if self.mode == "wheel-only" and not self.wheel_argv:
             ctx.report(path + ("wheel_argv",), "a wheel-only build needs `wheel_argv`",
                        "e.g. [\"{python}\", setup.py, bdist_wheel, -d, \"{wheel_dir}\"]")
@@ -212,7 +224,10 @@ class Recipe:
                                             default_factory=dict, checks=check_names)
     links: Links | None = spec("symlinks to create", default=None)
     python: PythonSpec = spec("Python interpreter and packages", default_factory=PythonSpec)
-    build: BuildSpec | None = spec("the build", default=None)
+    build: BuildSpec | None = spec("the build (the one named `build` among `builds`)", default=None)
+    builds: dict[str, BuildSpec] = spec("more builds by name, each with its own stamp, run in `needs` order "
+                                        "(e.g. a framework from source before the compiler)", default_factory=dict,
+                                        checks=check_names)
     steps: tuple[Step, ...] = spec("commands before the build and after it installs", default=())
     runtime: RuntimeSpec = spec("run-time environment", default_factory=RuntimeSpec)
     resources: Resources = spec("disk and memory the build needs", default_factory=Resources)
@@ -229,6 +244,7 @@ class Recipe:
     def check(self, ctx: Context, path: Path_) -> None:
         check_source_tree(self.sources, ctx, path + ("sources",))
         check_artifact_paths(self, ctx, path)
+        check_builds(self, ctx, path)
         if self.schema_version != SCHEMA_VERSION:
             ctx.report(path + ("schema_version",), f"expected {SCHEMA_VERSION} after upgrading")
         if self.variants and self.variant is None:

@@ -128,6 +128,9 @@ class Check:
     needs: Needs = spec("devices, paths, commands and toolchains it needs; absent on this host: skipped",
                         default_factory=Needs)
     expect: Expect = spec("what a command must show", default_factory=Expect)
+    before: str | None = spec(
+        "a gate: the build it guards (`build`, or a name under `builds:`) runs it before its command, and stops "
+        "with its words when it fails; it runs in the build environment", default=None)
 
     def check(self, ctx: Context, path: Path_) -> None:
         kinds = [k for k, given in (("argv", bool(self.argv)), ("uses", self.uses is not None),

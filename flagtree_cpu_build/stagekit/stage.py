@@ -90,6 +90,7 @@ class BuildExtras:
 
     wheel_dir: Path | None = None  # --wheel DIR: a wheel instead of the editable install
     publish: str | None = None  # --publish FOLDER: publish the wheel built (prebuilt.py)
+    only: str | None = None  # --only NAME: that build and the builds it needs (recipe/builds.py)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,11 @@ in about a second and runs nothing. Otherwise it goes prepare → build → veri
   that matters, steps, Python, prerequisites and compilers), so an unchanged re-run is "up to date" and a
   changed one says what changed.
 
+A recipe with several builds (``builds:`` next to ``build:``, ``recipe/builds.py``) runs each in ``needs`` order,
+each as above with its own stamp (``build-NAME-editable.json``; `build` keeps ``build-editable.json``); a gate
+check (``before: NAME``, ``gates.py``) runs before that build's command, and ``install_wheels`` (``wheels.py``)
+installs the wheels its command made. ``build --only NAME`` runs that build and the ones it needs.
+
 A recipe's build ``mode`` is ``editable`` (``build`` installs into the target Python; ``build
 --wheel DIR`` makes a wheel instead) or ``wheel-only`` (``build`` always runs ``wheel_argv``
 into ``{wheel_dir}``). Each kind keeps its own stamp (``build-editable.json``, ``build-wheel.json``).
@@ -22,24 +27,26 @@ into ``{wheel_dir}``). Each kind keeps its own stamp (``build-editable.json``, `
 
 from __future__ import annotations
 
-import re
 import shlex
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ... import compile_cache, pythonenv, stacking
-from ...build_stamp import STAMP_KEYS, Reason, products_of, say, stale_reasons, stamp_components, write_stamp
+from ...build_stamp import (
+    STAMP_KEYS,
+    Reason,
+    products_of,
+    say,
+    stale_reasons,
+    stamp_components,
+    write_stamp,
+)
 from ...buildenv import BuildEnv, build_environment
-from ...cache_url import redact
-from ...digest import hash_file
 from ...envops import EnvFileError, EnvLayer, SourceScriptError
-from ...errors import BuildError
-from ...proc import log_path, run_logged
-from ...progress import ProgressTask
-from ...recipe import Recipe
+from ...errors import BuildError, UsageError
+from ...recipe.builds import MAIN, final_build, named_builds
 from ...stagekit.plan import PlanItem
 from ...stagekit.stage import Action, RunOptions, StageContext, StageResult
 from ...state import make_state_dir, read_state
@@ -47,29 +54,73 @@ from ...steps import failure, run_steps, unverified
 from ...ui import UI
 from ..links import plan_links
 from . import prebuilt
-from .plan import BuildItem, BuildPlan, check_prerequisites
-
-_NINJA = re.compile(r"^\[(\d+)/(\d+)\]\s*(.*)")
+from .gates import run_gates
+from .plan import BuildItem, BuildPlan, check_prerequisites, judge, stored_components, view_of
+from .watch import duration, new_wheel, run_command, wheels_in
+from .wheels import install_wheels
 
 
 def run_build(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> StageResult:
-    """Act on the build's plan (``stages/build/plan.plan_build``, made with these options): "up to date", or prepare →
-    build → verify → stamp."""
+    """Act on the builds' plan (``stages/build/plan.plan_build``, made with these options), one build after the
+    other in `needs` order: each "up to date", or prepare → gate checks → build → verify → stamp. A build after one
+    that ran is judged again against what that one's new stamp holds."""
     start = time.monotonic()
-    facts = _gate(ctx, options, plan)
+    items = _gate(ctx, options, plan)
+    missing = list(dict.fromkeys(p for i in items if i.facts is not None for p in i.facts.problems))
+    if missing and len(items) > 1:  # every build's missing inputs at once, before the first one runs
+        raise _missing_inputs(missing, options)
+    final = final_build(ctx.recipe)
+    actions: list[Action] = []
+    ran: set[str] = set()
+    for item in items:
+        assert item.facts is not None
+        name, view = item.subject, view_of(ctx, item.subject)
+        assert view.recipe.build is not None
+        facts = item.facts
+        if ran.intersection(view.recipe.build.needs) or None in facts.needs.values():
+            facts = _judge_again(ctx, view, options, name, final)
+        result = _run_one(view, options, facts, _Which(name, name == final))
+        actions += result.actions
+        if any(a.status != "ok" for a in result.actions):
+            ran.add(name)
+    return StageResult("build", tuple(actions), seconds=time.monotonic() - start)
+
+
+@dataclass(frozen=True)
+class _Which:
+    """Which build runs: its name, and whether it is the final one (its steps, wheel, wheelhouse and --publish)."""
+
+    name: str
+    final: bool
+
+    def called(self, what: str = "the build") -> str:
+        return what if self.name == MAIN else f"{what} {self.name}"
+
+
+def _run_one(ctx: StageContext, options: RunOptions, facts: BuildPlan, which: _Which) -> StageResult:
+    start = time.monotonic()
     if facts.current:
         assert facts.build_env is not None and facts.components is not None
         _warn_inherited(ctx.ui, facts.build_env)
-        return _up_to_date(ctx, options, facts.stored, facts.components, start)
+        return _up_to_date(ctx, options, facts.stored, facts.components, start, which)
     ready = _prepare(ctx, options, facts)
     if not ready.reasons:  # the plan could not compare before the prerequisites were there; now it is current
-        return _up_to_date(ctx, options, facts.stored, ready.components, start)
-    taken = _take_published(ctx, options, facts, ready, start)
+        return _up_to_date(ctx, options, facts.stored, ready.components, start, which)
+    run_gates(ctx, options, which.name, ready.build_env)
+    taken = _take_published(ctx, options, facts, ready, start) if which.final else None
     if taken is not None:
         return taken
-    built = _build(ctx, options, facts, ready)
+    built = _build(ctx, options, facts, ready, which)
     _verify(ctx, options, ready.kept)
-    return _stamp(ctx, options, facts, ready, built, start)
+    return _stamp(ctx, options, facts, ready, built, start, which)
+
+
+def _judge_again(ctx: StageContext, view: StageContext, options: RunOptions, name: str, final: str | None) -> BuildPlan:
+    """The build ``name`` judged after the builds it needs have run, against the stamps they wrote."""
+    assert view.recipe.build is not None
+    needs = {n: stored_components(ctx, n) for n in view.recipe.build.needs}
+    return judge(view, options.python, offline=options.offline, force=options.force, name=name, needs=needs,
+                 wheel_dir=options.build.wheel_dir if name == final else None)
 
 
 @dataclass(frozen=True)
@@ -91,25 +142,30 @@ class _Built:
     wheels_before: dict[Path, float]
 
 
-def _gate(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> BuildPlan:
-    """The build's plan, once the recipe has a build and this machine may run it."""
-    if ctx.recipe.build is None:
+def _gate(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> list[BuildItem]:
+    """The builds' plan items, once the recipe has a build and this machine may run it."""
+    if not named_builds(ctx.recipe):
         raise BuildError(f"recipe {ctx.recipe.name} has no build section", fix="add `build:` to the recipe")
     _arch_gate(ctx, options)
-    facts = [i.facts for i in plan if isinstance(i, BuildItem) and i.facts is not None]
-    if len(facts) != 1:
+    items = [i for i in plan if isinstance(i, BuildItem) and i.facts is not None]
+    if not items:
         raise ValueError(f"run_build acts on the build's plan (stages/build/plan.plan_build), not on {plan!r}")
-    return facts[0]
+    final = final_build(ctx.recipe)
+    if (options.build.publish or options.build.wheel_dir) and final not in (i.subject for i in items):
+        flag = "--publish" if options.build.publish else "--wheel"
+        raise UsageError(f"{flag} is for the final build {final!r}; --only {options.build.only} does not run it",
+                         fix=f"flagtree-cpu build --only {final} {flag} ...   (or leave out {flag})")
+    return items
 
 
 def _up_to_date(ctx: StageContext, options: RunOptions, stored: dict[str, Any] | None,
-                components: dict[str, Any], start: float) -> StageResult:
+                components: dict[str, Any], start: float, which: _Which) -> StageResult:
     assert stored is not None
     data = {"stamp": stored["digest"], **({"wheel": stored["wheel"]} if stored.get("wheel") else {}),
             **({"wheelhouse": stored["origin"]} if isinstance(stored.get("origin"), dict) else {})}
-    if options.build.publish:
+    if options.build.publish and which.final:
         data["published"] = prebuilt.publish(ctx, options, components, stored.get("wheel"))
-    return StageResult("build", (Action("build", "ok", "up to date", data),), seconds=time.monotonic() - start)
+    return StageResult("build", (Action(which.name, "ok", "up to date", data),), seconds=time.monotonic() - start)
 
 
 # --- prepare ---------------------------------------------------------------------------------------------------
@@ -127,7 +183,7 @@ def _prepare(ctx: StageContext, options: RunOptions, facts: BuildPlan) -> _Ready
     _warn_inherited(ctx.ui, build_env)
     planned = report is facts.report and facts.components is not None
     components = facts.components if planned else stamp_components(ctx.recipe, ctx, options.python, build_env,
-                                                                    report, facts.mode)
+                                                                    report, facts.mode, facts.needs)
     assert components is not None
     reasons = facts.reasons if facts.decided else stale_reasons(ctx, options.python, facts.stored, components,
                                                                 report, force=options.force)
@@ -220,15 +276,16 @@ def _missing_inputs(problems: list[str], options: RunOptions) -> BuildError:
 # --- build, verify, stamp --------------------------------------------------------------------------------------
 
 
-def _build(ctx: StageContext, options: RunOptions, facts: BuildPlan, ready: _Ready) -> _Built:
-    """The recipe's pre-build steps, its build command (watched and logged), then its post-install steps."""
+def _build(ctx: StageContext, options: RunOptions, facts: BuildPlan, ready: _Ready, which: _Which) -> _Built:
+    """The recipe's pre-build steps, its build command (watched and logged), the wheels it installs, then its
+    post-install steps."""
     recipe, ws, ui = ctx.recipe, ctx.workspace, ctx.ui
     assert recipe.build is not None
     for reason in ready.reasons:
         ui.info(f"building because {say(reason)}")
     pythonenv.constraints_file(recipe, ws)  # PIP_CONSTRAINT names it: the build's own pip runs keep to it
     wheel_dir = _wheel_dir(ctx, options, facts.mode)
-    wheels_before = _wheels(wheel_dir)
+    wheels_before = wheels_in(wheel_dir)
     argv = list(recipe.build.wheel_argv if facts.mode == "wheel" else recipe.build.argv)
     if facts.mode == "wheel" and not argv:
         raise BuildError(f"recipe {recipe.name} has no build.wheel_argv", fix="add it to the recipe's build section")
@@ -238,9 +295,12 @@ def _build(ctx: StageContext, options: RunOptions, facts: BuildPlan, ready: _Rea
                                   ready.build_env.env, ui.warn, base_dir=str(ws.root))
     step_options = _step_options(ctx, options)
     steps = run_steps("pre-build", recipe, ctx.host, **step_options)
-    result = _run(argv, recipe, ws.logs_dir, ready.build_env, ui, options, cache.env if cache else {})
+    result = run_command(argv, recipe, ws.logs_dir, ready.build_env, ui, options, cache.env if cache else {},
+                         which.name)
     if not result.ok:
-        raise failure(result, recipe, options.jobs, "the build failed")
+        raise failure(result, recipe, options.jobs, f"{which.called()} failed")
+    if recipe.build.install_wheels:
+        install_wheels(ctx, options, which.name, ready.build_env)
     steps += run_steps("post-install", recipe, ctx.host, **step_options)
     return _Built(result, steps, cache, wheel_dir, wheels_before)
 
@@ -270,12 +330,12 @@ def _verify(ctx: StageContext, options: RunOptions, kept: dict[str, stacking.Ins
 
 
 def _stamp(ctx: StageContext, options: RunOptions, facts: BuildPlan, ready: _Ready, built: _Built,
-           start: float) -> StageResult:
+           start: float, which: _Which) -> StageResult:
     """Write the build stamp (what this build was made from, its products, its wheel) and say what was done."""
-    wheel = _new_wheel(built.wheel_dir, built.wheels_before) if built.wheel_dir is not None else None
+    wheel = new_wheel(built.wheel_dir, built.wheels_before) if built.wheel_dir is not None else None
     write_stamp(facts.stamp_file, ready.components, products_of(ctx.recipe), wheel, built.result.log)
     prebuilt.forget_downloads(ctx.workspace)  # a wheelhouse download that stalled before this build is of no use now
-    detail = f"built in {_duration(built.result.seconds)}; log {built.result.log}"
+    detail = f"built in {duration(built.result.seconds)}; log {built.result.log}"
     data: dict[str, Any] = {"log": str(built.result.log), "reasons": [say(r) for r in ready.reasons]}
     if built.cache is not None:
         data["compile_cache"], line = compile_cache.finish(built.cache, ready.build_env.env, ctx.ui.warn)
@@ -284,10 +344,10 @@ def _stamp(ctx: StageContext, options: RunOptions, facts: BuildPlan, ready: _Rea
         data["steps"] = built.steps
     if wheel:
         data["wheel"] = wheel
-    if options.build.publish:
+    if options.build.publish and which.final:
         data["published"] = prebuilt.publish(ctx, options, ready.components, wheel)
     status = "updated" if facts.stored is not None else "created"
-    return StageResult("build", (Action("build", status, detail, data),), seconds=time.monotonic() - start)
+    return StageResult("build", (Action(which.name, status, detail, data),), seconds=time.monotonic() - start)
 
 
 def _wheel_dir(ctx: StageContext, options: RunOptions, mode: str) -> Path | None:
@@ -295,68 +355,3 @@ def _wheel_dir(ctx: StageContext, options: RunOptions, mode: str) -> Path | None
     if mode != "wheel":
         return None
     return options.build.wheel_dir or ctx.workspace.root / "dist"  # the {wheel_dir} default (placeholders.py)
-
-
-# --- running and watching ------------------------------------------------------------------------------
-
-
-class _Display:
-    """ninja's [N/M] drive the bar; CMake and pip lines name the phase; quiet spells get a heartbeat."""
-
-    def __init__(self, task: ProgressTask, ui: UI, verbose: bool):
-        self.task, self.ui, self.verbose = task, ui, verbose
-        self.phase, self.done, self.total = "starting", 0.0, None
-
-    def line(self, text: str) -> None:
-        if self.verbose:
-            self.ui.console.print(text, markup=False, highlight=False, soft_wrap=True)
-        match = _NINJA.match(text)
-        if match:
-            self.phase, self.done, self.total = "compiling", float(match.group(1)), float(match.group(2))
-            self._show(match.group(3))
-            return
-        if text.startswith("-- ") or text.startswith("CMake "):
-            self.phase = "configuring"
-        elif text.startswith(("Successfully installed", "Installing collected packages")):
-            self.phase = "installing"
-        self._show(text)
-
-    def idle(self, seconds: float) -> None:
-        self._show(f"quiet for {int(seconds)} s")
-
-    def _show(self, text: str) -> None:
-        # logs get a line per phase (and every few seconds); a terminal shows the latest line too
-        detail = f"{self.phase}: {text[:80]}" if self.ui.interactive else self.phase
-        self.task.update(self.done, self.total, detail=detail)
-
-
-def _run(argv: list[str], recipe: Recipe, logs_dir: Path, build_env: BuildEnv, ui: UI, options: RunOptions,
-         cache_env: Mapping[str, str]) -> Any:
-    assert recipe.build is not None
-    log = log_path(logs_dir, "build")
-    ui.info(f"+ {shlex.join(argv)}")
-    ui.info(f"  in {recipe.build.cwd}; full output: {log}")
-    header = [c.describe() for c in build_env.changes] + [  # the log never holds the cache's password
-        f"{k}={redact(v)} (compile cache)" for k, v in cache_env.items()]
-    with ui.progress(f"building {recipe.name}") as task:
-        display = _Display(task, ui, options.verbose)
-        return run_logged(argv, cwd=Path(recipe.build.cwd), env={**build_env.env, **cache_env}, log=log,
-                          header=header, on_line=display.line, on_idle=display.idle)
-
-
-def _wheels(folder: Path | None) -> dict[Path, float]:
-    return {p: p.stat().st_mtime for p in folder.glob("*.whl")} if folder and folder.is_dir() else {}
-
-
-def _new_wheel(folder: Path, before: dict[Path, float]) -> dict[str, Any]:
-    fresh = [p for p in folder.glob("*.whl") if before.get(p) != p.stat().st_mtime]
-    if not fresh:
-        raise BuildError(f"the build succeeded but wrote no wheel into {folder}",
-                         fix="check the recipe's build.wheel_argv writes to {wheel_dir}")
-    wheel = max(fresh, key=lambda p: p.stat().st_mtime)
-    return {"path": str(wheel), "size": wheel.stat().st_size, "sha256": hash_file(wheel)}
-
-
-def _duration(seconds: float) -> str:
-    minutes, secs = divmod(int(seconds), 60)
-    return f"{minutes}m {secs:02d}s" if minutes else f"{seconds:.1f}s"

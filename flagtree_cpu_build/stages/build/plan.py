@@ -20,12 +20,14 @@ from ...build_stamp import (
     UNDECIDED,
     EnvUnreadable,
     InputsNotReady,
+    NeedsFirst,
     NoInterpreter,
     NoPreviousBuild,
     PrerequisitesMissing,
     Reason,
     Unresolved,
     build_mode,
+    build_view,
     say,
     stale_reasons,
     stamp_components,
@@ -35,10 +37,11 @@ from ...buildenv import BuildEnv, applicable_toolchains, build_environment, tool
 from ...envops import EnvFileError, SourceScriptError
 from ...lockfile import read_lock
 from ...pythonenv import PythonReport
+from ...recipe.builds import MAIN, final_build, named_builds, needed_by
 from ...recipe.resolve import toolchain_override_var
 from ...stacking import base_problems
 from ...stagekit.plan import PlanItem
-from ...stagekit.stage import RunOptions
+from ...stagekit.stage import RunOptions, StageContext
 from ...state import read_state
 from ...wheelhouse import configured
 from ..artifacts import plan_artifacts
@@ -47,7 +50,6 @@ from ..sources import plan_sources
 
 if TYPE_CHECKING:
     from ...recipe import Recipe
-    from ...stagekit.stage import StageContext
 
 
 # --- the facts the run acts on ------------------------------------------------------------------------------------
@@ -65,6 +67,7 @@ class BuildPlan:
     build_env: BuildEnv | None = None  # None: not made (inputs or interpreter missing, or it failed)
     report: PythonReport | None = None  # the prerequisites, read in that environment
     components: dict[str, Any] | None = None  # the stamp this build would write, when it could be computed
+    needs: dict[str, Any] = field(default_factory=dict)  # the components of the builds it needs, by name
 
     @property
     def current(self) -> bool:
@@ -79,7 +82,8 @@ class BuildPlan:
 
 @dataclass(frozen=True)
 class BuildItem(PlanItem):
-    """The build's plan item; ``facts`` is what its run acts on (never in the JSON: the words made from it are)."""
+    """One build's plan item (its subject is the build's name); ``facts`` is what its run acts on (never in the
+    JSON: the words made from it are)."""
 
     facts: BuildPlan | None = field(default=None, compare=False, repr=False)
 
@@ -98,21 +102,59 @@ def plan_build(ctx: StageContext, options: RunOptions, earlier: list[PlanItem]) 
     """``earlier``: the plans of the stages before (when one is not current, the build is judged as it will be
     once they have run; the run's own plan has none, as the stages before it have run). Judged with the options
     the run gets: its interpreter, --offline, --wheel DIR and --force."""
-    if ctx.recipe.build is None:
+    builds = named_builds(ctx.recipe)
+    if not builds:
         return []
+    final = final_build(ctx.recipe)
     asked = _wheelhouse_note(ctx, options)
     if options.skip_build:
         return [PlanItem("build", "build", "skipped", "--skip-build", will="skipped")]
     ready = all(i.current for i in earlier)
-    facts = judge(ctx, options.python, offline=options.offline, wheel_dir=options.build.wheel_dir,
-                  force=options.force, assume=None if ready else _pinned_inputs(earlier))
-    return [_item(facts, ready, asked)]
+    assume = None if ready else _pinned_inputs(earlier)
+    items: list[PlanItem] = []
+    planned: dict[str, BuildPlan] = {}
+    for name in chosen_builds(ctx.recipe, options.build.only):
+        needs = {n: planned[n].components if n in planned else stored_components(ctx, n)
+                 for n in builds[name].needs}
+        facts = judge(view_of(ctx, name), options.python, offline=options.offline, force=options.force,
+                      wheel_dir=options.build.wheel_dir if name == final else None, assume=assume, name=name,
+                      needs=needs)
+        planned[name] = facts
+        items.append(_item(facts, ready, asked if name == final else "", name))
+    return items
 
 
-def _item(facts: BuildPlan, ready: bool, asked: str) -> BuildItem:
+def chosen_builds(recipe: Recipe, only: str | None) -> list[str]:
+    """The builds a run makes, in order: all of them, or with `build --only NAME` that one and the builds it needs
+    (each still skipped when current)."""
+    if only is None:
+        return list(named_builds(recipe))
+    builds = named_builds(recipe)
+    if only not in builds:
+        from ...errors import UsageError
+        from ...recipe.schema import suggest
+
+        raise UsageError(f"recipe {recipe.name} has no build named {only!r}{suggest(only, builds)}",
+                         fix=f"name one of its builds: {', '.join(builds)}")
+    return needed_by(recipe, only)
+
+
+def view_of(ctx: StageContext, name: str) -> StageContext:
+    """The stage context as the build ``name`` sees it (``build_stamp.build_view``)."""
+    return replace(ctx, recipe=build_view(ctx.recipe, name)) if ctx.recipe.builds else ctx
+
+
+def stored_components(ctx: StageContext, name: str) -> dict[str, Any] | None:
+    """What the last build ``name`` was made from (its stamp); None: it has not been built (or it is damaged)."""
+    view = view_of(ctx, name)
+    stored = read_state(stamp_path(view.recipe, ctx.workspace, build_mode(view.recipe, None), name), needs=STAMP_KEYS)
+    return stored["components"] if stored is not None else None
+
+
+def _item(facts: BuildPlan, ready: bool, asked: str, name: str = MAIN) -> BuildItem:
     stored = facts.stored
     if stored is None:
-        return BuildItem("build", "build", "missing", "no build stamp in this workspace", "build",
+        return BuildItem("build", name, "missing", "no build stamp in this workspace", "build",
                          "no previous build" + asked, will="created", facts=facts)
     data = {"stamp": stored["digest"]}
     came = _came_from(stored)
@@ -120,10 +162,10 @@ def _item(facts: BuildPlan, ready: bool, asked: str) -> BuildItem:
         data["origin"] = stored["origin"]
     if facts.current:
         why = "up to date" if ready else "the stages above restore what it was built from"
-        return BuildItem("build", "build", "ok", f"{why} (stamp {stored['digest'][:12]}{came})", data=data,
+        return BuildItem("build", name, "ok", f"{why} (stamp {stored['digest'][:12]}{came})", data=data,
                          facts=facts)
     words = [say(r, ahead=not ready) for r in facts.reasons]
-    return BuildItem("build", "build", "stale", f"stamp {stored['digest'][:12]} differs", "build",
+    return BuildItem("build", name, "stale", f"stamp {stored['digest'][:12]} differs", "build",
                      "; ".join(words) + asked, {**data, "reasons": words}, "updated", facts=facts)
 
 
@@ -131,19 +173,25 @@ def _item(facts: BuildPlan, ready: bool, asked: str) -> BuildItem:
 
 
 def judge(ctx: StageContext, python: Path, *, offline: bool = False, wheel_dir: Path | None = None,
-          force: bool = False, assume: Assumed | None = None) -> BuildPlan:
-    """Whether the build is current, and why not (read-only). With ``assume`` the build is judged as it will be
-    once sync and fetch have brought those inputs in (the dry run), instead of refusing while they are not there."""
+          force: bool = False, assume: Assumed | None = None, name: str = MAIN,
+          needs: dict[str, dict[str, Any] | None] | None = None) -> BuildPlan:
+    """Whether the build ``name`` (``ctx`` is its view: ``view_of``) is current, and why not (read-only). With
+    ``assume`` the build is judged as it will be once sync and fetch have brought those inputs in (the dry run),
+    instead of refusing while they are not there. ``needs``: the components of the builds it needs (None: not
+    known until that one has run)."""
     recipe = ctx.recipe
     assert recipe.build is not None
     mode = build_mode(recipe, wheel_dir)
-    stamp_file = stamp_path(recipe, ctx.workspace, mode)
-    plan = BuildPlan(mode, stamp_file, read_state(stamp_file, needs=STAMP_KEYS), ())
+    stamp_file = stamp_path(recipe, ctx.workspace, mode, name)
+    plan = BuildPlan(mode, stamp_file, read_state(stamp_file, needs=STAMP_KEYS), (), needs=needs or {})
     if assume is not None and (assume.unknown or plan.stored is None):  # nothing to compare with before they run
         return replace(plan, reasons=assume.unknown or (NoPreviousBuild(),))
     problems = refusals(ctx) if assume is None else ()
     if problems:
         return replace(plan, reasons=(InputsNotReady(problems),), problems=problems)
+    unknown = [n for n, c in (needs or {}).items() if c is None]
+    if unknown:  # compared once the build it needs has run
+        return replace(plan, reasons=(NoPreviousBuild(),) if plan.stored is None else (NeedsFirst(unknown[0]),))
     if not python.exists():
         return replace(plan, reasons=(NoInterpreter(python),))
     return _compare(ctx, plan, python, offline=offline, force=force, assume=assume)
@@ -161,7 +209,7 @@ def _compare(ctx: StageContext, plan: BuildPlan, python: Path, *, offline: bool,
     lacking = [*report.missing, *report.unprovided]
     if lacking:
         return replace(plan, reasons=(PrerequisitesMissing(tuple(p.name for p in lacking)),))
-    components = stamp_components(recipe, ctx, python, build_env, report, plan.mode)
+    components = stamp_components(recipe, ctx, python, build_env, report, plan.mode, plan.needs)
     if assume is not None:
         components = _as_assumed(components, assume)
     return replace(plan, components=components,
@@ -178,10 +226,12 @@ def check_prerequisites(recipe: Recipe, python: Path, build_env: BuildEnv, mode:
 
 
 def _as_assumed(components: dict[str, Any], assume: Assumed) -> dict[str, Any]:
+    # only the build's own inputs (a build with `inputs` records some of them)
     sources = {name: {**components["sources"].get(name, {}), "commit": commit}
-               for name, commit in assume.sources.items()}
+               for name, commit in assume.sources.items() if name in components["sources"]}
+    artifacts = {name: sha for name, sha in assume.artifacts.items() if name in components["artifacts"]}
     return {**components, "sources": {**components["sources"], **sources},
-            "artifacts": {**components["artifacts"], **assume.artifacts}}
+            "artifacts": {**components["artifacts"], **artifacts}}
 
 
 def _pinned_inputs(earlier: list[PlanItem]) -> Assumed:
@@ -253,7 +303,8 @@ def _source_problems(ctx: StageContext) -> list[str]:
     """Sources sync would still move (their plan, read-only; local changes at the pin are the user's)."""
     lock = read_lock(ctx.workspace.lock_file)
     return [f"source {i.subject}: {i.detail} — run `flagtree-cpu sync`"
-            for i in plan_sources(ctx, lock, RunOptions(python=Path()), count_changes=False) if i.will != "ok"]
+            for i in plan_sources(ctx, lock, RunOptions(python=Path()), count_changes=False)
+            if i.will != "ok" and _uses(ctx.recipe, "sources", i.subject)]
 
 
 def _artifact_problems(ctx: StageContext) -> list[str]:
@@ -261,7 +312,14 @@ def _artifact_problems(ctx: StageContext) -> list[str]:
     lock = read_lock(ctx.workspace.lock_file)
     return [f"artifact {i.subject}: not published and verified at {i.data['path']} — run `flagtree-cpu fetch` "
             "(offline: `flagtree-cpu fetch --offline --from FILE`)"
-            for i in plan_artifacts(ctx.recipe, lock, RunOptions(python=Path()), ctx.workspace.root) if i.will != "ok"]
+            for i in plan_artifacts(ctx.recipe, lock, RunOptions(python=Path()), ctx.workspace.root)
+            if i.will != "ok" and _uses(ctx.recipe, "artifacts", i.subject)]
+
+
+def _uses(recipe: Recipe, kind: str, name: str) -> bool:
+    """Whether the build (a view) uses that source or artifact: every one, unless its `inputs` says which."""
+    chosen = recipe.build.inputs if recipe.build is not None else None
+    return chosen is None or name in getattr(chosen, kind)
 
 
 # --- words of the plan item -------------------------------------------------------------------------------------
@@ -269,8 +327,9 @@ def _artifact_problems(ctx: StageContext) -> list[str]:
 
 def _wheelhouse_note(ctx: StageContext, options: RunOptions) -> str:
     """What the dry run adds when a wheelhouse is configured: it is asked before the build (not now)."""
-    assert ctx.recipe.build is not None
-    chosen = configured(options.wheelhouse, os.environ, ctx.recipe.build.wheelhouse)
+    final = final_build(ctx.recipe)
+    assert final is not None
+    chosen = configured(options.wheelhouse, os.environ, named_builds(ctx.recipe)[final].wheelhouse)
     return f" (the wheelhouse {chosen[0]} is asked first)" if chosen else ""
 
 

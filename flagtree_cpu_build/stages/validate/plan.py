@@ -60,7 +60,10 @@ def validation_key(ctx: StageContext, python: Path, model: Path | None) -> str:
 
     build_stamp = None
     recipe = ctx.recipe
-    stamp = read_state(stamp_path(recipe, ctx.workspace), needs=("digest", "components")) if recipe.build else None
+    from ...recipe.builds import final_build
+
+    stamp = read_state(stamp_path(recipe, ctx.workspace), needs=("digest", "components")) if final_build(recipe) \
+        else None  # the final build's stamp (its components hold what the builds it needs were made from)
     try:
         if stamp is not None and stamp["components"]["python"]["path"] == str(python):
             build_stamp = stamp["digest"]

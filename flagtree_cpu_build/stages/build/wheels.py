@@ -1,0 +1,83 @@
+"""`install_wheels`: the wheels a build's command made, installed into the target Python without a shell.
+
+A build that makes wheels (a framework's ``setup.py bdist_wheel``) names them with globs, absolute or relative to
+its cwd (``["{sources.pytorch.path}/dist/*.whl"]``); after its command succeeds, every match is installed by one
+``pip install --no-deps --force-reinstall`` (a rebuilt wheel of the same version must replace the one installed;
+its dependencies are the recipe's ``python`` requirements). A glob that matches nothing, a match that is not a
+regular ``.whl`` file, or two wheels of one distribution (an old build left next to the new one) stop the build
+naming the recipe key, before pip runs.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import stat
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ...errors import BuildError
+from ...proc import log_path, run_logged
+from ...recipe.builds import MAIN
+from ...steps import matching
+
+if TYPE_CHECKING:
+    from ...buildenv import BuildEnv
+    from ...stagekit.stage import RunOptions, StageContext
+
+
+def install_wheels(ctx: StageContext, options: RunOptions, name: str, build_env: BuildEnv) -> Path:
+    """Install the build's `install_wheels` matches into the target Python; returns the pip log."""
+    recipe = ctx.recipe
+    assert recipe.build is not None
+    cwd = Path(recipe.build.cwd)
+    wheels = found_wheels(recipe.build.install_wheels, cwd, _key(name), recipe.file)
+    argv = [str(options.python), "-m", "pip", "install", "--no-deps", "--force-reinstall",
+            "--disable-pip-version-check", "--no-input", *map(str, wheels)]
+    log = log_path(ctx.workspace.logs_dir, "install-wheels" if name == MAIN else f"install-wheels-{name}")
+    ctx.ui.info(f"+ {shlex.join(argv)}")
+    with ctx.ui.progress(f"installing {len(wheels)} wheel{'s' if len(wheels) > 1 else ''}") as task:
+        result = run_logged(argv, cwd=cwd, env=build_env.env, log=log,
+                            on_line=lambda line: task.update(0, None, detail="installing"))
+    if not result.ok:
+        raise BuildError(f"pip could not install the wheels of {_key(name)}.install_wheels into {options.python}",
+                         details=(f"log: {log}", *(f"wheel: {w}" for w in wheels)), log=log,
+                         fix=f"read the log; run `{shlex.join(argv)}` to see it again")
+    return log
+
+
+def found_wheels(patterns: tuple[str, ...], cwd: Path, key: str, origin: str = "") -> list[Path]:
+    """The wheels the globs match, in pattern order; every glob must match, only regular .whl files, one wheel per
+    distribution."""
+    where = f" (recipe {origin})" if origin else ""
+    wheels: list[Path] = []
+    for i, pattern in enumerate(patterns):
+        found = sorted(set(matching(cwd, pattern)))
+        if not found:
+            raise BuildError(f"{key}.install_wheels[{i}]{where}: {pattern!r} matched no wheel in {cwd}",
+                             fix="check the build wrote its wheels there (its log), or correct the glob in the "
+                             "recipe")
+        for path in found:
+            if not path.name.endswith(".whl") or not stat.S_ISREG(path.lstat().st_mode):
+                raise BuildError(f"{key}.install_wheels[{i}]{where}: {path} is not a wheel file",
+                                 fix="make the glob match only .whl files, e.g. dist/*.whl")
+        wheels += [p for p in found if p not in wheels]
+    by_project: dict[str, list[Path]] = {}
+    for wheel in wheels:
+        by_project.setdefault(_project(wheel.name), []).append(wheel)
+    for project, paths in by_project.items():
+        if len(paths) > 1:
+            raise BuildError(f"{key}.install_wheels{where} matched {len(paths)} wheels of {project}: pip installs "
+                             "one", details=tuple(str(p) for p in paths),
+                             fix="remove the wheels an earlier build left (or clean the folder in the build "
+                             "command), then build again")
+    return wheels
+
+
+def _project(filename: str) -> str:
+    """A wheel's distribution name, normalized (PEP 427: the file name's first part)."""
+    return re.sub(r"[-_.]+", "-", filename.split("-", 1)[0]).lower()
+
+
+def _key(name: str) -> str:
+    return "build" if name == MAIN else f"builds.{name}"
