@@ -19,6 +19,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import shlex
 import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -105,6 +106,8 @@ class EnvLayer:
     ops: EnvOps
     key: str  # the recipe key, e.g. build.env, toolchains.cann.env
     fix: str = ""  # what provides its scripts (a toolchain's install advice), for a missing script
+    # (variable, arguments): appended shell-quoted to the variable after the ops (build.cmake's CMake arguments)
+    arguments: tuple[str, tuple[str, ...]] | None = None
 
 
 @dataclass(frozen=True)
@@ -183,6 +186,8 @@ class _Applier:
             self.prepend(name, entries, f"{key}.prepend")
         for name, entries in ops.append.items():
             self.append(name, entries, f"{key}.append")
+        if layer.arguments is not None:
+            self.add_arguments(*layer.arguments, key)
 
     def set(self, name: str, value: str, by: str) -> None:
         self.env[name] = value
@@ -218,6 +223,14 @@ class _Applier:
         elif trace.base == "inherited":
             trace.back = [*trace.back, *added]
             trace.by = by
+
+    def add_arguments(self, name: str, arguments: Sequence[str], by: str) -> None:
+        """Arguments after the variable's value, quoted so that a shell-like split (Triton's setup.py:
+        ``shlex.split``) gives each back whole, a path with a space included."""
+        if not arguments:
+            return
+        current = self.env.get(name, "")
+        self.set(name, " ".join(x for x in (current, shlex.join(arguments)) if x), by)
 
     def read_value(self, file: str, key: str, fix: str) -> str:
         """The file's text, surrounding whitespace stripped (a version file ends with a newline)."""

@@ -27,6 +27,7 @@ from .checks import (
 )
 
 # the field types below name these: typing.get_type_hints resolves them in this module
+from .cmake import CMakeSpec
 from .environment import EnvHazard, EnvOps
 from .inputs import Artifact, Links, Selector, SelectorFacts, Source, check_source_tree, checkout_path
 from .platform import (
@@ -117,6 +118,8 @@ class BuildSpec:
                                        interpolate=True, checks=INTERPOLATED)
     env: EnvOps = spec("build environment", default_factory=EnvOps)
     offline_env: EnvOps = spec("extra changes for --offline builds", default_factory=EnvOps)
+    cmake: CMakeSpec | None = spec("CMake arguments handed to the project through one variable: definitions and "
+                                   "FetchContent dependencies as recipe sources or artifacts", default=None)
     hazards: tuple[EnvHazard, ...] = spec("inherited variables that mislead a hand-run build (doctor warns)",
                                           default=())
     products: tuple[str, ...] = spec("glob patterns, relative to cwd, of what the build produces; a build is "
