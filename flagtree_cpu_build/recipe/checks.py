@@ -39,6 +39,10 @@ PLACEHOLDERS: dict[str, str] = {
     "target.arch": "the architecture the products run on (platform.target.arch; the host's when native)",
     "variant": "the chosen variant (--variant, else the recipe's default; empty when it has none)",
     "wheel_dir": "where `build --wheel DIR` puts wheels (default {workdir}/dist)",
+    "python.version": "the target interpreter's version as build folders name it (3.11: "
+    "build/cmake.{platform.tag}-cpython-{python.version})",
+    "python.tag": "the target interpreter's wheel tag (cp311)",
+    "platform.tag": "the target interpreter's platform as setuptools names build folders (linux-x86_64)",
 }
 SOURCE_PLACEHOLDERS = {"path": "absolute path of the source's checkout"}
 ARTIFACT_PLACEHOLDERS = {"path": "absolute path of the published tree", "url": "the download URL"}

@@ -1,0 +1,92 @@
+"""Values computed when a command runs (issue 29, item 5), for real: the target interpreter asked for
+{python.version}, {python.tag} and {platform.tag}; env values from a command's output (`env.from_command`);
+`{glob:PATTERN}` in env values and check argv."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from flagtree_cpu_build.cli import app
+from tests.support.envelope import error_of, result_of
+
+RECIPE = """\
+schema_version: 2
+name: values-demo
+platform:
+  host: {{arch: [x86_64, aarch64, riscv64]}}
+sources:
+  app:
+    url: {url}
+    ref: main
+    commit: 0123456789abcdef0123456789abcdef01234567
+    path: app
+build:
+  cwd: "{{sources.app.path}}"
+  argv: ["{{python}}", -c, "pass"]
+  env:
+{env}
+"""
+
+
+def write_recipe(tmp_path: Path, env: str) -> Path:
+    recipe = tmp_path / "values.yaml"
+    recipe.write_text(RECIPE.format(url=(tmp_path / "app.git").as_uri(), env=env))
+    return recipe
+
+
+def fake_python(tmp_path: Path, answer: str, status: int = 0) -> Path:
+    """An "interpreter" that answers the tags question with ``answer``: a stand-in for a riscv64 venv."""
+    python = tmp_path / "target" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text(f"#!/bin/sh\nprintf '{answer}'\nexit {status}\n")
+    python.chmod(0o755)
+    return python
+
+
+def env_build(recipe: Path, tmp_path: Path, python: Path, *args: str) -> Result:
+    return CliRunner().invoke(app, ["-r", str(recipe), "-w", str(tmp_path / "ws"), "env", "--build", "--json",
+                                    "--python", str(python), *args])
+
+
+# --- {python.version}, {python.tag}, {platform.tag} ---------------------------------------------------------
+
+TAGS_ENV = """\
+    set:
+      TRITON_BUILD_DIR: "{sources.app.path}/build/cmake.{platform.tag}-cpython-{python.version}"
+      WHEEL_TAG: "{python.tag}"
+"""
+
+
+def test_the_computed_placeholders_are_the_target_interpreters(tmp_path: Path) -> None:
+    python = fake_python(tmp_path, "3.9\\ncpython\\nlinux-riscv64\\n")
+    result = env_build(write_recipe(tmp_path, TAGS_ENV), tmp_path, python)
+    assert result.exit_code == 0, result.stdout
+    values = result_of(result.stdout)["set"]
+    assert values["TRITON_BUILD_DIR"] == f"{tmp_path}/ws/app/build/cmake.linux-riscv64-cpython-3.9"
+    assert values["WHEEL_TAG"] == "cp39"
+
+
+@pytest.mark.parametrize(("answer", "status", "said"), [
+    ("Segmentation fault\\n", 139, "exit status 139, 'Segmentation fault'"),
+    ("3.11 on linux\\n", 0, "exit status 0, '3.11 on linux'"),
+])
+def test_an_interpreter_that_cannot_say_its_tags_is_a_build_error_naming_it(
+        tmp_path: Path, answer: str, status: int, said: str) -> None:
+    python = fake_python(tmp_path, answer, status)
+    result = env_build(write_recipe(tmp_path, TAGS_ENV), tmp_path, python)
+    assert result.exit_code == 5, result.stdout
+    error = error_of(result.stdout)
+    assert error["message"] == (f"{python} did not say its version and platform ({{python.version}}, "
+                                f"{{python.tag}}, {{platform.tag}}): {said}")
+    assert str(python) in error["fix"]
+
+
+def test_a_recipe_without_them_never_runs_the_interpreter(tmp_path: Path) -> None:
+    python = fake_python(tmp_path, "broken\\n", 1)  # asked, it would fail the command
+    result = env_build(write_recipe(tmp_path, "    set: {MODE: cpu}\n"), tmp_path, python)
+    assert result.exit_code == 0, result.stdout
+    assert os.access(python, os.X_OK)
