@@ -26,27 +26,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from .envreads import (
+    MAX_FILE_VALUE,
+    CommandRunner,
+    EnvCommandError,
+    EnvFileError,
+    read_file_value,
+    run_command,
+    value_of,
+)
 from .envscript import SOURCE_TIMEOUT_S, SourceScriptError, source_script
-from .errors import BuildError
 from .recipe import EnvOps, SourceScript
-from .regular_file import NotRegularFile, read_regular
+from .recipe.environment import CommandValue
 
-__all__ = ["SEP", "SOURCE_TIMEOUT_S", "Applied", "EnvChange", "EnvFileError", "EnvLayer", "SourceScriptError",
-           "Sourced", "apply_layers", "apply_ops", "on_path", "source_script"]
+__all__ = ["MAX_FILE_VALUE", "SEP", "SOURCE_TIMEOUT_S", "Applied", "EnvChange", "EnvCommandError", "EnvFileError",
+           "EnvLayer", "SourceScriptError", "Sourced", "apply_layers", "apply_ops", "on_path", "source_script"]
 
 SEP = os.pathsep
 # bash sets these for itself; they describe the script's shell, not an environment to hand on
 BASH_OWN = frozenset({"PWD", "OLDPWD", "SHLVL", "_"})
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# an environment string longer than the kernel's MAX_ARG_STRLEN (128 KiB) makes every exec fail (E2BIG)
-MAX_FILE_VALUE = 64 * 1024
 
 Action = Literal["set", "overridden", "dropped", "prepended", "appended", "sourced"]
-
-
-class EnvFileError(BuildError):
-    """A file named by a recipe's ``from_file`` is missing or cannot be a variable's value (a build error, exit 5;
-    validation reports it as its own failure)."""
 
 
 @dataclass(frozen=True)
@@ -146,7 +147,7 @@ class _Trace:
 
 class _Applier:
     def __init__(self, inherited: Mapping[str, str], *, workdir: Path | None, has_command: CommandLookup,
-                 source: SourceRunner, command_path: str | None):
+                 source: SourceRunner, command_path: str | None, run_command: CommandRunner = run_command):
         self.inherited = dict(inherited)
         self.env = dict(inherited)
         self.traces: dict[str, _Trace] = {}
@@ -156,6 +157,7 @@ class _Applier:
         self.has_command = has_command
         self.source = source
         self.command_path = command_path
+        self.run_command = run_command
 
     def trace(self, name: str) -> _Trace:
         return self.traces.setdefault(name, _Trace())
@@ -175,6 +177,9 @@ class _Applier:
             self.set(name, value, f"{key}.set")
         for name, file in ops.from_file.items():
             self.set(name, self.read_value(file, f"{key}.from_file.{name}", layer.fix), f"{key}.from_file")
+        for name, command in ops.from_command.items():
+            self.set(name, self.command_value(command, f"{key}.from_command.{name}", layer.fix),
+                     f"{key}.from_command")
         for i, optional in enumerate(ops.if_command):
             path = self.env.get("PATH", "")
             if self.command_path:  # where the build will look first (the target Python's bin)
@@ -233,30 +238,18 @@ class _Applier:
         self.set(name, " ".join(x for x in (current, shlex.join(arguments)) if x), by)
 
     def read_value(self, file: str, key: str, fix: str) -> str:
-        """The file's text, surrounding whitespace stripped (a version file ends with a newline)."""
-        path = Path(file)
-        if not path.is_absolute():
-            path = (self.workdir or Path.cwd()) / path
-        fix = fix or (f"check out what provides {path.name} (flagtree-cpu sync, when it is a source's file), or "
-                      f"correct the path in the recipe's {key}")
+        return read_file_value(Path(file), self.workdir or Path.cwd(), key, fix)
+
+    def command_value(self, command: CommandValue, key: str, fix: str) -> str:
+        path = self.env.get("PATH", "")
+        if self.command_path:  # where the build will look first (the target Python's bin)
+            path = SEP.join([self.command_path, path]) if path else self.command_path
         try:
-            data = read_regular(path, MAX_FILE_VALUE)  # a FIFO is refused, not waited on; /dev/zero is not read
-        except OSError as exc:
-            why = "which does not exist" if isinstance(exc, FileNotFoundError) else (
-                "which is a folder, not a file" if isinstance(exc, IsADirectoryError) else
-                f"which is {exc.kind}, not a regular file" if isinstance(exc, NotRegularFile) else
-                f"which cannot be read ({exc.strerror or exc})")
-            raise EnvFileError(f"{key} reads {path}, {why}", fix=fix) from None
-        problem = (f"which is over {MAX_FILE_VALUE // 1024} KiB: too long for an environment variable"
-                   if len(data) > MAX_FILE_VALUE else "which holds a NUL byte (a binary file?)" if b"\0" in data
-                   else None)
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            problem = problem or "which is not UTF-8 text"
-        if problem:
-            raise EnvFileError(f"{key} reads {path}, {problem}", fix=f"point {key} at a short text file")
-        return text.strip()
+            answer = self.run_command(command.argv, dict(self.env), self.workdir, path)
+        except FileNotFoundError:
+            raise EnvCommandError(f"{key} runs {command.argv[0]}, which is not on PATH ({path})",
+                                  fix=fix or f"install {command.argv[0]}, or correct the recipe's {key}") from None
+        return value_of(answer, command.argv, key, command.regex)
 
     def run_source(self, script: SourceScript, key: str, fix: str) -> None:
         path = Path(script.script)
@@ -329,15 +322,17 @@ def apply_layers(
     source: SourceRunner | None = None,
     path_prefix: str | None = None,
     prefix_key: str = "the target Python's bin",
+    command: CommandRunner | None = None,
 ) -> Applied:
     """``inherited`` with each layer's ops applied in turn, then ``path_prefix`` (if any) put in front of PATH.
 
     A relative ``source`` script is found under ``workdir``. ``if_command`` commands are looked up on the
-    PATH computed so far, with ``path_prefix`` in front (where the command will run). ``source`` runs a
-    script (default: bash, ``source_script``).
+    PATH computed so far, with ``path_prefix`` in front (where the command will run), and so are ``from_command``
+    programs. ``source`` runs a script (default: bash, ``source_script``); ``command`` a ``from_command`` command
+    (default: ``envreads.run_command``).
     """
     applier = _Applier(inherited, workdir=workdir, has_command=has_command, source=source or source_script,
-                       command_path=path_prefix)
+                       command_path=path_prefix, run_command=command or run_command)
     for layer in layers:
         applier.apply(layer)
     if path_prefix:

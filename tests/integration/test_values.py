@@ -90,3 +90,65 @@ def test_a_recipe_without_them_never_runs_the_interpreter(tmp_path: Path) -> Non
     result = env_build(write_recipe(tmp_path, "    set: {MODE: cpu}\n"), tmp_path, python)
     assert result.exit_code == 0, result.stdout
     assert os.access(python, os.X_OK)
+
+
+# --- env.from_command -------------------------------------------------------------------------------------------
+
+
+def tool(tmp_path: Path, name: str, body: str) -> Path:
+    path = tmp_path / "tools" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+    return path
+
+
+def gone(pid: int, within_s: float = 30.0) -> bool:
+    """Whether process ``pid`` has ended (a stopped orphan is reaped by init a moment later)."""
+    import time
+
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+        except FileNotFoundError:
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_commands_output_is_the_value_in_env_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tool(tmp_path, "nvcc", 'echo "Cuda compilation tools, release 12.8, V12.8.61"; echo "noise" >&2')
+    monkeypatch.setenv("PATH", f"{tmp_path / 'tools'}:/usr/bin:/bin")
+    env = '    from_command:\n      CUDA_VERSION: {argv: [nvcc, --version], regex: "release ([0-9.]+)"}\n'
+    result = env_build(write_recipe(tmp_path, env), tmp_path, tmp_path / "venv/bin/python")
+    assert result.exit_code == 0, result.stdout
+    assert result_of(result.stdout)["set"]["CUDA_VERSION"] == "12.8"
+
+
+def test_a_hanging_command_is_stopped_with_what_it_started(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from flagtree_cpu_build import envreads
+
+    pids = tmp_path / "pids"
+    tool(tmp_path, "hangs", f"sleep 600 & echo $! > {pids}; wait")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'tools'}:/usr/bin:/bin")
+    monkeypatch.setattr(envreads, "COMMAND_TIMEOUT_S", 1.0)
+    env = "    from_command:\n      V: {argv: [hangs]}\n"
+    result = env_build(write_recipe(tmp_path, env), tmp_path, tmp_path / "venv/bin/python")
+    assert result.exit_code == 5, result.stdout
+    assert error_of(result.stdout)["message"] == "build.env.from_command.V: `hangs` did not finish within 1 s"
+    assert gone(int(pids.read_text()))
+
+
+def test_endless_output_is_cut_at_the_cap_and_the_command_stopped(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    pids = tmp_path / "pids"
+    tool(tmp_path, "chatty", f"echo $$ > {pids}; exec yes 0123456789")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'tools'}:/usr/bin:/bin")
+    env = "    from_command:\n      V: {argv: [chatty]}\n"
+    result = env_build(write_recipe(tmp_path, env), tmp_path, tmp_path / "venv/bin/python")
+    assert result.exit_code == 5, result.stdout
+    assert "`chatty` printed more than 64 KiB" in error_of(result.stdout)["message"]
+    assert gone(int(pids.read_text()))
