@@ -31,6 +31,7 @@ from .envreads import (
     CommandRunner,
     EnvCommandError,
     EnvFileError,
+    expand_globs,
     read_file_value,
     run_command,
     value_of,
@@ -174,7 +175,7 @@ class _Applier:
         for i, script in enumerate(ops.source):
             self.run_source(script, f"{key}.source[{i}]", layer.fix)
         for name, value in ops.set.items():
-            self.set(name, value, f"{key}.set")
+            self.set(name, self.globbed(value, f"{key}.set.{name}"), f"{key}.set")
         for name, file in ops.from_file.items():
             self.set(name, self.read_value(file, f"{key}.from_file.{name}", layer.fix), f"{key}.from_file")
         for name, command in ops.from_command.items():
@@ -186,11 +187,11 @@ class _Applier:
                 path = SEP.join([self.command_path, path]) if path else self.command_path
             if self.has_command(optional.command, path):
                 for name, value in optional.set.items():
-                    self.set(name, value, f"{key}.if_command[{i}]")
+                    self.set(name, self.globbed(value, f"{key}.if_command[{i}].set.{name}"), f"{key}.if_command[{i}]")
         for name, entries in ops.prepend.items():
-            self.prepend(name, entries, f"{key}.prepend")
+            self.prepend(name, [self.globbed(e, f"{key}.prepend.{name}") for e in entries], f"{key}.prepend")
         for name, entries in ops.append.items():
-            self.append(name, entries, f"{key}.append")
+            self.append(name, [self.globbed(e, f"{key}.append.{name}") for e in entries], f"{key}.append")
         if layer.arguments is not None:
             self.add_arguments(*layer.arguments, key)
 
@@ -236,6 +237,10 @@ class _Applier:
             return
         current = self.env.get(name, "")
         self.set(name, " ".join(x for x in (current, shlex.join(arguments)) if x), by)
+
+    def globbed(self, value: str, key: str) -> str:
+        """A recipe's value with its {glob:PATTERN}s matched now (never a file's or a command's text)."""
+        return expand_globs(value, self.workdir or Path.cwd(), key) if "{glob:" in value else value
 
     def read_value(self, file: str, key: str, fix: str) -> str:
         return read_file_value(Path(file), self.workdir or Path.cwd(), key, fix)

@@ -108,3 +108,31 @@ def value_of(answer: Capped, argv: Sequence[str], key: str, regex: str | None) -
         raise EnvCommandError(f"{key}: the output of `{shown}` has no match for {regex!r}",
                               details=[line[:200] for line in said] or ["(it printed nothing)"], fix=fix)
     return (found.group(1) if found.re.groups else found.group(0)) or ""
+
+
+_GLOB = re.compile(r"\{glob:([^}]*)\}")  # as resolve leaves it: braces inside the pattern are escaped ([{])
+_NAMED = 5  # matches named when a pattern matches several
+
+
+def expand_globs(text: str, workdir: Path, key: str) -> str:
+    """``text`` with each {glob:PATTERN} replaced by the one path PATTERN matches (relative: in ``workdir``)."""
+    return _GLOB.sub(lambda found: _one_match(found.group(1), workdir, key), text)
+
+
+def _one_match(pattern: str, workdir: Path, key: str) -> str:
+    import glob
+    import itertools
+
+    where = pattern if pattern.startswith("/") else str(workdir / pattern)  # as the messages show it
+    absolute = pattern if pattern.startswith("/") else f"{glob.escape(str(workdir))}/{pattern}"
+    # lazily, and no further than it takes to name a few: a pattern over a huge folder says "several" at once
+    found = sorted(itertools.islice(glob.iglob(absolute), _NAMED + 1))
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise EnvFileError(f"{key}: {{glob:{where}}} matches nothing",
+                           fix="run what makes it first (sync, fetch, build), or correct the pattern in the recipe's "
+                           f"{key}")
+    shown = ", ".join(found[:_NAMED]) + (" and more" if len(found) > _NAMED else "")
+    raise EnvFileError(f"{key}: {{glob:{where}}} matches several paths, it must match one: {shown}",
+                       fix=f"narrow the pattern in the recipe's {key}, or remove what should not be there")

@@ -12,13 +12,14 @@ from .checks import (
     check_env_names,
     check_env_patterns,
     check_placeholders,
+    check_placeholders_globs,
     check_regex,
     check_script_path,
     escapes,
 )
 from .schema import Context, Path_, spec
 
-ENV_CHECKS = (check_env_names, check_placeholders)
+ENV_CHECKS = (check_env_names, check_placeholders_globs)  # values may hold {glob:PATTERN}
 
 
 def check_file_paths(value: dict[str, str], ctx: Context, path: Path_) -> None:
@@ -75,7 +76,9 @@ class EnvOps:
     unset: tuple[str, ...] = spec("inherited variables removed; globs like LLVM_* remove every match", default=(),
                                   checks=check_env_patterns)
     source: tuple[SourceScript, ...] = spec("scripts run in bash whose resulting environment is kept", default=())
-    set: dict[str, str] = spec("variables set (replacing inherited values)", default_factory=dict,
+    set: dict[str, str] = spec("variables set (replacing inherited values); a {glob:PATTERN} in a value is the one "
+                               "path the pattern matches when the environment is made (none or several: an error)",
+                               default_factory=dict,
                                interpolate=True, checks=ENV_CHECKS)
     from_file: dict[str, str] = spec("variables set to a file's content, surrounding whitespace stripped (e.g. a "
                                      "version file of a source: \"{sources.NAME.path}/VERSION_NUMBER\"); a relative "

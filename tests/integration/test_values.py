@@ -152,3 +152,25 @@ def test_endless_output_is_cut_at_the_cap_and_the_command_stopped(tmp_path: Path
     assert result.exit_code == 5, result.stdout
     assert "`chatty` printed more than 64 KiB" in error_of(result.stdout)["message"]
     assert gone(int(pids.read_text()))
+
+
+# --- {glob:PATTERN} in a check's argv ---------------------------------------------------------------------------
+
+
+def test_a_checks_argv_gets_the_one_match_and_no_match_fails_that_check_by_name(tmp_path: Path) -> None:
+    from tests.integration.test_checks import Checks
+
+    checks = Checks(tmp_path)
+    (checks.ws / "build/lib.linux-x86_64-cpython-3.11").mkdir(parents=True)
+    show = ["{python}", "-c", "import sys; print('got', sys.argv[1])"]
+    result = checks.validate([
+        {"name": "one-match", "argv": [*show, "{glob:{workdir}/build/lib.*}"], "expect": {"output": "^got /"}},
+        {"name": "no-match", "argv": [*show, "{glob:build/*.so}"]},
+    ])
+    assert result.exit_code == 6, result.stderr
+    found = {r.get("check") or r.get("kernel"): r for r in result_of(result.stdout)["results"]}
+    assert found["one-match"]["status"] == "pass", found["one-match"]
+    log = Path(found["one-match"]["log"]).read_text()
+    assert f"got {checks.ws}/build/lib.linux-x86_64-cpython-3.11" in log
+    assert found["no-match"]["status"] == "fail"
+    assert found["no-match"]["message"] == f"check no-match: argv[3]: {{glob:{checks.ws}/build/*.so}} matches nothing"
