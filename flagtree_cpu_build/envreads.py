@@ -73,10 +73,13 @@ def run_command(argv: Sequence[str], env: Mapping[str, str], cwd: Path | None, s
 
     from .proc import capture_capped
 
-    program = argv[0] if "/" in argv[0] else shutil.which(argv[0], path=search_path or None)
+    folder = cwd if cwd is not None and cwd.is_dir() else None
+    if "/" in argv[0]:  # a path: relative ones are in the folder it runs in, as exec would find them
+        program: str | None = str((folder or Path.cwd()) / argv[0])
+    else:
+        program = shutil.which(argv[0], path=search_path or None)
     if program is None or not Path(program).is_file():
         raise FileNotFoundError(errno.ENOENT, "not found", argv[0])
-    folder = cwd if cwd is not None and cwd.is_dir() else None
     return capture_capped([program, *argv[1:]], env=env, cwd=folder, timeout_s=COMMAND_TIMEOUT_S, limit=MAX_OUTPUT)
 
 

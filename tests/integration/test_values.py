@@ -174,3 +174,20 @@ def test_a_checks_argv_gets_the_one_match_and_no_match_fails_that_check_by_name(
     assert f"got {checks.ws}/build/lib.linux-x86_64-cpython-3.11" in log
     assert found["no-match"]["status"] == "fail"
     assert found["no-match"]["message"] == f"check no-match: argv[3]: {{glob:{checks.ws}/build/*.so}} matches nothing"
+
+
+def test_a_relative_program_is_the_workdirs_and_a_missing_one_is_named(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    script = ws / "tools" / "version.sh"
+    script.parent.mkdir(parents=True)
+    script.write_text("#!/bin/sh\necho 4.2\n")
+    script.chmod(0o755)
+    env = "    from_command:\n      V: {argv: [tools/version.sh]}\n      W: {argv: [no-such-tool-here, -v]}\n"
+    result = env_build(write_recipe(tmp_path, env), tmp_path, tmp_path / "venv/bin/python")
+    assert result.exit_code == 5, result.stdout
+    message = error_of(result.stdout)["message"]
+    assert message.startswith("build.env.from_command.W runs no-such-tool-here, which is not on PATH ("), message
+    recipe = write_recipe(tmp_path, "    from_command:\n      V: {argv: [tools/version.sh]}\n")
+    result = env_build(recipe, tmp_path, tmp_path / "venv/bin/python")
+    assert result.exit_code == 0, result.stdout
+    assert result_of(result.stdout)["set"]["V"] == "4.2"
