@@ -74,23 +74,27 @@ def interpreter_tags(python: Path) -> InterpreterTags:
 
 @functools.lru_cache(maxsize=8)
 def _asked(python: str, _mtime_ns: int) -> InterpreterTags:
-    from .proc import TimedOut, capture
+    import os
+
+    from .proc import capture_capped
 
     fix = f"run `{python} -c 'import sysconfig; print(sysconfig.get_platform())'` to see why, or pass --python"
-    try:
-        answer = capture([python, "-I", "-S", "-c", _TAGS_SCRIPT], timeout_s=_TAGS_TIMEOUT_S)
-    except TimedOut:
-        raise BuildError(f"{python} did not say its version and platform within {_TAGS_TIMEOUT_S:g} s "
-                         "({python.version}, {python.tag}, {platform.tag})", fix=fix) from None
+    what = "({python.version}, {python.tag}, {platform.tag})"
+    try:  # capped and timed: whatever sits at the interpreter's path answers no more than three short lines
+        answer = capture_capped([python, "-I", "-S", "-c", _TAGS_SCRIPT], env=os.environ, cwd=None,
+                                timeout_s=_TAGS_TIMEOUT_S, limit=1024)
     except OSError as exc:
-        raise BuildError(f"{python} cannot run to say its version and platform: {exc.strerror or exc}",
+        raise BuildError(f"{python} cannot run to say its version and platform {what}: {exc.strerror or exc}",
                          fix=fix) from None
-    tags = parse_tags(answer.stdout[:1024]) if answer.returncode == 0 else None
+    if answer.timed_out or answer.over_limit:
+        how = f"within {_TAGS_TIMEOUT_S:g} s" if answer.timed_out else "in three short lines"
+        raise BuildError(f"{python} did not say its version and platform {how} {what}", fix=fix)
+    tags = parse_tags(answer.stdout.decode("utf-8", "replace")) if answer.returncode == 0 else None
     if tags is None:
-        said = (answer.stderr.strip().splitlines() or answer.stdout.strip().splitlines() or [""])[-1][:200]
-        raise BuildError(f"{python} did not say its version and platform ({{python.version}}, {{python.tag}}, "
-                         f"{{platform.tag}}): exit status {answer.returncode}" + (f", {said!r}" if said else ""),
-                         fix=fix)
+        lines = answer.stderr_tail.strip().splitlines() or answer.stdout.decode("utf-8", "replace").strip().splitlines()
+        said = (lines or [""])[-1][:200]
+        raise BuildError(f"{python} did not say its version and platform {what}: exit status {answer.returncode}"
+                         + (f", {said!r}" if said else ""), fix=fix)
     return tags
 
 

@@ -85,6 +85,15 @@ def test_an_interpreter_that_cannot_say_its_tags_is_a_build_error_naming_it(
     assert str(python) in error["fix"]
 
 
+def test_an_interpreter_that_prints_without_end_is_cut_short(tmp_path: Path) -> None:
+    python = fake_python(tmp_path, "")
+    python.write_text("#!/bin/sh\nexec yes 3.11\n")
+    result = env_build(write_recipe(tmp_path, TAGS_ENV), tmp_path, python)
+    assert result.exit_code == 5, result.stdout
+    assert error_of(result.stdout)["message"] == (f"{python} did not say its version and platform in three short "
+                                                  "lines ({python.version}, {python.tag}, {platform.tag})")
+
+
 def test_a_recipe_without_them_never_runs_the_interpreter(tmp_path: Path) -> None:
     python = fake_python(tmp_path, "broken\\n", 1)  # asked, it would fail the command
     result = env_build(write_recipe(tmp_path, "    set: {MODE: cpu}\n"), tmp_path, python)
