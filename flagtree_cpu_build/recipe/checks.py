@@ -288,6 +288,7 @@ def _known(kind: str, singular: str) -> rs.Check:
 
 
 check_source_ref = _known("sources", "source")
+check_artifact_ref = _known("artifacts", "artifact")
 
 
 GLOB = "glob"  # {glob:PATTERN}: the one path PATTERN matches when the value is used (env values, check argv)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .checks import ENV_NAME_PATTERN, INTERPOLATED, _known, check_source_ref
+from .checks import ENV_NAME_PATTERN, INTERPOLATED, check_artifact_ref, check_source_ref
 from .schema import Context, Path_, json_rule, spec
 
 # CMake's own variable names (-DNAME or -DNAME:TYPE=VALUE), and FetchContent's content names
@@ -21,9 +21,6 @@ CONTENT_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$"
 _CMAKE_NAME = re.compile(CMAKE_NAME_PATTERN)
 _CONTENT_NAME = re.compile(CONTENT_NAME_PATTERN)
 FETCHCONTENT_PREFIX = "FETCHCONTENT_"
-
-check_artifact_ref = _known("artifacts", "artifact")
-
 
 @json_rule({"pattern": ENV_NAME_PATTERN})
 def check_env_name(value: str, ctx: Context, path: Path_) -> None:
