@@ -122,11 +122,13 @@ def compute_build_env(
     extra_ops: Sequence[EnvLayer | EnvOps] = (),
     workdir: Path | None = None,
     source: SourceRunner | None = None,
+    cmake_args: Sequence[str] = (),
 ) -> BuildEnv:
     """The build environment: ``inherited`` with ``build.env``, then ``extra_ops`` (the env of the toolchains
     that apply — ``toolchain_layers`` — and a step's own env, in that order), then ``offline_env`` when
-    offline, then ``path_prefix`` (the target venv's bin, so ninja and cmake installed there are found) in
-    front of PATH.
+    offline, then ``cmake_args`` (``cmakeargs.cmake_arguments``) appended to ``build.cmake.args_env`` — last, so
+    no env operation replaces them — then ``path_prefix`` (the target venv's bin, so ninja and cmake installed
+    there are found) in front of PATH.
 
     ``commands_available`` answers ``if_command`` (command -> present); None looks each command up on the
     PATH computed so far with ``path_prefix`` in front. Relative ``source`` scripts are found under
@@ -135,6 +137,8 @@ def compute_build_env(
     layers = [EnvLayer(build.env, "build.env"), *(_layer(x) for x in extra_ops)]
     if offline:
         layers.append(EnvLayer(build.offline_env, "build.offline_env"))
+    if build.cmake is not None and cmake_args:
+        layers.append(EnvLayer(EnvOps(), "build.cmake", arguments=(build.cmake.args_env, tuple(cmake_args))))
     has_command: CommandLookup = (
         on_path if commands_available is None else (lambda command, _path: bool(commands_available.get(command))))
     applied = apply_layers(layers, inherited, workdir=workdir, has_command=has_command, source=source,
@@ -145,13 +149,17 @@ def compute_build_env(
 def build_environment(recipe: Recipe, python: Path, *, offline: bool, host: HostFacts, workdir: Path | None = None,
                       extra: Sequence[EnvLayer] = ()) -> BuildEnv:
     """The build environment on this machine: the recipe's env operations, those of the toolchains that
-    apply here, then ``extra`` (a step's own), applied to os.environ, with the target interpreter's bin
-    first on PATH (where ``if_command`` commands such as ccache are looked up too). Relative ``source``
-    scripts are found under ``workdir``."""
+    apply here, then ``extra`` (a step's own), then the ``cmake:`` block's arguments, applied to os.environ,
+    with the target interpreter's bin first on PATH (where ``if_command`` commands such as ccache are looked
+    up too). Relative ``source`` scripts are found under ``workdir``."""
+    from .cmakeargs import cmake_arguments
+
     assert recipe.build is not None
     facts = recipe.facts_on(host)
+    cmake = recipe.build.cmake
+    args = cmake_arguments(cmake, recipe, workdir or Path.cwd()) if cmake is not None else ()
     return compute_build_env(recipe.build, os.environ, offline=offline, path_prefix=str(python.parent),
-                             extra_ops=[*toolchain_layers(recipe, facts), *extra], workdir=workdir)
+                             extra_ops=[*toolchain_layers(recipe, facts), *extra], workdir=workdir, cmake_args=args)
 
 
 def applicable_toolchains(recipe: Recipe, host: HostFacts) -> dict[str, Toolchain]:

@@ -19,33 +19,36 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import shlex
 import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from .envreads import (
+    MAX_FILE_VALUE,
+    CommandRunner,
+    EnvCommandError,
+    EnvFileError,
+    expand_globs,
+    read_file_value,
+    run_command,
+    value_of,
+)
 from .envscript import SOURCE_TIMEOUT_S, SourceScriptError, source_script
-from .errors import BuildError
 from .recipe import EnvOps, SourceScript
-from .regular_file import NotRegularFile, read_regular
+from .recipe.environment import CommandValue
 
-__all__ = ["SEP", "SOURCE_TIMEOUT_S", "Applied", "EnvChange", "EnvFileError", "EnvLayer", "SourceScriptError",
-           "Sourced", "apply_layers", "apply_ops", "on_path", "source_script"]
+__all__ = ["MAX_FILE_VALUE", "SEP", "SOURCE_TIMEOUT_S", "Applied", "EnvChange", "EnvCommandError", "EnvFileError",
+           "EnvLayer", "SourceScriptError", "Sourced", "apply_layers", "apply_ops", "on_path", "source_script"]
 
 SEP = os.pathsep
 # bash sets these for itself; they describe the script's shell, not an environment to hand on
 BASH_OWN = frozenset({"PWD", "OLDPWD", "SHLVL", "_"})
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# an environment string longer than the kernel's MAX_ARG_STRLEN (128 KiB) makes every exec fail (E2BIG)
-MAX_FILE_VALUE = 64 * 1024
 
 Action = Literal["set", "overridden", "dropped", "prepended", "appended", "sourced"]
-
-
-class EnvFileError(BuildError):
-    """A file named by a recipe's ``from_file`` is missing or cannot be a variable's value (a build error, exit 5;
-    validation reports it as its own failure)."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,8 @@ class EnvLayer:
     ops: EnvOps
     key: str  # the recipe key, e.g. build.env, toolchains.cann.env
     fix: str = ""  # what provides its scripts (a toolchain's install advice), for a missing script
+    # (variable, arguments): appended shell-quoted to the variable after the ops (build.cmake's CMake arguments)
+    arguments: tuple[str, tuple[str, ...]] | None = None
 
 
 @dataclass(frozen=True)
@@ -143,7 +148,7 @@ class _Trace:
 
 class _Applier:
     def __init__(self, inherited: Mapping[str, str], *, workdir: Path | None, has_command: CommandLookup,
-                 source: SourceRunner, command_path: str | None):
+                 source: SourceRunner, command_path: str | None, run_command: CommandRunner = run_command):
         self.inherited = dict(inherited)
         self.env = dict(inherited)
         self.traces: dict[str, _Trace] = {}
@@ -153,6 +158,7 @@ class _Applier:
         self.has_command = has_command
         self.source = source
         self.command_path = command_path
+        self.run_command = run_command
 
     def trace(self, name: str) -> _Trace:
         return self.traces.setdefault(name, _Trace())
@@ -169,20 +175,25 @@ class _Applier:
         for i, script in enumerate(ops.source):
             self.run_source(script, f"{key}.source[{i}]", layer.fix)
         for name, value in ops.set.items():
-            self.set(name, value, f"{key}.set")
+            self.set(name, self.globbed(value, f"{key}.set.{name}"), f"{key}.set")
         for name, file in ops.from_file.items():
             self.set(name, self.read_value(file, f"{key}.from_file.{name}", layer.fix), f"{key}.from_file")
+        for name, command in ops.from_command.items():
+            self.set(name, self.command_value(command, f"{key}.from_command.{name}", layer.fix),
+                     f"{key}.from_command")
         for i, optional in enumerate(ops.if_command):
             path = self.env.get("PATH", "")
             if self.command_path:  # where the build will look first (the target Python's bin)
                 path = SEP.join([self.command_path, path]) if path else self.command_path
             if self.has_command(optional.command, path):
                 for name, value in optional.set.items():
-                    self.set(name, value, f"{key}.if_command[{i}]")
+                    self.set(name, self.globbed(value, f"{key}.if_command[{i}].set.{name}"), f"{key}.if_command[{i}]")
         for name, entries in ops.prepend.items():
-            self.prepend(name, entries, f"{key}.prepend")
+            self.prepend(name, [self.globbed(e, f"{key}.prepend.{name}") for e in entries], f"{key}.prepend")
         for name, entries in ops.append.items():
-            self.append(name, entries, f"{key}.append")
+            self.append(name, [self.globbed(e, f"{key}.append.{name}") for e in entries], f"{key}.append")
+        if layer.arguments is not None:
+            self.add_arguments(*layer.arguments, key)
 
     def set(self, name: str, value: str, by: str) -> None:
         self.env[name] = value
@@ -219,31 +230,31 @@ class _Applier:
             trace.back = [*trace.back, *added]
             trace.by = by
 
+    def add_arguments(self, name: str, arguments: Sequence[str], by: str) -> None:
+        """Arguments after the variable's value, quoted so that a shell-like split (Triton's setup.py:
+        ``shlex.split``) gives each back whole, a path with a space included."""
+        if not arguments:
+            return
+        current = self.env.get(name, "")
+        self.set(name, " ".join(x for x in (current, shlex.join(arguments)) if x), by)
+
+    def globbed(self, value: str, key: str) -> str:
+        """A recipe's value with its {glob:PATTERN}s matched now (never a file's or a command's text)."""
+        return expand_globs(value, self.workdir or Path.cwd(), key) if "{glob:" in value else value
+
     def read_value(self, file: str, key: str, fix: str) -> str:
-        """The file's text, surrounding whitespace stripped (a version file ends with a newline)."""
-        path = Path(file)
-        if not path.is_absolute():
-            path = (self.workdir or Path.cwd()) / path
-        fix = fix or (f"check out what provides {path.name} (flagtree-cpu sync, when it is a source's file), or "
-                      f"correct the path in the recipe's {key}")
+        return read_file_value(Path(file), self.workdir or Path.cwd(), key, fix)
+
+    def command_value(self, command: CommandValue, key: str, fix: str) -> str:
+        path = self.env.get("PATH", "")
+        if self.command_path:  # where the build will look first (the target Python's bin)
+            path = SEP.join([self.command_path, path]) if path else self.command_path
         try:
-            data = read_regular(path, MAX_FILE_VALUE)  # a FIFO is refused, not waited on; /dev/zero is not read
-        except OSError as exc:
-            why = "which does not exist" if isinstance(exc, FileNotFoundError) else (
-                "which is a folder, not a file" if isinstance(exc, IsADirectoryError) else
-                f"which is {exc.kind}, not a regular file" if isinstance(exc, NotRegularFile) else
-                f"which cannot be read ({exc.strerror or exc})")
-            raise EnvFileError(f"{key} reads {path}, {why}", fix=fix) from None
-        problem = (f"which is over {MAX_FILE_VALUE // 1024} KiB: too long for an environment variable"
-                   if len(data) > MAX_FILE_VALUE else "which holds a NUL byte (a binary file?)" if b"\0" in data
-                   else None)
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            problem = problem or "which is not UTF-8 text"
-        if problem:
-            raise EnvFileError(f"{key} reads {path}, {problem}", fix=f"point {key} at a short text file")
-        return text.strip()
+            answer = self.run_command(command.argv, dict(self.env), self.workdir, path)
+        except FileNotFoundError:
+            raise EnvCommandError(f"{key} runs {command.argv[0]}, which is not on PATH ({path})",
+                                  fix=fix or f"install {command.argv[0]}, or correct the recipe's {key}") from None
+        return value_of(answer, command.argv, key, command.regex)
 
     def run_source(self, script: SourceScript, key: str, fix: str) -> None:
         path = Path(script.script)
@@ -316,15 +327,17 @@ def apply_layers(
     source: SourceRunner | None = None,
     path_prefix: str | None = None,
     prefix_key: str = "the target Python's bin",
+    command: CommandRunner | None = None,
 ) -> Applied:
     """``inherited`` with each layer's ops applied in turn, then ``path_prefix`` (if any) put in front of PATH.
 
     A relative ``source`` script is found under ``workdir``. ``if_command`` commands are looked up on the
-    PATH computed so far, with ``path_prefix`` in front (where the command will run). ``source`` runs a
-    script (default: bash, ``source_script``).
+    PATH computed so far, with ``path_prefix`` in front (where the command will run), and so are ``from_command``
+    programs. ``source`` runs a script (default: bash, ``source_script``); ``command`` a ``from_command`` command
+    (default: ``envreads.run_command``).
     """
     applier = _Applier(inherited, workdir=workdir, has_command=has_command, source=source or source_script,
-                       command_path=path_prefix)
+                       command_path=path_prefix, run_command=command or run_command)
     for layer in layers:
         applier.apply(layer)
     if path_prefix:

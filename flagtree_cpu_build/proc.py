@@ -209,6 +209,60 @@ def start_piped(argv: Sequence[str], *, cwd: Path | None, env: Mapping[str, str]
                             stderr=subprocess.PIPE, start_new_session=True)
 
 
+@dataclass(frozen=True)
+class Capped:
+    """What ``capture_capped`` read: the output (at most ``limit`` bytes), the end of stderr, how it ended."""
+
+    returncode: int | None  # None: stopped (timed out, or too much output)
+    stdout: bytes
+    stderr_tail: str
+    timed_out: bool = False
+    over_limit: bool = False
+
+
+def capture_capped(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path | None, timeout_s: float,
+                   limit: int) -> Capped:
+    """Run a command whose output is a value (a recipe's ``env.from_command``): stdout read while it comes, and
+    the command stopped (its whole group) at ``limit`` bytes or after ``timeout_s``; stderr keeps its last 4 KiB.
+    Whatever it started is stopped when it ends, so nothing it left behind outlives the question. A missing
+    program raises FileNotFoundError."""
+    import selectors
+
+    process = start_piped(argv, cwd=cwd, env=env)
+    out, err = bytearray(), bytearray()
+    deadline = time.monotonic() + timeout_s
+    timed_out = over = False
+    try:
+        with selectors.DefaultSelector() as selector:
+            for pipe, sink in ((process.stdout, out), (process.stderr, err)):
+                selector.register(pipe, selectors.EVENT_READ, sink)  # type: ignore[arg-type]
+            while selector.get_map() and not over:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    timed_out = True
+                    break
+                for key, _ in selector.select(left):
+                    chunk = os.read(key.fd, 65536)
+                    if not chunk:
+                        selector.unregister(key.fileobj)
+                    key.data.extend(chunk)
+                    del err[:-4096]
+                    over = len(out) > limit
+        if not (timed_out or over):
+            try:
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+    finally:
+        code = process.poll()
+        stop_process_group(process)  # also what it started and left running
+        for pipe in (process.stdout, process.stderr):
+            if pipe is not None:
+                pipe.close()
+    stopped = timed_out or over
+    return Capped(None if stopped else code, bytes(out[:limit]), err.decode("utf-8", "replace"), timed_out, over)
+
+
 def run_attached(argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> int:
     """Run a command on the user's terminal (stdin too: sudo may ask for a password); its exit status."""
     return subprocess.run(list(argv), env=marked_env(env), check=False).returncode

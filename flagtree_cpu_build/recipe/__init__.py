@@ -20,6 +20,7 @@ in PyYAML, so callers import them where they load a recipe.
 
 from __future__ import annotations
 
+from .cmake import CMakeSpec, FetchContentDep
 from .environment import CommandEnv, EnvHazard, EnvOps, SourceScript
 from .inputs import (
     AfterUnpack,
@@ -62,7 +63,8 @@ from .resolve import expand, resolve, select_variants
 from .validation import Check, Diagnosis, Expect, ImportCheck, SignatureSpec, WheelCheck
 
 __all__ = [
-    "SCHEMA_VERSION", "AfterUnpack", "Artifact", "ArtifactRoot", "ArtifactVariant", "BuildSpec", "Check",
+    "SCHEMA_VERSION", "AfterUnpack", "Artifact", "ArtifactRoot", "ArtifactVariant", "BuildSpec", "Check", "CMakeSpec",
+    "FetchContentDep",
     "CommandEnv", "Constraint", "CompilerRequirement", "DeviceRequirement", "Diagnosis", "DiskNeed", "EnvHazard",
     "EnvOps", "Expect", "HostPlatform", "HostRequirements", "HostSelector", "ImportCheck", "LibraryRequirement", "Link",
     "Links", "Platform", "Probe", "PythonSpec", "Recipe", "Requirement", "RequirementsFile", "Resources", "RuntimeSpec",

@@ -39,6 +39,10 @@ PLACEHOLDERS: dict[str, str] = {
     "target.arch": "the architecture the products run on (platform.target.arch; the host's when native)",
     "variant": "the chosen variant (--variant, else the recipe's default; empty when it has none)",
     "wheel_dir": "where `build --wheel DIR` puts wheels (default {workdir}/dist)",
+    "python.version": "the target interpreter's version as build folders name it (3.11: "
+    "build/cmake.{platform.tag}-cpython-{python.version})",
+    "python.tag": "the target interpreter's wheel tag (cp311)",
+    "platform.tag": "the target interpreter's platform as setuptools names build folders (linux-x86_64)",
 }
 SOURCE_PLACEHOLDERS = {"path": "absolute path of the source's checkout"}
 ARTIFACT_PLACEHOLDERS = {"path": "absolute path of the published tree", "url": "the download URL"}
@@ -297,28 +301,52 @@ def _known(kind: str, singular: str) -> rs.Check:
 
 
 check_source_ref = _known("sources", "source")
+check_artifact_ref = _known("artifacts", "artifact")
 
 
-def check_placeholders(value: Any, ctx: Context, path: Path_) -> None:
-    """Every {placeholder} in an interpolated field must be one the tool can fill in."""
-    known = placeholder_catalog(ctx.facts.get("sources", ()), ctx.facts.get("artifacts", ()),
-                                ctx.facts.get("toolchains", ()))
-    for where, text in _strings(value, path):
-        try:
-            parts = list(string.Formatter().parse(text))
-        except ValueError as exc:
-            ctx.report(where, f"{text!r}: {exc}", "write a literal brace as '{{' or '}}'")
+GLOB = "glob"  # {glob:PATTERN}: the one path PATTERN matches when the value is used (env values, check argv)
+
+
+def _placeholder_check(globs: bool) -> rs.Check:
+    def check(value: Any, ctx: Context, path: Path_) -> None:
+        known = placeholder_catalog(ctx.facts.get("sources", ()), ctx.facts.get("artifacts", ()),
+                                    ctx.facts.get("toolchains", ()))
+        for where, text in _strings(value, path):
+            _check_text(text, known, globs, ctx, where)
+
+    return check
+
+
+def _check_text(text: str, known: list[str], globs: bool, ctx: Context, where: Path_, nested: bool = False) -> None:
+    try:
+        parts = list(string.Formatter().parse(text))
+    except ValueError as exc:
+        ctx.report(where, f"{text!r}: {exc}", "write a literal brace as '{{' or '}}'")
+        return
+    for _literal, name, fmt, conversion in parts:
+        if name is None:
             continue
-        for _literal, name, fmt, conversion in parts:
-            if name is None:
-                continue
-            inherited = name.startswith("env.") and _ENV_NAME_RE.fullmatch(name[4:])
-            if not inherited and name not in known:
-                ctx.report(where, f"unknown placeholder {{{name}}}{suggest(name, known)}",
-                           "placeholders are: " + ", ".join("{" + k + "}" for k in known + [ENV_PLACEHOLDER]))
-            elif fmt or conversion:
-                ctx.report(where, f"placeholder {{{name}}} has a format; only plain {{name}} works",
-                           f"write {{{name}}}, without !conversion or :format")
+        if name == GLOB and not conversion and not nested:
+            if not globs:
+                ctx.report(where, f"{{glob:{fmt}}} works only in env values and check argv",
+                           "spell the path out with placeholders here")
+            elif not (fmt or "").strip():
+                ctx.report(where, "{glob:} has no pattern", "e.g. {glob:{sources.NAME.path}/build/lib.*}")
+            else:
+                _check_text(fmt or "", known, globs, ctx, where, nested=True)
+            continue
+        inherited = name.startswith("env.") and _ENV_NAME_RE.fullmatch(name[4:])
+        if not inherited and name not in known:
+            extra = ", {glob:PATTERN}" if globs and not nested else ""
+            ctx.report(where, f"unknown placeholder {{{name}}}{suggest(name, known)}",
+                       "placeholders are: " + ", ".join("{" + k + "}" for k in known + [ENV_PLACEHOLDER]) + extra)
+        elif fmt or conversion:
+            ctx.report(where, f"placeholder {{{name}}} has a format; only plain {{name}} works",
+                       f"write {{{name}}}, without !conversion or :format")
+
+
+check_placeholders = _placeholder_check(False)
+check_placeholders_globs = _placeholder_check(True)  # fields whose values may hold {glob:PATTERN}
 
 
 def check_no_artifact_placeholders(value: str, ctx: Context, path: Path_) -> None:
@@ -348,6 +376,7 @@ def placeholder_catalog(sources: Iterable[str], artifacts: Iterable[str], toolch
 
 
 INTERPOLATED = (check_placeholders,)
+GLOBBED = (check_placeholders_globs,)  # env values and check argv: {glob:PATTERN} too
 
 
 def find_patch(name: str, dirs: Iterable[Path]) -> Path | None:

@@ -12,13 +12,14 @@ from .checks import (
     check_env_names,
     check_env_patterns,
     check_placeholders,
+    check_placeholders_globs,
     check_regex,
     check_script_path,
     escapes,
 )
 from .schema import Context, Path_, spec
 
-ENV_CHECKS = (check_env_names, check_placeholders)
+ENV_CHECKS = (check_env_names, check_placeholders_globs)  # values may hold {glob:PATTERN}
 
 
 def check_file_paths(value: dict[str, str], ctx: Context, path: Path_) -> None:
@@ -52,19 +53,41 @@ class CommandEnv:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CommandValue:
+    """A variable's value from a command's output (a version a tool prints, a path a config program knows)."""
+
+    argv: tuple[str, ...] = spec("the command, one list item per argument (never a shell string); it runs in the "
+                                 "environment computed so far, in the workdir, stopped after 60 s or 64 KiB of output",
+                                 interpolate=True, checks=INTERPOLATED)
+    regex: str | None = spec("a regular expression searched in the output: the value is its first group (else the "
+                             "whole match); without it, the whole output with surrounding whitespace stripped",
+                             default=None, checks=check_regex)
+
+    def check(self, ctx: Context, path: Path_) -> None:
+        if not self.argv or not self.argv[0].strip():
+            ctx.report(path + ("argv",), "the command is empty", "e.g. argv: [nvcc, --version]")
+
+
+@dataclass(frozen=True, kw_only=True)
 class EnvOps:
     """Changes to an inherited environment, applied in this order: unset, source, set, from_file,
-    if_command, prepend, append."""
+    from_command, if_command, prepend, append."""
 
     unset: tuple[str, ...] = spec("inherited variables removed; globs like LLVM_* remove every match", default=(),
                                   checks=check_env_patterns)
     source: tuple[SourceScript, ...] = spec("scripts run in bash whose resulting environment is kept", default=())
-    set: dict[str, str] = spec("variables set (replacing inherited values)", default_factory=dict,
+    set: dict[str, str] = spec("variables set (replacing inherited values); a {glob:PATTERN} in a value is the one "
+                               "path the pattern matches when the environment is made (none or several: an error)",
+                               default_factory=dict,
                                interpolate=True, checks=ENV_CHECKS)
     from_file: dict[str, str] = spec("variables set to a file's content, surrounding whitespace stripped (e.g. a "
                                      "version file of a source: \"{sources.NAME.path}/VERSION_NUMBER\"); a relative "
                                      "path is inside the workdir", default_factory=dict, interpolate=True,
                                      checks=(check_env_names, check_placeholders, check_file_paths))
+    from_command: dict[str, CommandValue] = spec(
+        "variables set from a command's output (e.g. {CUDA_VERSION: {argv: [nvcc, --version], regex: "
+        "'release ([0-9.]+)'}}); a command that fails, hangs or prints no match stops with its words",
+        default_factory=dict, checks=check_env_names)
     if_command: tuple[CommandEnv, ...] = spec("variables set when a command exists (e.g. ccache)", default=())
     prepend: dict[str, tuple[str, ...]] = spec("entries put in front of PATH-like variables (':'-separated)",
                                                default_factory=dict, interpolate=True, checks=ENV_CHECKS)
@@ -72,8 +95,8 @@ class EnvOps:
                                               interpolate=True, checks=ENV_CHECKS)
 
     def is_empty(self) -> bool:
-        return not (self.unset or self.source or self.set or self.from_file or self.if_command or self.prepend
-                    or self.append)
+        return not (self.unset or self.source or self.set or self.from_file or self.from_command or self.if_command
+                    or self.prepend or self.append)
 
 
 @dataclass(frozen=True, kw_only=True)

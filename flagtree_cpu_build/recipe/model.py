@@ -26,6 +26,7 @@ from .checks import (
     check_names,
     check_wheelhouse_location,
 )
+from .cmake import CMakeSpec
 from .environment import EnvHazard, EnvOps
 from .inputs import Artifact, Links, Source, check_source_tree, checkout_path
 from .platform import (
@@ -80,6 +81,8 @@ class BuildSpec:
                                        interpolate=True, checks=INTERPOLATED)
     env: EnvOps = spec("build environment", default_factory=EnvOps)
     offline_env: EnvOps = spec("extra changes for --offline builds", default_factory=EnvOps)
+    cmake: CMakeSpec | None = spec("CMake arguments handed to the project through one variable: definitions and "
+                                   "FetchContent dependencies as recipe sources or artifacts", default=None)
     hazards: tuple[EnvHazard, ...] = spec("inherited variables that mislead a hand-run build (doctor warns)",
                                           default=())
     products: tuple[str, ...] = spec("glob patterns, relative to cwd, of what the build produces; a build is "

@@ -6,6 +6,7 @@ every ``{placeholder}`` of the fields marked ``interpolate``.
 
 from __future__ import annotations
 
+import glob
 import string
 from collections.abc import Mapping
 from dataclasses import replace
@@ -51,15 +52,29 @@ def select_variants(recipe: Recipe, os_id: str, arch: str, glibc: str | None = N
 
 def expand(text: str, values: Mapping[str, str], environ: Mapping[str, str] | None = None) -> str:
     """Replace {name} placeholders; the recipe was validated, so every name is known.
-    {env.NAME} is the inherited value of NAME ("" when unset)."""
+    {env.NAME} is the inherited value of NAME ("" when unset). A {glob:PATTERN} stays for the moment the value
+    is used (envreads.expand_globs), with the placeholders in PATTERN filled in as literal text: their glob
+    characters and braces escaped, so a workdir named `a[1]` matches itself and ends no pattern."""
+    out = []
+    for literal, name, fmt, _conv in string.Formatter().parse(text):
+        out.append(literal)
+        if name is not None:
+            if name == "glob" and fmt is not None:
+                out.append("{glob:" + _pattern(fmt, values, environ) + "}")
+            elif name.startswith("env.") and name not in values:
+                out.append((environ or {}).get(name[4:], ""))
+            else:
+                out.append(values[name])
+    return "".join(out)
+
+
+def _pattern(text: str, values: Mapping[str, str], environ: Mapping[str, str] | None) -> str:
     out = []
     for literal, name, _fmt, _conv in string.Formatter().parse(text):
         out.append(literal)
         if name is not None:
-            if name.startswith("env.") and name not in values:
-                out.append((environ or {}).get(name[4:], ""))
-            else:
-                out.append(values[name])
+            value = expand("{" + name + "}", values, environ)
+            out.append(glob.escape(value).replace("{", "[{]").replace("}", "[}]"))
     return "".join(out)
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .checks import (
+    GLOBBED,
     INTERPOLATED,
     check_arch,
     check_arches,
@@ -110,8 +111,8 @@ class Check:
     """One validation check: a command with expectations, a bundled preset, an import, or a wheel inspection."""
 
     name: str | None = spec("check name (default for a preset: its own name)", default=None, checks=check_name)
-    argv: tuple[str, ...] = spec("a command (one list item per argument)", default=(), interpolate=True,
-                                 checks=INTERPOLATED)
+    argv: tuple[str, ...] = spec("a command (one list item per argument); {glob:PATTERN} is the one path the "
+                                 "pattern matches when the check runs", default=(), interpolate=True, checks=GLOBBED)
     uses: str | None = spec("a bundled preset, LIBRARY/NAME (flagtree-cpu validate --list shows them)", default=None)
     with_: dict[str, object] = spec("the preset's parameters", default_factory=dict, key="with")
     import_: ImportCheck | None = spec("a module the target Python must import", default=None, key="import")

@@ -34,6 +34,7 @@ from ...build_stamp import (
     stamp_path,
 )
 from ...buildenv import BuildEnv, applicable_toolchains, build_environment, toolchain_missing, toolchain_shortfall
+from ...cmakeargs import fetchcontent_problems
 from ...envops import EnvFileError, SourceScriptError
 from ...lockfile import read_lock
 from ...pythonenv import PythonReport
@@ -266,8 +267,9 @@ def refusals(ctx: StageContext) -> tuple[str, ...]:
 
 def missing_inputs(ctx: StageContext) -> list[str]:
     """Sources sync would still move, artifacts fetch would still publish, pre-provisioned toolchains that are not
-    on this host."""
-    return _source_problems(ctx) + _artifact_problems(ctx) + _toolchain_problems(ctx)
+    on this host; a FetchContent dependency's input says so, and a FetchContent folder that is not usable is listed."""
+    listed = fetchcontent_problems(ctx.recipe, ctx.workspace.root, _source_problems(ctx) + _artifact_problems(ctx))
+    return listed + _toolchain_problems(ctx)
 
 
 def _link_problems(ctx: StageContext) -> list[str]:

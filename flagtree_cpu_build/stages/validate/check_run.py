@@ -109,6 +109,7 @@ def run_check(ctx: StageContext, options: RunOptions, check: Check, env: dict[st
         return _wheel(ctx, check)
     try:
         own_env = with_ops(env, check.env, check.label, ctx.workspace.root)
+        check = _globbed(check, ctx.workspace.root)
     except (EnvFileError, SourceScriptError) as exc:  # its own env reads a file that is not there: this check
         return CheckResult(check.label, "fail", check.required, "did not start", exc.message, fix=exc.fix or "")
     try:
@@ -117,6 +118,18 @@ def run_check(ctx: StageContext, options: RunOptions, check: Check, env: dict[st
         what = f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else str(exc)
         return CheckResult(check.label, "fail", check.required, "did not start", f"cannot start it: {what}",
                            fix="correct the check's argv or cwd in the recipe, or install the program it runs")
+
+
+def _globbed(check: Check, workdir: Path) -> Check:
+    """The check with each {glob:PATTERN} of its argv matched now (a built library, a wheel's one file)."""
+    from dataclasses import replace
+
+    from ...envreads import expand_globs
+
+    if not any("{glob:" in a for a in check.argv):
+        return check
+    return replace(check, argv=tuple(expand_globs(a, workdir, f"check {check.label}: argv[{i}]")
+                                     for i, a in enumerate(check.argv)))
 
 
 def _run_process(ctx: StageContext, options: RunOptions, check: Check, env: dict[str, str]) -> CheckResult:
