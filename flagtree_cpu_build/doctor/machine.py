@@ -252,7 +252,8 @@ def resources_memory(c: DoctorContext) -> Outcome:
         return skip("no /proc/meminfo to read")
     per_job = build.memory_per_job_gb if build else 2.0
     per_link = build.memory_per_link_job_gb if build else 4.0
-    jobs = compute_jobs(c.host.cpu_count, c.host.mem_available, per_job, per_link)
+    jobs = compute_jobs(c.host.cpu_count, c.host.mem_available, per_job, per_link,
+                        cores_per_job=build.cores_per_job if build else None)
     total = c.host.mem_total / GIB
     detail = (f"{total:.1f} GiB total; the build will use {_count(jobs.jobs, 'compile job')} and "
               f"{_count(jobs.link_jobs, 'link job')} ({jobs.reason})")

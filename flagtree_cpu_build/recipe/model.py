@@ -100,6 +100,10 @@ class BuildSpec:
                                     json={"exclusiveMinimum": 0})
     memory_per_link_job_gb: float = spec("memory one link job needs (limits {link_jobs})",
                                          default=4.0, json={"exclusiveMinimum": 0})
+    cores_per_job: float | None = spec(
+        "CPUs one compile job takes, for projects that size jobs by cores (\"cores / 3\"): {jobs} is at most "
+        "cores / this, beside the memory limit (the smaller wins); absent = one job per CPU", default=None,
+        json={"exclusiveMinimum": 0})
 
     def check(self, ctx: Context, path: Path_) -> None:
         if self.mode == "editable" and not self.argv:
