@@ -9,13 +9,19 @@ comes from the recipe's ``platform`` (host arches and requirements, the target's
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
 from ..buildenv import compute_jobs
 from ..cpuinfo import SVE_FILE, SVE_PRCTL, cpu_list, sve_length_from_prctl
-from ..gpu_facts import GpuRecord, manifest_of, recorded_gpu
+from ..gpu_facts import (
+    GpuRecord,
+    is_device_glob,
+    live_device_matches,
+    manifest_of,
+    recorded_device_matches,
+    recorded_gpu,
+)
 from ..system_packages import missing_apt_packages  # the one reading of dpkg's status file
 from .facts import applicable, selector_facts
 from .kit import BUILD, DoctorContext, Outcome, check, fail, ok, skip, warn, with_article
@@ -154,17 +160,27 @@ def host_devices(c: DoctorContext) -> Outcome:
         if not judged:
             return skip(f"a --sysroot snapshot has no /dev: {', '.join(d.path for d in wanted)} checked on the "
                         "machine itself")
-        wanted, present = judged, (lambda path: path in gpu.devices)
+        wanted, matches = judged, (lambda path: recorded_device_matches(path, gpu.devices))
     else:
-        present = os.path.exists
-    missing = [d for d in wanted if not present(d.path)]
+        matches = live_device_matches
+    found = {d.path: matches(d.path) for d in wanted}
+    missing = [d for d in wanted if not found[d.path]]
     if not missing:
         seen = f" ({gpu.describe()})" if gpu is not None and gpu.describe() else ""
-        return ok(", ".join(d.path for d in wanted) + (" (recorded in the snapshot)" if gpu else "") + seen)
-    detail = "; ".join(f"no {d.path}" + (f" ({d.why})" if d.why else "") for d in missing)
+        named = ", ".join(_device_found(d.path, found[d.path]) for d in wanted)
+        return ok(named + (" (recorded in the snapshot)" if gpu else "") + seen)
+    detail = "; ".join(("nothing matches " if is_device_glob(d.path) else "no ") + d.path
+                       + (f" ({d.why})" if d.why else "") for d in missing)
     fixes = [d.fix for d in missing if d.fix]
     return fail(detail, c.root_fix("; ".join(fixes)) or "install the driver that creates "
                 + ", ".join(d.path for d in missing) + " (in a container: pass the device through)")
+
+
+def _device_found(path: str, matched: list[str]) -> str:
+    if not is_device_glob(path):
+        return path
+    shown = ", ".join(matched[:4]) + (f" and {len(matched) - 4} more" if len(matched) > 4 else "")
+    return f"{path}: {shown}"
 
 
 @check("host.commands", "host", "Commands the recipe needs on PATH", blocks=BUILD)

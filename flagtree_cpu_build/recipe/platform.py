@@ -12,6 +12,7 @@ from typing import Literal
 from .checks import (
     check_arch,
     check_arches,
+    check_device_path,
     check_env_names,
 )
 from .schema import Context, Path_, spec
@@ -60,14 +61,14 @@ class LibraryRequirement:
 class DeviceRequirement:
     """A device node the products need (an accelerator)."""
 
-    path: str = spec("absolute path of the device node, e.g. /dev/davinci_manager")
+    path: str = spec("absolute path of the device node, e.g. /dev/davinci_manager, or a glob of them met by any one "
+                     "match, e.g. /dev/dri/renderD* (the render node's number differs per host)")
     why: str = spec("what needs it", default="")
     fix: str = spec("how to get it (driver, container option)", default="")
     when: Selector | None = spec("when this applies (default: always)", default=None)
 
     def check(self, ctx: Context, path: Path_) -> None:
-        if not self.path.startswith("/dev/"):
-            ctx.report(path + ("path",), f"{self.path!r} is not a device node path", "write it as /dev/NAME")
+        check_device_path(self.path, ctx, path + ("path",))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,0 +1,107 @@
+"""Host rules a recipe states beyond the architecture (issue 29, the Triton-family survey's gaps): device nodes
+named by a glob (`/dev/dri/renderD*`: the render node's number differs per host), the OS release and glibc as
+gates that fail doctor like `host.arch`, dnf/yum packages, and distributions that must not be installed."""
+
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from typer.testing import CliRunner
+
+from flagtree_cpu_build.cli import app
+from flagtree_cpu_build.snapshot import write_snapshot
+from tests.support.envelope import error_of, result_of
+
+HOST = platform.machine()
+HOSTS = Path(__file__).resolve().parents[1] / "fixtures" / "hosts"
+NO_SUCH = "/dev/flagtree-cpu-test-no-such-node*"
+
+
+def write_recipe(folder: Path, **extra: Any) -> Path:
+    host = {"arch": [HOST], **extra.pop("host", {})}
+    data = {"schema_version": 3, "name": "gates", "platform": {"host": host}, "sources": {}, **extra}
+    path = folder / "gates.yaml"
+    path.write_text(json.dumps(data, indent=1))  # JSON is YAML
+    return path
+
+
+def doctor(folder: Path, recipe: Path, *only: str, sysroot: Path | None = None,
+           python: str = sys.executable) -> dict[str, dict[str, Any]]:
+    args = ["-w", str(folder / "ws"), "--recipe", str(recipe), "doctor", "--json", "--python", python]
+    args += ["--sysroot", str(sysroot)] if sysroot else []
+    for check in only:
+        args += ["--only", check]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code in (0, 7), result.output
+    return {f["id"]: f for f in result_of(result.stdout)["checks"]}
+
+
+# --- device globs ----------------------------------------------------------------------------------------------
+
+
+def test_a_device_glob_is_met_by_any_one_matching_node(tmp_path: Path) -> None:
+    recipe = write_recipe(tmp_path, host={"requires": {"devices": [{"path": "/dev/nul*"}]}})
+    found = doctor(tmp_path, recipe, "host.devices")["host.devices"]
+    assert found["status"] == "ok" and "/dev/null" in found["detail"], found
+
+
+def test_a_device_glob_that_matches_nothing_fails_naming_the_pattern(tmp_path: Path) -> None:
+    recipe = write_recipe(tmp_path, host={"requires": {"devices": [
+        {"path": NO_SUCH, "why": "the GPU's render node", "fix": "install the GPU driver"}]}})
+    found = doctor(tmp_path, recipe, "host.devices")["host.devices"]
+    assert found["status"] == "fail", found
+    assert f"nothing matches {NO_SUCH}" in found["detail"] and found["fix"].endswith("install the GPU driver")
+
+
+def test_a_check_needing_a_device_glob_runs_when_one_node_matches_and_is_skipped_otherwise(tmp_path: Path) -> None:
+    ran = tmp_path / "ran"
+    ran.mkdir()
+
+    def check(name: str, device: str) -> dict[str, Any]:
+        return {"name": name, "argv": ["{python}", "-c", f"open({str(ran / name)!r}, 'w').close()"],
+                "needs": {"devices": [device]}}
+
+    recipe = write_recipe(tmp_path, checks=[check("any-null", "/dev/nul*"), check("no-gpu", NO_SUCH)])
+    result = CliRunner().invoke(app, ["-w", str(tmp_path / "ws"), "--recipe", str(recipe), "validate", "--json",
+                                      "--python", sys.executable])
+    assert result.exit_code == 0, result.output
+    rows = {r["kernel"]: r for r in result_of(result.stdout)["results"]}
+    assert rows["any-null"]["status"] == "pass" and rows["no-gpu"]["status"] == "skip"
+    assert NO_SUCH in rows["no-gpu"]["message"]
+    assert {p.name for p in ran.iterdir()} == {"any-null"}
+
+
+def board(tmp_path: Path, name: str, *devices: str) -> Path:
+    root = tmp_path / name
+    shutil.copytree(HOSTS / "x86_64-debian", root)
+    for device in devices:
+        (root / device).parent.mkdir(parents=True, exist_ok=True)
+        (root / device).write_text("")  # a plain file stands in for the node
+    return root
+
+
+def test_a_snapshot_replay_judges_a_device_glob_from_the_recorded_nodes(tmp_path: Path) -> None:
+    write_snapshot(tmp_path / "igpu.tgz", board(tmp_path, "igpu", "dev/dri/renderD129"), ask_nvidia_smi=False)
+    write_snapshot(tmp_path / "none.tgz", board(tmp_path, "none"), ask_nvidia_smi=False)
+    data = {"schema_version": 3, "name": "gates", "platform": {"host": {"arch": ["x86_64"], "requires": {
+        "devices": [{"path": "/dev/dri/renderD*"}]}}}, "sources": {}}
+    recipe = tmp_path / "gates.yaml"
+    recipe.write_text(json.dumps(data))
+    found = doctor(tmp_path, recipe, "host.devices", sysroot=tmp_path / "igpu.tgz")["host.devices"]
+    assert found["status"] == "ok" and "/dev/dri/renderD129" in found["detail"], found
+    found = doctor(tmp_path, recipe, "host.devices", sysroot=tmp_path / "none.tgz")["host.devices"]
+    assert found["status"] == "fail" and "nothing matches /dev/dri/renderD*" in found["detail"], found
+
+
+def test_a_device_glob_that_leaves_dev_is_a_located_problem(tmp_path: Path) -> None:
+    recipe = write_recipe(tmp_path, host={"requires": {"devices": [{"path": "/dev/../etc/*"}]}})
+    result = CliRunner().invoke(app, ["-w", str(tmp_path / "ws"), "--json", "recipe", "validate", str(recipe)])
+    assert result.exit_code == 2, result.output
+    [problem] = error_of(result.stdout)["problems"]
+    assert problem["key"] == "platform.host.requires.devices[0].path"
+    assert "'..'" in problem["message"]
