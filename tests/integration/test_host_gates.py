@@ -8,6 +8,7 @@ import json
 import platform
 import shutil
 import sys
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -105,3 +106,44 @@ def test_a_device_glob_that_leaves_dev_is_a_located_problem(tmp_path: Path) -> N
     [problem] = error_of(result.stdout)["problems"]
     assert problem["key"] == "platform.host.requires.devices[0].path"
     assert "'..'" in problem["message"]
+
+
+# --- python.conflicts ------------------------------------------------------------------------------------------
+# typer is installed in the interpreter running these tests: it stands in for intel_extension_for_pytorch
+
+
+def test_an_installed_conflicting_distribution_fails_doctor_naming_what_to_remove(tmp_path: Path) -> None:
+    recipe = write_recipe(tmp_path, python={"conflicts": ["Typer", "flagtree-cpu-test-not-installed"]})
+    found = doctor(tmp_path, recipe, "python.conflicts")["python.conflicts"]
+    assert found["status"] == "fail", found
+    assert "typer" in found["detail"].lower() and "must not be installed" in found["detail"]
+    assert "not-installed" not in found["detail"]
+    assert found["fix"] == f"{sys.executable} -m pip uninstall Typer"
+
+
+def test_no_conflicting_distribution_installed_is_ok(tmp_path: Path) -> None:
+    recipe = write_recipe(tmp_path, python={"conflicts": ["flagtree-cpu-test-not-installed"]})
+    assert doctor(tmp_path, recipe, "python.conflicts")["python.conflicts"]["status"] == "ok"
+
+
+def test_build_stops_before_running_when_a_conflicting_distribution_is_installed(tmp_path: Path) -> None:
+    marker = tmp_path / "built"
+    recipe = write_recipe(tmp_path, python={"conflicts": ["typer"]},
+                          build={"cwd": "{workdir}", "argv": ["{python}", "-c", f"open({str(marker)!r}, 'w')"]})
+    result = CliRunner().invoke(app, ["-w", str(tmp_path / "ws"), "--recipe", str(recipe), "build", "--json",
+                                      "--python", sys.executable])
+    assert result.exit_code == 7, result.output
+    error = error_of(result.stdout)
+    text = json.dumps(error)
+    assert "python.conflicts" in text and f"{sys.executable} -m pip uninstall typer" in text
+    assert not marker.exists()
+    assert metadata.version("typer")  # still installed: the tool never removes a conflict itself
+
+
+def test_a_conflict_that_is_also_a_prerequisite_is_a_located_problem(tmp_path: Path) -> None:
+    recipe = write_recipe(tmp_path, python={"build": [{"requirement": "ninja"}], "conflicts": ["Ninja"]})
+    result = CliRunner().invoke(app, ["-w", str(tmp_path / "ws"), "--json", "recipe", "validate", str(recipe)])
+    assert result.exit_code == 2, result.output
+    [problem] = error_of(result.stdout)["problems"]
+    assert problem["key"] == "python.conflicts[0]"
+    assert "Ninja is also a prerequisite (python.build[0])" in problem["message"]
