@@ -57,6 +57,41 @@ def host_arch(c: DoctorContext) -> Outcome:
                 host.advice or f"build on {with_article(' or '.join(host.arch))} machine")
 
 
+@check("host.os-version", "host", "OS release the recipe builds on (platform.host.os_version)", blocks=BUILD)
+def host_os_version(c: DoctorContext) -> Outcome:
+    from ..recipe.selector import os_version_matches
+
+    host = c.recipe.platform.host
+    if not host.os_version:
+        return skip("the recipe builds on any release")
+    wanted = ", ".join(host.os_version)
+    if os_version_matches(host.os_version, c.host.os_version_id):
+        return ok(f"{c.host.os_id} {c.host.os_version_id}, as the recipe requires ({wanted})")
+    have = f"{c.host.os_id} {c.host.os_version_id}" if c.host.os_version_id else \
+        f"{c.host.os_id or 'this system'} (its /etc/os-release has no VERSION_ID)"
+    why = f" ({host.why})" if host.why else ""
+    return fail(f"this machine is {have}; recipe {c.recipe.name} builds on release {wanted}{why}",
+                host.advice or f"build on a machine whose /etc/os-release VERSION_ID is {wanted}")
+
+
+@check("host.glibc", "host", "glibc the recipe builds with (platform.host.requires.glibc)", blocks=BUILD)
+def host_glibc(c: DoctorContext) -> Outcome:
+    from packaging.specifiers import SpecifierSet
+
+    host = c.recipe.platform.host
+    wanted = host.requires.glibc
+    if wanted is None:
+        return skip("the recipe needs no particular glibc")
+    if c.host.glibc is None:
+        where = "the snapshot does not record it" if not c.live else "this C library is not glibc (musl?)"
+        return skip(f"glibc unknown: {where}; the recipe needs glibc {wanted}")
+    if SpecifierSet(wanted).contains(c.host.glibc, prereleases=True):
+        return ok(f"glibc {c.host.glibc}, as the recipe requires ({wanted})")
+    why = f" ({host.why})" if host.why else ""
+    return fail(f"this machine has glibc {c.host.glibc}; the recipe needs glibc {wanted}{why}",
+                host.advice or f"build on a distribution whose glibc is {wanted} (ldd --version shows it)")
+
+
 def _cross(c: DoctorContext) -> Outcome | None:
     """The target's CPU is not this one in a cross build: nothing about this CPU matters to the products."""
     if c.recipe.is_cross(c.host.arch):

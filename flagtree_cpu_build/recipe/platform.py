@@ -14,9 +14,10 @@ from .checks import (
     check_arches,
     check_device_path,
     check_env_names,
+    check_specifier,
 )
 from .schema import Context, Path_, spec
-from .selector import Selector
+from .selector import Selector, check_os_versions
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,6 +90,9 @@ class HostRequirements:
     libraries: tuple[LibraryRequirement, ...] = spec("libraries the compiler must find", default=())
     devices: tuple[DeviceRequirement, ...] = spec("device nodes", default=())
     commands: tuple[CommandRequirement, ...] = spec("commands on PATH", default=())
+    glibc: str | None = spec(
+        "a version range the host's glibc must satisfy, e.g. '>=2.28' (prebuilt toolchains linked against a newer "
+        "one do not run); doctor and build's preflight fail outside it", default=None, checks=check_specifier)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,8 +101,14 @@ class HostPlatform:
 
     os: Literal["linux"] = spec("operating system", default="linux")
     arch: tuple[str, ...] = spec("architectures that can build (uname -m names)", checks=check_arches)
-    why: str = spec("why other machines cannot build it, shown with a host.arch failure", default="")
-    advice: str = spec("what to use instead, shown as the fix of a host.arch failure", default="")
+    os_version: tuple[str, ...] = spec(
+        "/etc/os-release VERSION_ID values or ranges the host must be one of, e.g. ['22.04', '24.04'] or "
+        "['>=22.04'] (a host whose os-release has no VERSION_ID is none); doctor and build's preflight fail on "
+        "another release; absent = any", default=(), checks=check_os_versions)
+    why: str = spec("why other machines cannot build it, shown with a host.arch, host.os-version or host.glibc "
+                    "failure", default="")
+    advice: str = spec("what to use instead, shown as the fix of a host.arch, host.os-version or host.glibc "
+                       "failure", default="")
     requires: HostRequirements = spec("compilers, libraries, devices and commands the host must have",
                                       default_factory=HostRequirements)
 

@@ -147,3 +147,64 @@ def test_a_conflict_that_is_also_a_prerequisite_is_a_located_problem(tmp_path: P
     [problem] = error_of(result.stdout)["problems"]
     assert problem["key"] == "python.conflicts[0]"
     assert "Ninja is also a prerequisite (python.build[0])" in problem["message"]
+
+
+# --- the OS release and glibc as host gates -------------------------------------------------------------------
+
+
+def release_root(tmp_path: Path, os_id: str, version: str) -> Path:
+    root = board(tmp_path, f"{os_id}-{version}")
+    (root / "etc/os-release").write_text(f'ID={os_id}\nPRETTY_NAME="{os_id} {version}"\nVERSION_ID="{version}"\n')
+    return root
+
+
+def x86_recipe(tmp_path: Path, **host: Any) -> Path:
+    data = {"schema_version": 3, "name": "gates", "sources": {},
+            "platform": {"host": {"arch": ["x86_64"], **host}}}
+    recipe = tmp_path / "gates.yaml"
+    recipe.write_text(json.dumps(data))
+    return recipe
+
+
+def test_a_host_outside_the_recipes_os_versions_fails_doctor_with_why_and_advice(tmp_path: Path) -> None:
+    recipe = x86_recipe(tmp_path, os_version=["22.04", ">=24.04"], why="the driver packages exist for these",
+                        advice="use an Ubuntu 22.04 or 24.04 machine")
+    old = doctor(tmp_path, recipe, "host.os-version", sysroot=release_root(tmp_path, "ubuntu", "20.04"))
+    finding = old["host.os-version"]
+    assert finding["status"] == "fail", finding
+    assert "ubuntu 20.04" in finding["detail"] and "22.04, >=24.04" in finding["detail"]
+    assert "the driver packages exist for these" in finding["detail"]
+    assert finding["fix"] == "use an Ubuntu 22.04 or 24.04 machine"
+    for version in ("22.04", "24.10"):
+        found = doctor(tmp_path, recipe, "host.os-version", sysroot=release_root(tmp_path, "ubuntu", version))
+        assert found["host.os-version"]["status"] == "ok", found
+
+
+def test_a_host_whose_os_release_has_no_version_fails_an_os_version_gate(tmp_path: Path) -> None:
+    root = board(tmp_path, "rolling")
+    (root / "etc/os-release").write_text("ID=arch\n")
+    found = doctor(tmp_path, x86_recipe(tmp_path, os_version=["22.04"]), "host.os-version", sysroot=root)
+    assert found["host.os-version"]["status"] == "fail" and "no VERSION_ID" in found["host.os-version"]["detail"]
+
+
+def test_a_glibc_below_the_recipes_range_fails_doctor_and_stops_build(tmp_path: Path) -> None:
+    marker = tmp_path / "built"
+    recipe = write_recipe(tmp_path, host={"requires": {"glibc": ">=99.0"}, "advice": "build on AlmaLinux 10"},
+                          build={"cwd": "{workdir}", "argv": ["{python}", "-c", f"open({str(marker)!r}, 'w')"]})
+    finding = doctor(tmp_path, recipe, "host.glibc")["host.glibc"]
+    assert finding["status"] == "fail", finding
+    assert "the recipe needs glibc >=99.0" in finding["detail"] and finding["fix"] == "build on AlmaLinux 10"
+    result = CliRunner().invoke(app, ["-w", str(tmp_path / "ws"), "--recipe", str(recipe), "build", "--json",
+                                      "--python", sys.executable])
+    assert result.exit_code == 7, result.output
+    assert "host.glibc" in json.dumps(error_of(result.stdout)) and not marker.exists()
+    ok_recipe = write_recipe(tmp_path, host={"requires": {"glibc": ">=2.0"}})
+    assert doctor(tmp_path, ok_recipe, "host.glibc")["host.glibc"]["status"] == "ok"
+
+
+def test_a_host_gate_that_is_no_version_range_is_a_located_problem(tmp_path: Path) -> None:
+    recipe = write_recipe(tmp_path, host={"os_version": ["jammy"], "requires": {"glibc": "2.28+"}})
+    result = CliRunner().invoke(app, ["-w", str(tmp_path / "ws"), "--json", "recipe", "validate", str(recipe)])
+    assert result.exit_code == 2, result.output
+    keys = {p["key"] for p in error_of(result.stdout)["problems"]}
+    assert keys == {"platform.host.os_version[0]", "platform.host.requires.glibc"}
