@@ -9,6 +9,7 @@ comes from the recipe's ``platform`` (host arches and requirements, the target's
 
 from __future__ import annotations
 
+import shlex
 import shutil
 from pathlib import Path
 
@@ -22,7 +23,12 @@ from ..gpu_facts import (
     recorded_device_matches,
     recorded_gpu,
 )
-from ..system_packages import missing_apt_packages  # the one reading of dpkg's status file
+from ..system_packages import (  # the one reading of dpkg's status file and of rpm's answer
+    missing_apt_packages,
+    missing_rpm_packages,
+    system_install_argv,
+    wanted_packages,
+)
 from .facts import applicable, selector_facts
 from .kit import BUILD, DoctorContext, Outcome, check, fail, ok, skip, warn, with_article
 
@@ -278,18 +284,26 @@ def cpu_governor(c: DoctorContext) -> Outcome:
 
 
 # a warning only; setup reports it (and installs them with --install-system-packages) before any stage
-@check("system.packages", "system", "System packages (apt)", blocks=("sources",))
+@check("system.packages", "system", "System packages (apt, or dnf on a RHEL-family host)", blocks=("sources",))
 def system_packages(c: DoctorContext) -> Outcome:
-    wanted = list(c.recipe.system_packages.apt)
+    manager, listed = wanted_packages(c.recipe, c.host)
+    wanted = list(listed)
     if not wanted:
-        return skip("the recipe lists no system packages")
-    missing = missing_apt_packages(wanted, c.sysroot)
-    if missing is None:
-        return skip(f"not a Debian/Ubuntu system (no dpkg); the recipe's apt names: {' '.join(wanted)}")
+        return skip(f"the recipe lists no system packages for {manager}")
+    if manager == "dnf":
+        missing = missing_rpm_packages(wanted, c.sysroot)
+        if missing is None:
+            where = "a --sysroot snapshot's rpm database is read on the machine itself" if not c.live else \
+                "no rpm command to ask"
+            return skip(f"{where}; the recipe's dnf names: {' '.join(wanted)}")
+    else:
+        missing = missing_apt_packages(wanted, c.sysroot)
+        if missing is None:
+            return skip(f"not a Debian/Ubuntu system (no dpkg); the recipe's apt names: {' '.join(wanted)}")
     if not missing:
         return ok(f"all {len(wanted)} installed")
     return warn(f"{len(missing)} of {len(wanted)} missing: {' '.join(missing)}",
-                c.as_root(f"apt-get install -y {' '.join(missing)}"))
+                c.as_root(shlex.join(system_install_argv(missing, 0, manager))))
 
 
 def _count(n: int, what: str) -> str:

@@ -208,3 +208,89 @@ def test_a_host_gate_that_is_no_version_range_is_a_located_problem(tmp_path: Pat
     assert result.exit_code == 2, result.output
     keys = {p["key"] for p in error_of(result.stdout)["problems"]}
     assert keys == {"platform.host.os_version[0]", "platform.host.requires.glibc"}
+
+
+# --- dnf/yum packages on RHEL-family hosts --------------------------------------------------------------------
+
+FAKE_RPM = """#!/bin/sh
+# rpm -q NAME...: what an AlmaLinux rpm answers when only gcc-c++ is installed
+shift
+missing=0
+for name in "$@"; do
+  if [ "$name" = gcc-c++ ]; then echo "gcc-c++-11.4.1-3.el9.x86_64"
+  else echo "package $name is not installed"; missing=$((missing+1)); fi
+done
+exit $missing
+"""
+
+
+def rhel_world(tmp_path: Path, monkeypatch: Any, *commands: str) -> tuple[Any, Path]:
+    """A live doctor context whose host says AlmaLinux (ID_LIKE rhel), with a fake rpm (and ``commands``,
+    e.g. dnf or yum) first on PATH."""
+    import dataclasses
+
+    from flagtree_cpu_build.cpuinfo import read_cpu
+    from flagtree_cpu_build.doctor import DoctorContext
+    from flagtree_cpu_build.host import read_host
+    from flagtree_cpu_build.placeholders import placeholder_values
+    from flagtree_cpu_build.recipe import resolve
+    from flagtree_cpu_build.recipe.files import load_recipe_file
+    from flagtree_cpu_build.stagekit.stage import RunOptions
+    from flagtree_cpu_build.workspace import Workspace
+
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "rpm").write_text(FAKE_RPM)
+    for command in commands:
+        (tools / command).write_text("#!/bin/sh\nexit 0\n")
+    for tool in tools.iterdir():
+        tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}:/usr/bin:/bin")
+    recipe_file = write_recipe(tmp_path, system_packages={"apt": ["g++"], "dnf": ["gcc-c++", "libstdc++-static",
+                                                                                    "ccache"]})
+    host = dataclasses.replace(read_host(), os_id="almalinux", os_id_like=("rhel", "centos", "fedora"))
+    ws = Workspace(tmp_path / "ws")
+    loaded = load_recipe_file(recipe_file)
+    environ = {"HOME": str(tmp_path)}
+    recipe = resolve(loaded, ws.root, placeholder_values(loaded, ws, host, environ), environ)
+    return DoctorContext(recipe, ws, host, read_cpu(Path("/")), Path("/"), RunOptions(python=Path(sys.executable)),
+                         {"HOME": str(tmp_path)}, euid=1000), tools
+
+
+def test_a_rhel_family_host_checks_the_dnf_list_and_prints_the_dnf_command(tmp_path: Path, monkeypatch: Any) -> None:
+    from flagtree_cpu_build.doctor import run_doctor
+
+    c, _ = rhel_world(tmp_path, monkeypatch, "dnf")
+    [finding] = run_doctor(c, ("system.packages",)).findings
+    assert (finding.status, finding.detail) == ("warn", "2 of 3 missing: libstdc++-static ccache")
+    assert finding.fix == "sudo dnf install -y libstdc++-static ccache"
+
+
+def test_a_rhel_host_without_dnf_is_told_the_yum_command(tmp_path: Path, monkeypatch: Any) -> None:
+    from flagtree_cpu_build.stagekit.stage import StageContext
+    from flagtree_cpu_build.system_packages import system_packages_action
+    from flagtree_cpu_build.ui import UI
+
+    c, _ = rhel_world(tmp_path, monkeypatch, "yum")
+    action = system_packages_action(StageContext(c.recipe, c.workspace, c.host, UI(quiet=True)), install=False,
+                                    offline=False)
+    assert action is not None and action.data == {"missing": ["libstdc++-static", "ccache"]}
+    assert "yum install -y libstdc++-static ccache" in action.detail
+
+
+def test_a_rhel_snapshot_names_the_dnf_list_not_the_apt_one(tmp_path: Path) -> None:
+    recipe = x86_recipe(tmp_path)
+    data = json.loads(recipe.read_text())
+    data["system_packages"] = {"apt": ["g++"], "dnf": ["gcc-c++"]}
+    recipe.write_text(json.dumps(data))
+    root = release_root(tmp_path, "rocky", "9.4")
+    found = doctor(tmp_path, recipe, "system.packages", sysroot=root)["system.packages"]
+    assert found["status"] == "skip" and "dnf names: gcc-c++" in found["detail"], found
+
+
+def test_a_dnf_name_that_reads_as_an_option_is_a_located_problem(tmp_path: Path) -> None:
+    recipe = write_recipe(tmp_path, system_packages={"dnf": ["gcc-c++", "--nogpgcheck"]})
+    result = CliRunner().invoke(app, ["-w", str(tmp_path / "ws"), "--json", "recipe", "validate", str(recipe)])
+    assert result.exit_code == 2, result.output
+    [problem] = error_of(result.stdout)["problems"]
+    assert problem["key"] == "system_packages.dnf[1]" and "is not a package name" in problem["message"]
