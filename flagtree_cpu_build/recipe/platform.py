@@ -6,6 +6,7 @@ Nothing here is checked by the engine unless a recipe asks for it: doctor and se
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -16,8 +17,27 @@ from .checks import (
     check_env_names,
     check_specifier,
 )
-from .schema import Context, Path_, spec
+from .schema import Context, Path_, json_rule, spec
 from .selector import Selector, check_os_versions
+
+_VERSION = r"^[0-9]+(\.[0-9]+){0,3}$"
+
+
+@json_rule({"additionalProperties": {"anyOf": [{"type": "integer", "minimum": 1},
+                                               {"type": "string", "pattern": _VERSION}]}})
+def check_compiler_minimums(value: dict[str, object], ctx: Context, path: Path_) -> None:
+    for family, minimum in value.items():
+        if isinstance(minimum, bool) or not isinstance(minimum, (int, str)):
+            ctx.report(path + (family,), f"expected a version (9 or '9.4'), got {minimum!r}")
+        elif isinstance(minimum, int) and minimum < 1:
+            ctx.report(path + (family,), f"a major version is at least 1, got {minimum}")
+        elif isinstance(minimum, str) and not re.fullmatch(_VERSION, minimum):
+            ctx.report(path + (family,), f"{minimum!r} is not a compiler version", "write it as 9, '9.4' or '9.4.0'")
+
+
+def compiler_minimum(minimum: object) -> tuple[int, ...]:
+    """A recipe's minimum (9 or '9.4') as numbers to compare with a compiler's version (9.3.1 -> (9, 3, 1))."""
+    return tuple(int(part) for part in str(minimum).split("."))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -27,18 +47,19 @@ class CompilerRequirement:
     env: str = spec("the build-environment variable naming the compiler", default="CXX",
                     checks=check_env_names)
     default: str = spec("the compiler when that variable is unset", default="c++")
-    min: dict[str, int] = spec("minimum major version per family (gcc, clang)", default_factory=dict)
+    min: dict[str, object] = spec(
+        "minimum version per family (gcc, clang): a major (9) or a fuller version ('9.4'), judged against the "
+        "compiler's full version (GCC 9.3.1 is older than '9.4')", default_factory=dict,
+        checks=check_compiler_minimums)
     flags: tuple[str, ...] = spec("flags it must accept (probed on the hosts the recipe builds on)", default=())
     why: str = spec("what an older compiler breaks, shown with a failure", default="")
     fix: str = spec("how to get a suitable compiler", default="")
     when: Selector | None = spec("when this applies (default: always)", default=None)
 
     def check(self, ctx: Context, path: Path_) -> None:
-        for family, major in self.min.items():
+        for family in self.min:
             if family not in ("gcc", "clang"):
                 ctx.report(path + ("min", family), f"unknown compiler family {family!r}", "use gcc or clang")
-            elif major < 1:
-                ctx.report(path + ("min", family), f"a major version is at least 1, got {major}")
 
 
 @dataclass(frozen=True, kw_only=True)

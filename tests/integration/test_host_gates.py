@@ -12,6 +12,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from flagtree_cpu_build.cli import app
@@ -294,3 +295,32 @@ def test_a_dnf_name_that_reads_as_an_option_is_a_located_problem(tmp_path: Path)
     assert result.exit_code == 2, result.output
     [problem] = error_of(result.stdout)["problems"]
     assert problem["key"] == "system_packages.dnf[1]" and "is not a package name" in problem["message"]
+
+
+# --- compiler minimums beyond the major -----------------------------------------------------------------------
+
+
+def fake_gcc(tmp_path: Path, version: str) -> Path:
+    compiler = tmp_path / f"g++-{version}"
+    compiler.write_text(f"#!/bin/sh\necho 'g++ (GCC) {version} 20200408 (Red Hat {version}-2)'\n")
+    compiler.chmod(0o755)
+    return compiler
+
+
+@pytest.mark.parametrize(("version", "status"), [("9.3.1", "fail"), ("9.4.0", "ok"), ("11.2.1", "ok")])
+def test_a_compiler_minimum_with_a_minor_is_judged_against_the_full_version(tmp_path: Path, version: str,
+                                                                           status: str) -> None:
+    recipe = write_recipe(tmp_path, host={"requires": {"compilers": [
+        {"default": str(fake_gcc(tmp_path, version)), "min": {"gcc": "9.4", "clang": 15}}]}})
+    found = doctor(tmp_path, recipe, "toolchain.compiler")["toolchain.compiler"]
+    assert found["status"] == status, found
+    if status == "fail":
+        assert f"GCC {version}" in found["detail"] and "GCC 9.4 or Clang 15" in found["detail"]
+
+
+def test_a_compiler_minimum_that_is_no_version_is_a_located_problem(tmp_path: Path) -> None:
+    recipe = write_recipe(tmp_path, host={"requires": {"compilers": [{"min": {"gcc": "9.x"}}]}})
+    result = CliRunner().invoke(app, ["-w", str(tmp_path / "ws"), "--json", "recipe", "validate", str(recipe)])
+    assert result.exit_code == 2, result.output
+    [problem] = error_of(result.stdout)["problems"]
+    assert problem["key"] == "platform.host.requires.compilers[0].min.gcc"
