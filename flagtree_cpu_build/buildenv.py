@@ -42,24 +42,34 @@ def compute_jobs(
     mem_available: int | None,
     memory_per_job_gb: float,
     memory_per_link_job_gb: float,
+    *,
+    cores_per_job: float | None = None,
 ) -> JobCounts:
     """Parallel compile and link jobs for this host.
 
     FlagTree's setup.py defaults MAX_JOBS to 2 x cores; each C++ job of this build
     needs roughly 1.5-2.5 GB, so edge boards with little RAM swap or get OOM-killed.
-    Formula: jobs = max(1, min(cores, floor(available / per_job))); link jobs (which
-    need more memory) = max(1, min(jobs, floor(available / per_link_job))). With
-    unknown memory, jobs = cores and link jobs = 1.
+    Formula: jobs = max(1, min(cores, floor(cores / cores_per_job), floor(available / per_job)));
+    link jobs (which need more memory) = max(1, min(jobs, floor(available / per_link_job))).
+    Some projects size jobs by cores ("cores / 3": each job runs threads of its own), hence
+    cores_per_job; the smallest limit wins. With unknown memory, memory limits nothing and
+    link jobs = 1.
     """
     cores = max(1, cpu_count)
+    limits = {"CPUs": cores}
+    if cores_per_job is not None:
+        limits["CPUs per job"] = int(cores // cores_per_job)
+    per_core = f" at {cores_per_job:g} CPUs per job" if cores_per_job is not None else ""
     if mem_available is None:
-        return JobCounts(cores, 1, f"{cores} CPUs; memory unknown, so 1 link job")
+        limit = min(limits, key=lambda k: limits[k])  # first of the smallest: CPUs on a tie
+        jobs = max(1, limits[limit])
+        return JobCounts(jobs, 1, f"{cores} CPUs{per_core}; memory unknown, so 1 link job: limited by {limit}")
     gib = mem_available / GIB
-    by_memory = int(gib // memory_per_job_gb)
-    jobs = max(1, min(cores, by_memory))
+    limits["memory"] = int(gib // memory_per_job_gb)
+    limit = min(limits, key=lambda k: limits[k])
+    jobs = max(1, limits[limit])
     link_jobs = max(1, min(jobs, int(gib // memory_per_link_job_gb)))
-    limit = "CPUs" if cores <= by_memory else "memory"
-    reason = (f"{cores} CPUs, {gib:.1f} GiB available at {memory_per_job_gb:g} GB per job: "
+    reason = (f"{cores} CPUs{per_core}, {gib:.1f} GiB available at {memory_per_job_gb:g} GB per job: "
               f"limited by {limit}")
     return JobCounts(jobs, link_jobs, reason)
 

@@ -47,6 +47,27 @@ def device_nodes(root: Path) -> list[str]:
     return found[:_MAX_DEVICES]
 
 
+def is_device_glob(path: str) -> bool:
+    return any(ch in path for ch in "*?[")
+
+
+def live_device_matches(path: str) -> list[str]:
+    """The nodes on this machine a recipe's device path names: a glob (`/dev/dri/renderD*`, whose number differs
+    per host) is met by any one match; a plain path by itself."""
+    import glob
+
+    if is_device_glob(path):
+        return sorted(glob.glob(path))[:_MAX_DEVICES]
+    return [path] if os.path.exists(path) else []
+
+
+def recorded_device_matches(path: str, devices: frozenset[str]) -> list[str]:
+    """The same, judged from the nodes a snapshot recorded."""
+    if is_device_glob(path):
+        return sorted(d for d in devices if fnmatch.fnmatchcase(d, path))
+    return [path] if path in devices else []
+
+
 def _ask_nvidia_smi() -> dict[str, Any]:
     from .proc import capture_bounded
 

@@ -28,6 +28,7 @@ class HostFacts:
     mem_total: int | None  # bytes
     mem_available: int | None  # bytes
     glibc: str | None = None  # "2.35" (artifact variants may select on it); None when unknown
+    os_id_like: tuple[str, ...] = ()  # /etc/os-release ID_LIKE: the families it follows (rhel centos fedora)
 
 
 def parse_os_release(text: str) -> dict[str, str]:
@@ -88,6 +89,7 @@ def read_host(root: Path = Path("/")) -> HostFacts:
         mem_total=meminfo.get("MemTotal"),
         mem_available=meminfo.get("MemAvailable", meminfo.get("MemFree")),
         glibc=host_glibc() if root == Path("/") else snapshot_facts(root).get("glibc"),
+        os_id_like=tuple(os_release.get("ID_LIKE", "").split()[:16]),
     )
 
 

@@ -120,6 +120,7 @@ def placeholder_values(
         host.mem_available,
         build.memory_per_job_gb if build else 2.0,
         build.memory_per_link_job_gb if build else 4.0,
+        cores_per_job=build.cores_per_job if build else None,
     )
     job_count = jobs if jobs is not None else counts.jobs
     target = python or target_python(ws, environ)

@@ -1,5 +1,8 @@
-"""The recipe's system packages (apt): which are missing, the one command that installs them, and —
-only when asked (``setup --install-system-packages``) — running it.
+"""The recipe's system packages (apt, or dnf on a RHEL-family host): which are missing, the one command that
+installs them, and — only when asked (``setup --install-system-packages``) — running it.
+
+Which list applies is the host's family: /etc/os-release ID or ID_LIKE naming rhel, fedora, centos, almalinux or
+rocky means dnf (yum where there is no dnf); any other host uses the apt list, as before.
 
 Missing packages are read from dpkg's status file, never by running apt or dpkg, so asking is
 instant and works on a copy of another machine's files (a doctor ``--sysroot``). Installing is the
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,6 +23,8 @@ from .errors import DoctorFailed
 from .stagekit.stage import Action
 
 if TYPE_CHECKING:
+    from .host import HostFacts
+    from .recipe import Recipe
     from .stagekit.stage import StageContext
 
 DPKG_STATUS = "var/lib/dpkg/status"
@@ -27,6 +33,9 @@ DPKG_STATUS = "var/lib/dpkg/status"
 # and pip). So a run that stops before the build (`setup --skip-build`) needs only these of the list; every
 # other package counts as the build's (and the checks', which load what it built).
 BEFORE_BUILD = {"sources": ("git",), "python": ("python3-venv", "python3-pip")}
+RPM_FAMILY = frozenset({"rhel", "fedora", "centos", "almalinux", "rocky"})
+_RPM_OUTPUT = 256 * 1024
+_RPM_TIMEOUT_S = 60.0
 BUILD_STAGES = ("build", "validate")
 
 
@@ -58,27 +67,67 @@ def missing_apt_packages(wanted: Sequence[str], root: Path = Path("/")) -> list[
     return [p for p in wanted if p not in installed]
 
 
+def is_rpm_family(host: HostFacts) -> bool:
+    """True on a RHEL-family host (its ID or one of its ID_LIKE), whose packages are the recipe's dnf list."""
+    return bool(RPM_FAMILY & {host.os_id, *host.os_id_like})
+
+
+def wanted_packages(recipe: Recipe, host: HostFacts) -> tuple[str, tuple[str, ...]]:
+    """The package manager this host uses and the recipe's list for it; a recipe with no dnf list is judged by
+    its apt list everywhere, as before dnf lists existed (on a RHEL host: "not a Debian/Ubuntu system")."""
+    if is_rpm_family(host) and recipe.system_packages.dnf:
+        return "dnf", recipe.system_packages.dnf
+    return "apt", recipe.system_packages.apt
+
+
+def missing_rpm_packages(wanted: Sequence[str], root: Path = Path("/")) -> list[str] | None:
+    """The packages of ``wanted`` rpm says are not installed, in the order given; None when nothing is wanted,
+    ``root`` is another machine's copy (its rpm database is a binary file only its rpm reads) or there is no rpm."""
+    from .proc import capture_bounded
+
+    rpm = shutil.which("rpm")
+    if not wanted or root != Path("/") or rpm is None:
+        return None
+    try:
+        done = capture_bounded([rpm, "-q", *wanted], limit=_RPM_OUTPUT, timeout_s=_RPM_TIMEOUT_S)
+    except OSError:
+        return None
+    if done.timed_out or done.overflowed:
+        return None
+    # rpm -q prints "package NAME is not installed" for each one it lacks (exit status: how many)
+    absent = {line.strip()[len("package "):-len(" is not installed")] for line in done.stdout.splitlines()
+              if line.startswith("package ") and line.rstrip().endswith(" is not installed")}
+    return [p for p in wanted if p in absent]
+
+
 def missing_system_packages(ctx: StageContext, root: Path = Path("/"),
                             stages: Sequence[str] = BUILD_STAGES) -> list[str] | None:
-    """The recipe's apt packages that ``stages`` need and dpkg does not have; None when this is not a dpkg
-    system (or those stages need none of them)."""
-    return missing_apt_packages(packages_for(ctx.recipe.system_packages.apt, stages), root)
+    """The recipe's packages (apt, or dnf on a RHEL-family host) that ``stages`` need and the system does not
+    have; None when this host's package database cannot be read (or those stages need none of them)."""
+    manager, wanted = wanted_packages(ctx.recipe, ctx.host)
+    needed = packages_for(wanted, stages)
+    if manager == "dnf":
+        return missing_rpm_packages(needed, root)
+    return missing_apt_packages(needed, root)
 
 
-def system_install_argv(missing: list[str], euid: int) -> list[str]:
-    argv = ["apt-get", "install", "-y", *missing]
+def system_install_argv(missing: list[str], euid: int, manager: str = "apt") -> list[str]:
+    if manager == "dnf":  # RHEL 7 and CentOS 7 have only yum; the same command line
+        argv = ["dnf" if shutil.which("dnf") or not shutil.which("yum") else "yum", "install", "-y", *missing]
+    else:
+        argv = ["apt-get", "install", "-y", *missing]
     return argv if euid == 0 else ["sudo", *argv]
 
 
 def system_packages_action(ctx: StageContext, *, install: bool, offline: bool,
                            stages: Sequence[str] = BUILD_STAGES) -> Action | None:
-    """Missing apt packages: a warning with the command by default, naming only those the stages about to run
+    """Missing system packages: a warning with the command by default, naming only those the stages about to run
     need; with ``install`` every missing one of the recipe's list is installed (asked for explicitly, it
     prepares the machine for the build too). None when nothing is missing (or this is not a dpkg system)."""
     missing = missing_system_packages(ctx, stages=BUILD_STAGES if install else stages)
     if not missing:
         return None
-    argv = system_install_argv(missing, os.geteuid())
+    argv = system_install_argv(missing, os.geteuid(), wanted_packages(ctx.recipe, ctx.host)[0])
     if not install:
         return Action("system packages", "skipped", f"{len(missing)} of the recipe's system packages are missing: "
                       f"{' '.join(missing)} — install them with `{shlex.join(argv)}` (or pass "
@@ -92,5 +141,6 @@ def system_packages_action(ctx: StageContext, *, install: bool, offline: bool,
     status = run_attached(argv, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
     if status != 0:
         raise DoctorFailed(f"`{shlex.join(argv)}` failed (exit status {status}); nothing else was changed",
-                           fix="run it yourself to see why (apt-get update first on a fresh machine), then setup again")
+                           fix="run it yourself to see why (on a fresh Debian/Ubuntu machine apt-get update first), "
+                           "then setup again")
     return Action("system packages", "created", f"installed {' '.join(missing)}", {"installed": missing})

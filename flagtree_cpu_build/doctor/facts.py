@@ -31,7 +31,7 @@ def python_facts(c: DoctorContext) -> dict | None:
             names = [Requirement(r.requirement).name for r in (*recipe.python.build, *recipe.python.runtime)]
             # what the build installs (is it there from elsewhere?) and what run-time variables depend on
             distribution = [recipe.build.distribution] if recipe.build and recipe.build.distribution else []
-            wanted = [*names, *distribution, *recipe.runtime.only_with.values()]
+            wanted = [*names, *distribution, *recipe.runtime.only_with.values(), *recipe.python.conflicts]
             c.cache["python"] = inspect(c.options.python, list(dict.fromkeys(wanted)))
     return c.cache["python"]
 

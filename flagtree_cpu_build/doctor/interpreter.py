@@ -109,3 +109,24 @@ def python_preinstalled(c: DoctorContext) -> Outcome:
     return fail(f"{', '.join(p.describe() for p in report.unprovided)} in {c.options.python}",
                 "install it with the vendor's installer (never pip: the vendor's build is the one that works with "
                 "the driver), or pass --python with the interpreter that has it")
+
+
+@check("python.conflicts", "python", "Distributions that must not be installed (python.conflicts)", live_only=True,
+       blocks=BUILD)
+def python_conflicts(c: DoctorContext) -> Outcome:
+    import shlex
+
+    names = c.recipe.python.conflicts
+    if not names:
+        return skip("the recipe lists none")
+    facts = python_facts(c)
+    if facts is None:
+        return ok(f"{c.options.python} does not exist yet (a new venv has none of {', '.join(names)})")
+    found = [(name, facts["found"].get(name)) for name in names]
+    present = [(name, version) for name, version in found if version is not None]
+    if not present:
+        return ok(f"none of {', '.join(names)} installed in {c.options.python}")
+    listed = ", ".join(f"{name} {version}" for name, version in present)
+    return fail(f"{listed} must not be installed in {c.options.python} (the recipe's python.conflicts: it breaks "
+                "what this recipe builds)",
+                shlex.join([str(c.options.python), "-m", "pip", "uninstall", *(n for n, _ in present)]))

@@ -20,6 +20,7 @@ from ..elfinfo import NotElf, read_versions, version_key
 from ..extract import read_stamp
 from ..proc import capture
 from ..recipe import CompilerRequirement, LibraryRequirement
+from ..recipe.platform import compiler_minimum
 from .facts import applicable, build_env_value, existing_parent, selector_facts
 from .kit import BUILD, DoctorContext, Outcome, check, fail, ok, skip, warn, with_article
 
@@ -84,14 +85,16 @@ def tool_build_commands(c: DoctorContext) -> Outcome:
                 f"{install}   # or let flagtree-cpu build install them")
 
 
-def _compiler_name(path: str, command: str) -> tuple[str, str, int]:
-    """(family, printable name, major) of a compiler: GCC or Clang, from its --version."""
+def _compiler_name(path: str, command: str) -> tuple[str, str, tuple[int, ...]]:
+    """(family, printable name, version) of a compiler: GCC or Clang, from its --version (9.3.1 -> (9, 3, 1);
+    () when it does not say)."""
     text = capture([path, "--version"], timeout_s=10).stdout
-    clang = re.search(r"clang version (\d+)\.", text)
-    gcc = re.search(r"\) (\d+)\.\d+", text.splitlines()[0] if text else "")
-    family, major = ("Clang", int(clang.group(1))) if clang else ("GCC", int(gcc.group(1)) if gcc else 0)
-    name = f"{family} {major}" if major else text.splitlines()[0] if text else command
-    return family, name, major
+    clang = re.search(r"clang version (\d+(?:\.\d+)*)", text)
+    gcc = re.search(r"\) (\d+(?:\.\d+)+)", text.splitlines()[0] if text else "")
+    family, found = ("Clang", clang.group(1)) if clang else ("GCC", gcc.group(1) if gcc else "")
+    version = tuple(int(part) for part in found.split(".")) if found else ()
+    name = f"{family} {found}" if found else text.splitlines()[0] if text else command
+    return family, name, version
 
 
 def _one_compiler(c: DoctorContext, requirement: CompilerRequirement) -> Outcome:
@@ -102,9 +105,10 @@ def _one_compiler(c: DoctorContext, requirement: CompilerRequirement) -> Outcome
     if path is None:
         return fail(f"no C++ compiler ({requirement.env}={compiler}) on PATH{why}",
                     fix or c.as_root("apt-get install -y build-essential"))
-    family, name, major = _compiler_name(path, compiler)
+    family, name, version = _compiler_name(path, compiler)
     minimum = requirement.min.get(family.lower())
-    if minimum is not None and major < minimum:
+    # compared number by number, so 9.3.1 < 9.4 and 11 >= 9.4; a bare major (9) is (9,): any 9.x meets it
+    if minimum is not None and version[:len(compiler_minimum(minimum))] < compiler_minimum(minimum):
         needs = " or ".join(f"{'GCC' if f == 'gcc' else 'Clang'} {m}" for f, m in requirement.min.items())
         return fail(f"{name} ({path}) is older than the recipe needs ({needs}){why}",
                     fix or f"install {needs} and point {requirement.env} at it")

@@ -9,14 +9,26 @@ comes from the recipe's ``platform`` (host arches and requirements, the target's
 
 from __future__ import annotations
 
-import os
+import shlex
 import shutil
 from pathlib import Path
 
 from ..buildenv import compute_jobs
 from ..cpuinfo import SVE_FILE, SVE_PRCTL, cpu_list, sve_length_from_prctl
-from ..gpu_facts import GpuRecord, manifest_of, recorded_gpu
-from ..system_packages import missing_apt_packages  # the one reading of dpkg's status file
+from ..gpu_facts import (
+    GpuRecord,
+    is_device_glob,
+    live_device_matches,
+    manifest_of,
+    recorded_device_matches,
+    recorded_gpu,
+)
+from ..system_packages import (  # the one reading of dpkg's status file and of rpm's answer
+    missing_apt_packages,
+    missing_rpm_packages,
+    system_install_argv,
+    wanted_packages,
+)
 from .facts import applicable, selector_facts
 from .kit import BUILD, DoctorContext, Outcome, check, fail, ok, skip, warn, with_article
 
@@ -49,6 +61,41 @@ def host_arch(c: DoctorContext) -> Outcome:
     why = f" ({host.why})" if host.why else ""
     return fail(f"this machine is {c.host.arch}; recipe {c.recipe.name} builds on {', '.join(host.arch)}{why}",
                 host.advice or f"build on {with_article(' or '.join(host.arch))} machine")
+
+
+@check("host.os-version", "host", "OS release the recipe builds on (platform.host.os_version)", blocks=BUILD)
+def host_os_version(c: DoctorContext) -> Outcome:
+    from ..recipe.selector import os_version_matches
+
+    host = c.recipe.platform.host
+    if not host.os_version:
+        return skip("the recipe builds on any release")
+    wanted = ", ".join(host.os_version)
+    if os_version_matches(host.os_version, c.host.os_version_id):
+        return ok(f"{c.host.os_id} {c.host.os_version_id}, as the recipe requires ({wanted})")
+    have = f"{c.host.os_id} {c.host.os_version_id}" if c.host.os_version_id else \
+        f"{c.host.os_id or 'this system'} (its /etc/os-release has no VERSION_ID)"
+    why = f" ({host.why})" if host.why else ""
+    return fail(f"this machine is {have}; recipe {c.recipe.name} builds on release {wanted}{why}",
+                host.advice or f"build on a machine whose /etc/os-release VERSION_ID is {wanted}")
+
+
+@check("host.glibc", "host", "glibc the recipe builds with (platform.host.requires.glibc)", blocks=BUILD)
+def host_glibc(c: DoctorContext) -> Outcome:
+    from packaging.specifiers import SpecifierSet
+
+    host = c.recipe.platform.host
+    wanted = host.requires.glibc
+    if wanted is None:
+        return skip("the recipe needs no particular glibc")
+    if c.host.glibc is None:
+        where = "the snapshot does not record it" if not c.live else "this C library is not glibc (musl?)"
+        return skip(f"glibc unknown: {where}; the recipe needs glibc {wanted}")
+    if SpecifierSet(wanted).contains(c.host.glibc, prereleases=True):
+        return ok(f"glibc {c.host.glibc}, as the recipe requires ({wanted})")
+    why = f" ({host.why})" if host.why else ""
+    return fail(f"this machine has glibc {c.host.glibc}; the recipe needs glibc {wanted}{why}",
+                host.advice or f"build on a distribution whose glibc is {wanted} (ldd --version shows it)")
 
 
 def _cross(c: DoctorContext) -> Outcome | None:
@@ -154,17 +201,27 @@ def host_devices(c: DoctorContext) -> Outcome:
         if not judged:
             return skip(f"a --sysroot snapshot has no /dev: {', '.join(d.path for d in wanted)} checked on the "
                         "machine itself")
-        wanted, present = judged, (lambda path: path in gpu.devices)
+        wanted, matches = judged, (lambda path: recorded_device_matches(path, gpu.devices))
     else:
-        present = os.path.exists
-    missing = [d for d in wanted if not present(d.path)]
+        matches = live_device_matches
+    found = {d.path: matches(d.path) for d in wanted}
+    missing = [d for d in wanted if not found[d.path]]
     if not missing:
         seen = f" ({gpu.describe()})" if gpu is not None and gpu.describe() else ""
-        return ok(", ".join(d.path for d in wanted) + (" (recorded in the snapshot)" if gpu else "") + seen)
-    detail = "; ".join(f"no {d.path}" + (f" ({d.why})" if d.why else "") for d in missing)
+        named = ", ".join(_device_found(d.path, found[d.path]) for d in wanted)
+        return ok(named + (" (recorded in the snapshot)" if gpu else "") + seen)
+    detail = "; ".join(("nothing matches " if is_device_glob(d.path) else "no ") + d.path
+                       + (f" ({d.why})" if d.why else "") for d in missing)
     fixes = [d.fix for d in missing if d.fix]
     return fail(detail, c.root_fix("; ".join(fixes)) or "install the driver that creates "
                 + ", ".join(d.path for d in missing) + " (in a container: pass the device through)")
+
+
+def _device_found(path: str, matched: list[str]) -> str:
+    if not is_device_glob(path):
+        return path
+    shown = ", ".join(matched[:4]) + (f" and {len(matched) - 4} more" if len(matched) > 4 else "")
+    return f"{path}: {shown}"
 
 
 @check("host.commands", "host", "Commands the recipe needs on PATH", blocks=BUILD)
@@ -227,18 +284,26 @@ def cpu_governor(c: DoctorContext) -> Outcome:
 
 
 # a warning only; setup reports it (and installs them with --install-system-packages) before any stage
-@check("system.packages", "system", "System packages (apt)", blocks=("sources",))
+@check("system.packages", "system", "System packages (apt, or dnf on a RHEL-family host)", blocks=("sources",))
 def system_packages(c: DoctorContext) -> Outcome:
-    wanted = list(c.recipe.system_packages.apt)
+    manager, listed = wanted_packages(c.recipe, c.host)
+    wanted = list(listed)
     if not wanted:
-        return skip("the recipe lists no system packages")
-    missing = missing_apt_packages(wanted, c.sysroot)
-    if missing is None:
-        return skip(f"not a Debian/Ubuntu system (no dpkg); the recipe's apt names: {' '.join(wanted)}")
+        return skip(f"the recipe lists no system packages for {manager}")
+    if manager == "dnf":
+        missing = missing_rpm_packages(wanted, c.sysroot)
+        if missing is None:
+            where = "a --sysroot snapshot's rpm database is read on the machine itself" if not c.live else \
+                "no rpm command to ask"
+            return skip(f"{where}; the recipe's dnf names: {' '.join(wanted)}")
+    else:
+        missing = missing_apt_packages(wanted, c.sysroot)
+        if missing is None:
+            return skip(f"not a Debian/Ubuntu system (no dpkg); the recipe's apt names: {' '.join(wanted)}")
     if not missing:
         return ok(f"all {len(wanted)} installed")
     return warn(f"{len(missing)} of {len(wanted)} missing: {' '.join(missing)}",
-                c.as_root(f"apt-get install -y {' '.join(missing)}"))
+                c.as_root(shlex.join(system_install_argv(missing, 0, manager))))
 
 
 def _count(n: int, what: str) -> str:
@@ -252,7 +317,8 @@ def resources_memory(c: DoctorContext) -> Outcome:
         return skip("no /proc/meminfo to read")
     per_job = build.memory_per_job_gb if build else 2.0
     per_link = build.memory_per_link_job_gb if build else 4.0
-    jobs = compute_jobs(c.host.cpu_count, c.host.mem_available, per_job, per_link)
+    jobs = compute_jobs(c.host.cpu_count, c.host.mem_available, per_job, per_link,
+                        cores_per_job=build.cores_per_job if build else None)
     total = c.host.mem_total / GIB
     detail = (f"{total:.1f} GiB total; the build will use {_count(jobs.jobs, 'compile job')} and "
               f"{_count(jobs.link_jobs, 'link job')} ({jobs.reason})")

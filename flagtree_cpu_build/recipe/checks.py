@@ -386,3 +386,12 @@ def find_patch(name: str, dirs: Iterable[Path]) -> Path | None:
         if (folder / name).is_file():
             return folder / name
     return None
+
+
+def check_device_path(device: str, ctx: Context, path: Path_) -> None:
+    """A device node path, or a glob of them (`/dev/dri/renderD*`: any one match is enough); never outside /dev."""
+    if not device.startswith("/dev/"):
+        ctx.report(path, f"{device!r} is not a device node path",
+                   "write it as /dev/NAME (or a glob: /dev/dri/renderD*)")
+    elif ".." in device.split("/"):
+        ctx.report(path, f"{device!r} leaves /dev through '..'", "name the node under /dev, e.g. /dev/dri/renderD*")

@@ -11,6 +11,7 @@ FlagTree branch should need a new recipe, not new code.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -33,7 +34,7 @@ from .platform import (
     Platform,
 )
 from .python_model import PythonSpec
-from .schema import Context, Path_, spec
+from .schema import Context, Path_, json_rule, spec
 from .selector import Selector, SelectorFacts
 from .toolchain import Toolchain
 from .validation import Check, Diagnosis
@@ -46,11 +47,24 @@ SUPPORTED_VERSIONS = (1, 2, 3)
 
 
 
+@json_rule({"items": {"pattern": "^[A-Za-z0-9_+][A-Za-z0-9._+:-]*$"}})
+def check_package_names(value: tuple[str, ...], ctx: Context, path: Path_) -> None:
+    """A package name goes into a root command line: one that starts with '-' would be an option of it."""
+    for i, name in enumerate(value):
+        if not re.fullmatch(r"[A-Za-z0-9_+][A-Za-z0-9._+:-]*", name):
+            ctx.report(path + (i,), f"{name!r} is not a package name", "write the name as the package manager "
+                       "lists it, e.g. gcc-c++ or libstdc++-static")
+
+
 @dataclass(frozen=True, kw_only=True)
 class SystemPackages:
     """System packages the build needs, per package manager."""
 
     apt: tuple[str, ...] = spec("Debian/Ubuntu package names", default=())
+    dnf: tuple[str, ...] = spec(
+        "RHEL-family package names (a host whose /etc/os-release ID or ID_LIKE is rhel, fedora, centos, almalinux "
+        "or rocky): checked with rpm, installed with dnf (yum where there is no dnf)", default=(),
+        checks=check_package_names)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,6 +127,10 @@ class BuildSpec:
                                     json={"exclusiveMinimum": 0})
     memory_per_link_job_gb: float = spec("memory one link job needs (limits {link_jobs})",
                                          default=4.0, json={"exclusiveMinimum": 0})
+    cores_per_job: float | None = spec(
+        "CPUs one compile job takes, for projects that size jobs by cores (\"cores / 3\"): {jobs} is at most "
+        "cores / this, beside the memory limit (the smaller wins); absent = one job per CPU", default=None,
+        json={"exclusiveMinimum": 0})
 
     def check(self, ctx: Context, path: Path_) -> None:
         if self.mode == "editable" and not self.argv:

@@ -6,16 +6,38 @@ Nothing here is checked by the engine unless a recipe asks for it: doctor and se
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
 from .checks import (
     check_arch,
     check_arches,
+    check_device_path,
     check_env_names,
+    check_specifier,
 )
-from .schema import Context, Path_, spec
-from .selector import Selector
+from .schema import Context, Path_, json_rule, spec
+from .selector import Selector, check_os_versions
+
+_VERSION = r"^[0-9]+(\.[0-9]+){0,3}$"
+
+
+@json_rule({"additionalProperties": {"anyOf": [{"type": "integer", "minimum": 1},
+                                               {"type": "string", "pattern": _VERSION}]}})
+def check_compiler_minimums(value: dict[str, object], ctx: Context, path: Path_) -> None:
+    for family, minimum in value.items():
+        if isinstance(minimum, bool) or not isinstance(minimum, (int, str)):
+            ctx.report(path + (family,), f"expected a version (9 or '9.4'), got {minimum!r}")
+        elif isinstance(minimum, int) and minimum < 1:
+            ctx.report(path + (family,), f"a major version is at least 1, got {minimum}")
+        elif isinstance(minimum, str) and not re.fullmatch(_VERSION, minimum):
+            ctx.report(path + (family,), f"{minimum!r} is not a compiler version", "write it as 9, '9.4' or '9.4.0'")
+
+
+def compiler_minimum(minimum: object) -> tuple[int, ...]:
+    """A recipe's minimum (9 or '9.4') as numbers to compare with a compiler's version (9.3.1 -> (9, 3, 1))."""
+    return tuple(int(part) for part in str(minimum).split("."))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -25,18 +47,19 @@ class CompilerRequirement:
     env: str = spec("the build-environment variable naming the compiler", default="CXX",
                     checks=check_env_names)
     default: str = spec("the compiler when that variable is unset", default="c++")
-    min: dict[str, int] = spec("minimum major version per family (gcc, clang)", default_factory=dict)
+    min: dict[str, object] = spec(
+        "minimum version per family (gcc, clang): a major (9) or a fuller version ('9.4'), judged against the "
+        "compiler's full version (GCC 9.3.1 is older than '9.4')", default_factory=dict,
+        checks=check_compiler_minimums)
     flags: tuple[str, ...] = spec("flags it must accept (probed on the hosts the recipe builds on)", default=())
     why: str = spec("what an older compiler breaks, shown with a failure", default="")
     fix: str = spec("how to get a suitable compiler", default="")
     when: Selector | None = spec("when this applies (default: always)", default=None)
 
     def check(self, ctx: Context, path: Path_) -> None:
-        for family, major in self.min.items():
+        for family in self.min:
             if family not in ("gcc", "clang"):
                 ctx.report(path + ("min", family), f"unknown compiler family {family!r}", "use gcc or clang")
-            elif major < 1:
-                ctx.report(path + ("min", family), f"a major version is at least 1, got {major}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,14 +83,14 @@ class LibraryRequirement:
 class DeviceRequirement:
     """A device node the products need (an accelerator)."""
 
-    path: str = spec("absolute path of the device node, e.g. /dev/davinci_manager")
+    path: str = spec("absolute path of the device node, e.g. /dev/davinci_manager, or a glob of them met by any one "
+                     "match, e.g. /dev/dri/renderD* (the render node's number differs per host)")
     why: str = spec("what needs it", default="")
     fix: str = spec("how to get it (driver, container option)", default="")
     when: Selector | None = spec("when this applies (default: always)", default=None)
 
     def check(self, ctx: Context, path: Path_) -> None:
-        if not self.path.startswith("/dev/"):
-            ctx.report(path + ("path",), f"{self.path!r} is not a device node path", "write it as /dev/NAME")
+        check_device_path(self.path, ctx, path + ("path",))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,6 +111,9 @@ class HostRequirements:
     libraries: tuple[LibraryRequirement, ...] = spec("libraries the compiler must find", default=())
     devices: tuple[DeviceRequirement, ...] = spec("device nodes", default=())
     commands: tuple[CommandRequirement, ...] = spec("commands on PATH", default=())
+    glibc: str | None = spec(
+        "a version range the host's glibc must satisfy, e.g. '>=2.28' (prebuilt toolchains linked against a newer "
+        "one do not run); doctor and build's preflight fail outside it", default=None, checks=check_specifier)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,8 +122,14 @@ class HostPlatform:
 
     os: Literal["linux"] = spec("operating system", default="linux")
     arch: tuple[str, ...] = spec("architectures that can build (uname -m names)", checks=check_arches)
-    why: str = spec("why other machines cannot build it, shown with a host.arch failure", default="")
-    advice: str = spec("what to use instead, shown as the fix of a host.arch failure", default="")
+    os_version: tuple[str, ...] = spec(
+        "/etc/os-release VERSION_ID values or ranges the host must be one of, e.g. ['22.04', '24.04'] or "
+        "['>=22.04'] (a host whose os-release has no VERSION_ID is none); doctor and build's preflight fail on "
+        "another release; absent = any", default=(), checks=check_os_versions)
+    why: str = spec("why other machines cannot build it, shown with a host.arch, host.os-version or host.glibc "
+                    "failure", default="")
+    advice: str = spec("what to use instead, shown as the fix of a host.arch, host.os-version or host.glibc "
+                       "failure", default="")
     requires: HostRequirements = spec("compilers, libraries, devices and commands the host must have",
                                       default_factory=HostRequirements)
 

@@ -84,6 +84,10 @@ class PythonSpec:
         "in a triton that would shadow the one this recipe builds): `pip uninstall -y` of those installed, none "
         "installed from this workspace (the build's own); no network, so --offline too", default=(),
         checks=check_distribution_names)
+    conflicts: tuple[str, ...] = spec(
+        "distributions that must NOT be installed in the target Python (intel_extension_for_pytorch beside an XPU "
+        "triton): doctor fails and build stops before it runs, naming the `pip uninstall` that removes them; the "
+        "tool never removes them itself (python.uninstall does that)", default=(), checks=check_distribution_names)
     # filled in for a workspace (requirements_files.with_requirements_files): every requirements_file entry with
     # its key (python.build[2]), and the keys of those whose source is not checked out yet
     files: tuple[tuple[str, Requirement], ...] = spec("requirements_file entries", default=(), internal=True)
@@ -105,6 +109,16 @@ class PythonSpec:
                 ctx.report(path + ("uninstall", i), f"{name} is also a prerequisite ({where}): it would be "
                            "installed and then removed on every run", f"remove {name} from python.uninstall or "
                            f"from {where}")
+        removed = {canonicalize_name(n) for n in self.uninstall}
+        for i, name in enumerate(self.conflicts):
+            where = kept.get(canonicalize_name(name))
+            if where is not None:
+                ctx.report(path + ("conflicts", i), f"{name} is also a prerequisite ({where}): it would be "
+                           "installed and then refused on every run", f"remove {name} from python.conflicts or "
+                           f"from {where}")
+            elif canonicalize_name(name) in removed:
+                ctx.report(path + ("conflicts", i), f"{name} is also in python.uninstall, which removes it: a "
+                           "conflict is refused, never removed", f"keep {name} in only one of the two lists")
 
 
 def _name_of(requirement: str) -> str:

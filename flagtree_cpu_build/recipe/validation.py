@@ -14,6 +14,7 @@ from .checks import (
     INTERPOLATED,
     check_arch,
     check_arches,
+    check_device_path,
     check_name,
     check_regex,
     check_specifier,
@@ -75,8 +76,7 @@ class WheelCheck:
 @json_rule({"items": {"pattern": "^/dev/"}})
 def check_devices(value: tuple[str, ...], ctx: Context, path: Path_) -> None:
     for i, device in enumerate(value):
-        if not device.startswith("/dev/"):
-            ctx.report(path + (i,), f"{device!r} is not a device node path", "write it as /dev/NAME")
+        check_device_path(device, ctx, path + (i,))
 
 
 def check_toolchain_refs(value: tuple[str, ...], ctx: Context, path: Path_) -> None:
@@ -95,7 +95,8 @@ class Needs:
     """What a check needs of the machine it runs on; when any of it is absent the check is skipped (with the
     reason), never failed: a check for hardware this host lacks is declared, not hidden."""
 
-    devices: tuple[str, ...] = spec("device nodes, e.g. /dev/davinci_manager", default=(), checks=check_devices)
+    devices: tuple[str, ...] = spec("device nodes, e.g. /dev/davinci_manager; a glob (/dev/dri/renderD*) is met by "
+                                    "any one match", default=(), checks=check_devices)
     paths: tuple[str, ...] = spec("files or folders (placeholders allowed)", default=(), interpolate=True,
                                   checks=INTERPOLATED)
     commands: tuple[str, ...] = spec("commands on the check's PATH, e.g. npu-smi", default=())

@@ -346,15 +346,15 @@ def test_the_compiler_is_the_builds_and_judged_by_the_recipes_rules(tmp_path: Pa
         {"min": {"gcc": 13, "clang": 15}, "why": "the project uses C++23", "fix": "apt-get install -y g++-13"}]}
     old = compiler_finding(tmp_path, data)
     assert old["status"] == "fail"
-    assert old["detail"] == (f"GCC 12 ({compiler}) is older than the recipe needs (GCC 13 or Clang 15): the project "
-                             "uses C++23")
+    assert old["detail"] == (f"GCC 12.2.0 ({compiler}) is older than the recipe needs (GCC 13 or Clang 15): the "
+                             "project uses C++23")
     assert old["fix"] == ("apt-get install -y g++-13" if os.geteuid() == 0 else "sudo apt-get install -y g++-13")
     data["platform"]["host"]["requires"] = {"compilers": [{"min": {"gcc": 12}, "flags": ["-O2", "-mno-such-flag"]}]}
     rejected = compiler_finding(tmp_path, data)
     assert rejected["status"] == "fail"
-    assert rejected["detail"] == "GCC 12 rejects -mno-such-flag: error: unrecognized option '-mno-such-flag'"
+    assert rejected["detail"] == "GCC 12.2.0 rejects -mno-such-flag: error: unrecognized option '-mno-such-flag'"
     data["platform"]["host"]["requires"] = {"compilers": [{"min": {"gcc": 12}, "flags": ["-O2"]}]}
-    assert compiler_finding(tmp_path, data)["detail"] == f"GCC 12 ({compiler}) accepts -O2"
+    assert compiler_finding(tmp_path, data)["detail"] == f"GCC 12.2.0 ({compiler}) accepts -O2"
     # a recipe for other hosts: its flags are not this machine's business (host.arch says what is wrong)
     data["platform"]["host"]["arch"] = ["riscv64" if platform.machine() != "riscv64" else "s390x"]
     data["platform"]["host"]["requires"] = {"compilers": [{"flags": ["-mno-such-flag"]}]}

@@ -30,7 +30,8 @@ def test_missing_system_packages_reads_dpkg_status(tmp_path: Path) -> None:
                       "Package: ccache\nStatus: deinstall ok config-files\n\n"
                       "Package: libomp-dev:arm64\nStatus: install ok installed\n")
     ctx = SimpleNamespace(recipe=SimpleNamespace(system_packages=SimpleNamespace(apt=("git", "ccache", "libomp-dev",
-                                                                                       "numactl"))))
+                                                                                       "numactl"), dnf=())),
+                          host=SimpleNamespace(os_id="debian", os_id_like=()))
     assert missing_system_packages(ctx, tmp_path) == ["ccache", "numactl"]  # type: ignore[arg-type]
     assert missing_system_packages(ctx, tmp_path / "no-dpkg") is None  # type: ignore[arg-type]
 

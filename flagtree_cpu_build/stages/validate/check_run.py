@@ -184,9 +184,10 @@ def absent_needs(recipe: Recipe, check: Check, path: str, workdir: Path) -> list
     """What of the check's `needs` this host lacks, each as the report names it (relative paths are in the
     workdir, where the check would run)."""
     from ...buildenv import toolchain_missing, toolchain_shortfall
+    from ...gpu_facts import live_device_matches
 
     needs = check.needs
-    absent = [device for device in needs.devices if not os.path.exists(device)]
+    absent = [device for device in needs.devices if not live_device_matches(device)]  # a glob: one match is enough
     absent += [f"path {p}" for p in needs.paths if not (workdir / p).exists()]
     absent += [f"command {c}" for c in needs.commands if shutil.which(c, path=path) is None]
     for name in needs.toolchains:
