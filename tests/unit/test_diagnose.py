@@ -10,7 +10,7 @@ import pytest
 from flagtree_cpu_build.diagnose import RUNTIME_SIGNATURES, SIGNATURES, diagnose, markdown_table, signatures_for
 from flagtree_cpu_build.recipe import Diagnosis
 from flagtree_cpu_build.recipe.files import load_recipe
-from flagtree_cpu_build.stages.build.build import _Display
+from flagtree_cpu_build.stages.build.watch import Display
 from flagtree_cpu_build.ui import UI
 
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "build-logs"
@@ -113,7 +113,7 @@ class RecordingTask:
 
 def test_ninja_lines_drive_the_progress_bar() -> None:
     task = RecordingTask()
-    display = _Display(task, UI(quiet=True), verbose=False)  # type: ignore[arg-type]
+    display = Display(task, UI(quiet=True), verbose=False)  # type: ignore[arg-type]
     for line in (LOGS / "ninja-transcript.log").read_text().splitlines():
         display.line(line)
     phases = [detail for _, _, detail in task.updates]
