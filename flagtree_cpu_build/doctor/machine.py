@@ -17,7 +17,7 @@ from ..buildenv import compute_jobs
 from ..cpuinfo import SVE_FILE, SVE_PRCTL, cpu_list, sve_length_from_prctl
 from ..gpu_facts import GpuRecord, manifest_of, recorded_gpu
 from ..system_packages import missing_apt_packages  # the one reading of dpkg's status file
-from .facts import applicable, selector_facts
+from .facts import applicable, builds, selector_facts
 from .kit import BUILD, DoctorContext, Outcome, check, fail, ok, skip, warn, with_article
 
 GIB = 1024**3
@@ -241,21 +241,32 @@ def system_packages(c: DoctorContext) -> Outcome:
                 c.as_root(f"apt-get install -y {' '.join(missing)}"))
 
 
+def _by_limits(limits: dict[str, tuple[float, float]]) -> dict[tuple[float, float], list[str]]:
+    """The builds grouped by their (per compile job, per link job) memory limits."""
+    grouped: dict[tuple[float, float], list[str]] = {}
+    for name, pair in limits.items():
+        grouped.setdefault(pair, []).append(name)
+    return grouped
+
+
 def _count(n: int, what: str) -> str:
     return f"{n} {what}{'' if n == 1 else 's'}"
 
 
 @check("resources.memory", "resources", "Memory and the parallel jobs the build will use", blocks=BUILD)
 def resources_memory(c: DoctorContext) -> Outcome:
-    build = c.recipe.build
     if c.host.mem_total is None:
         return skip("no /proc/meminfo to read")
-    per_job = build.memory_per_job_gb if build else 2.0
-    per_link = build.memory_per_link_job_gb if build else 4.0
-    jobs = compute_jobs(c.host.cpu_count, c.host.mem_available, per_job, per_link)
+    limits = {name: (b.memory_per_job_gb, b.memory_per_link_job_gb) for name, b in builds(c).items()} or {
+        "build": (2.0, 4.0)}
     total = c.host.mem_total / GIB
-    detail = (f"{total:.1f} GiB total; the build will use {_count(jobs.jobs, 'compile job')} and "
-              f"{_count(jobs.link_jobs, 'link job')} ({jobs.reason})")
+    uses = []
+    for (per_job, per_link), names in _by_limits(limits).items():  # each build's own memory limits
+        jobs = compute_jobs(c.host.cpu_count, c.host.mem_available, per_job, per_link)
+        called = f"build {', '.join(names)}" if len(limits) > 1 else "the build"
+        uses.append(f"{called} will use {_count(jobs.jobs, 'compile job')} and {_count(jobs.link_jobs, 'link job')} "
+                    f"({jobs.reason})")
+    detail = f"{total:.1f} GiB total; " + "; ".join(uses)
     needed = c.recipe.resources.memory_gb
     if needed and total < needed:
         return warn(f"{detail}; the recipe recommends {needed:g} GiB",
