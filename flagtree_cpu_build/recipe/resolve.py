@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .checks import PLACEHOLDERS
 from .interpolated import map_interpolated
+from .link_values import check_filled_links
 from .model import Recipe
 
 TOOLCHAIN_ENV = "FLAGTREE_CPU_TOOLCHAIN_"  # FLAGTREE_CPU_TOOLCHAIN_CUDA=/opt/cuda-12.4: this host's own path
@@ -110,6 +111,8 @@ def resolve(recipe: Recipe, workdir: Path, base: Mapping[str, str], environ: Map
     build = None if recipe.build is None else map_interpolated(recipe.build, _expander(_own_jobs(values, "build"),
                                                                                        environ), ("build",))
     resolved = replace(resolved, build=build, builds=builds)
+    if recipe.links is not None and resolved.links is not None:  # the link rules hold after filling in too
+        check_filled_links(recipe.links, resolved.links, recipe.file)
     # a relative artifact path means "inside the workdir", in the field as in its placeholder
     artifacts = {name: replace(a, path=values[f"artifacts.{name}.path"]) for name, a in resolved.artifacts.items()}
     toolchains = {name: replace(t, path=values[f"toolchains.{name}.path"]) for name, t in resolved.toolchains.items()}
