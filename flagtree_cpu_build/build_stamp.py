@@ -116,6 +116,9 @@ def stamp_components(recipe: Recipe, ctx: StageContext, python: Path, build_env:
         components["needs"] = {name: need_record(c) for name, c in needs.items()}
     if recipe.build.install_wheels:
         components["install_wheels"] = list(recipe.build.install_wheels)
+    placed = {n: d.at for n, d in (recipe.build.cmake.fetchcontent if recipe.build.cmake else {}).items() if d.at}
+    if placed:  # where a FetchContent dependency is linked in the build tree (`at`): moved, the build reruns
+        components["fetchcontent_at"] = placed
     if report.preinstalled:  # a vendor package the build (or a post-install step) patches or links against
         components["preinstalled"] = {p.name: p.installed for p in report.preinstalled}
     return components

@@ -20,7 +20,8 @@ from pathlib import Path
 from .buildenv import compute_jobs
 from .errors import BuildError
 from .host import HostFacts
-from .recipe import Recipe
+from .recipe import BuildSpec, Recipe
+from .recipe.builds import final_build, named_builds
 from .recipe.interpolated import iter_interpolated
 from .workspace import Workspace, home_dir, target_python, triton_home, user_cache_dir
 
@@ -103,6 +104,20 @@ def uses_computed(recipe: Recipe) -> bool:
     return any(f"{{{name}}}" in text for _path, text in iter_interpolated(recipe) for name in COMPUTED)
 
 
+def build_jobs(recipe: Recipe, host: HostFacts, jobs: int | None = None) -> dict[str, tuple[int, int]]:
+    """Each build's compile and link job counts on this host, from its own memory limits (``jobs``: --jobs, which
+    holds for every build; the link jobs stay within the build's own link limit)."""
+    return {name: _jobs_of(build, host, jobs) for name, build in named_builds(recipe).items()}
+
+
+def _jobs_of(build: BuildSpec | None, host: HostFacts, jobs: int | None) -> tuple[int, int]:
+    counts = compute_jobs(host.cpu_count, host.mem_available, build.memory_per_job_gb if build else 2.0,
+                          build.memory_per_link_job_gb if build else 4.0,
+                          cores_per_job=build.cores_per_job if build else None)
+    job_count = jobs if jobs is not None else counts.jobs
+    return job_count, min(counts.link_jobs, job_count)
+
+
 def placeholder_values(
     recipe: Recipe,
     ws: Workspace,
@@ -113,16 +128,12 @@ def placeholder_values(
     python: Path | None = None,
     wheel_dir: Path | None = None,
 ) -> dict[str, str]:
-    """Values for recipe.PLACEHOLDERS in this workspace, on this host."""
-    build = recipe.build
-    counts = compute_jobs(
-        host.cpu_count,
-        host.mem_available,
-        build.memory_per_job_gb if build else 2.0,
-        build.memory_per_link_job_gb if build else 4.0,
-        cores_per_job=build.cores_per_job if build else None,
-    )
-    job_count = jobs if jobs is not None else counts.jobs
+    """Values for recipe.PLACEHOLDERS in this workspace, on this host; {jobs} and {link_jobs} are the final build's
+    (the recipe's steps and checks run around it), and each named build's own are under ``builds.NAME.jobs`` and
+    ``builds.NAME.link_jobs`` (``recipe.resolve`` fills them into that build's fields)."""
+    per_build = build_jobs(recipe, host, jobs)
+    final = final_build(recipe)
+    job_count, link_jobs = per_build[final] if final is not None else _jobs_of(None, host, jobs)
     target = python or target_python(ws, environ)
     tags = interpreter_tags(target) if uses_computed(recipe) else running_tags()
     return {
@@ -136,7 +147,9 @@ def placeholder_values(
         "empty_dir": str(ws.empty_dir),
         "python": str(target),
         "jobs": str(job_count),
-        "link_jobs": str(min(counts.link_jobs, job_count)),
+        "link_jobs": str(link_jobs),
+        **{f"builds.{name}.{key}": str(n) for name, counts in per_build.items()
+           for key, n in zip(("jobs", "link_jobs"), counts, strict=True)},
         "arch": host.arch,
         "host.arch": host.arch,
         "target.arch": recipe.target_arch(host.arch),

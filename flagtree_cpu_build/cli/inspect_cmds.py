@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -23,6 +23,9 @@ from .app import (
 )
 from .opening import opened
 from .session import Verdict
+
+if TYPE_CHECKING:
+    from ..recipe import Recipe
 
 
 @app.command(cls=FlagtreeCommand, epilog=examples(
@@ -60,6 +63,7 @@ def status(
     'eval "$(flagtree-cpu env)"            # before running Triton kernels',
     "flagtree-cpu env --shell fish | source",
     "flagtree-cpu env --build              # what a build gets (and what it drops)",
+    "flagtree-cpu env --build --only NAME  # what the recipe's build NAME (under `builds:`) gets",
     "flagtree-cpu env --json",
 ))
 def env_command(
@@ -70,6 +74,9 @@ def env_command(
     = False,
     shell: Annotated[str, typer.Option("--shell", help="bash, zsh or fish.")] = "bash",
     python: PythonOption = None,
+    only: Annotated[Optional[str], typer.Option(
+        "--only", metavar="NAME", help="With --build: the environment of the recipe's build NAME (`build`, or a name "
+        "under `builds:`) instead of the final build's.")] = None,
 ) -> None:
     """Print shell exports of the recipe's run-time environment (runtime.env), or with --build the build's.
 
@@ -89,14 +96,16 @@ def env_command(
     if offline and not build_env:  # an option that would do nothing is a mistake worth naming
         raise UsageError("--offline changes only the build environment, and this prints the run-time one",
                          fix="add --build (flagtree-cpu env --build --offline), or drop --offline")
+    if only is not None and not build_env:
+        raise UsageError("--only names one of the recipe's builds, and this prints the run-time environment",
+                         fix=f"add --build (flagtree-cpu env --build --only {only}), or drop --only")
     opts, stage_ctx, target = opened(ctx, python=python)
     recipe, host = stage_ctx.recipe, stage_ctx.host
     if build_env:
-        if recipe.build is None:
-            raise UsageError(f"recipe {recipe.name} has no build section")
         from ..buildenv import build_environment
 
-        computed = build_environment(recipe, target, offline=offline, host=host, workdir=stage_ctx.workspace.root)
+        computed = build_environment(_build_seen(recipe, only), target, offline=offline, host=host,
+                                     workdir=stage_ctx.workspace.root)
         values, unset = computed.settings(), computed.removed()
         for conflict in computed.conflicts:
             opts.ui.warn(f"inherited {conflict.describe()}")
@@ -120,6 +129,21 @@ def env_command(
         for name in not_shell_names(values, unset):  # inherited (an unset glob matched it): never printed
             opts.ui.warn(f"{name!r} is not a name a shell can set; left out of the output")
         opts.ui.emit_text(render_exports(values, unset, shell))  # type: ignore[arg-type]
+
+
+def _build_seen(recipe: Recipe, only: str | None) -> Recipe:
+    """The recipe as its build ``only`` (default: the final build, the one `build` ends with) sees it."""
+    from ..build_stamp import build_view
+    from ..errors import UsageError
+    from ..recipe.builds import final_build
+    from ..stages.build.plan import chosen_builds
+
+    final = final_build(recipe)
+    if final is None:
+        raise UsageError(f"recipe {recipe.name} has no build section", fix="add `build:` to the recipe")
+    if only is not None:
+        chosen_builds(recipe, only)  # an unknown name: a usage error naming the recipe's builds
+    return build_view(recipe, only or final)
 
 
 @app.command(cls=FlagtreeCommand, epilog=examples(

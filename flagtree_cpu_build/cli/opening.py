@@ -36,7 +36,10 @@ def absolute(path: Path | None) -> Path | None:
 
 def build_jobs(stage_ctx: StageContext) -> int:
     """MAX_JOBS as the build's environment gets it (for the out-of-memory advice)."""
-    return int(stage_ctx.recipe.build.env.set.get("MAX_JOBS", "1")) if stage_ctx.recipe.build else 1
+    from ..recipe.builds import final_build, named_builds
+
+    final = final_build(stage_ctx.recipe)  # the one the recipe's steps run around (each build has its own {jobs})
+    return int(named_builds(stage_ctx.recipe)[final].env.set.get("MAX_JOBS", "1")) if final else 1
 
 
 def opened(ctx: typer.Context, *, python: Path | None = None, jobs: int | None = None,

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from ..recipe import SelectorFacts
+from ..recipe import BuildSpec, SelectorFacts
 from .kit import DoctorContext
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ def python_facts(c: DoctorContext) -> dict | None:
             recipe = c.recipe
             names = [Requirement(r.requirement).name for r in (*recipe.python.build, *recipe.python.runtime)]
             # what the build installs (is it there from elsewhere?) and what run-time variables depend on
-            distribution = [recipe.build.distribution] if recipe.build and recipe.build.distribution else []
+            distribution = [b.distribution for b in builds(c).values() if b.distribution]
             wanted = [*names, *distribution, *recipe.runtime.only_with.values(), *recipe.python.conflicts]
             c.cache["python"] = inspect(c.options.python, list(dict.fromkeys(wanted)))
     return c.cache["python"]
@@ -47,10 +47,22 @@ def applicable(c: DoctorContext, items: Iterable[T]) -> list[T]:
     return [item for item in items if item.when is None or item.when.matches(facts)]
 
 
+def builds(c: DoctorContext) -> dict[str, BuildSpec]:
+    """Every build of the recipe (`build:` and the named ones under `builds:`), in the order they run."""
+    from ..recipe.builds import named_builds
+
+    return named_builds(c.recipe)
+
+
+def final_build_spec(c: DoctorContext) -> BuildSpec | None:
+    """The build the recipe ends with (the one that installs the project; its wheel); None: it builds nothing."""
+    return next(reversed(builds(c).values()), None)
+
+
 def build_env_value(c: DoctorContext, name: str, default: str) -> str:
-    """A variable as the build sees it: the recipe's build environment sets it, else it is inherited."""
-    build = c.recipe.build.env.set if c.recipe.build else {}
-    return build.get(name) or c.environ.get(name) or default
+    """A variable as the (final) build sees it: the recipe's build environment sets it, else it is inherited."""
+    final = final_build_spec(c)
+    return (final.env.set if final else {}).get(name) or c.environ.get(name) or default
 
 
 def existing_parent(path: Path) -> Path:

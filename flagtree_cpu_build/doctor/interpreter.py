@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import urlparse
 
-from .facts import python_facts
+from .facts import final_build_spec, python_facts
 from .kit import BUILD, DoctorContext, Outcome, check, fail, ok, skip, warn
 
 
@@ -69,7 +69,7 @@ def python_runtime_prerequisites(c: DoctorContext) -> Outcome:
 
 @check("python.installed-elsewhere", "python", "An installed copy of what the build installs", live_only=True)
 def python_installed_elsewhere(c: DoctorContext) -> Outcome:
-    build = c.recipe.build
+    build = final_build_spec(c)
     if build is None or not build.distribution:
         return skip("the recipe's build names no distribution it installs")
     if build.mode == "wheel-only":

@@ -21,7 +21,7 @@ from ..extract import read_stamp
 from ..proc import capture
 from ..recipe import CompilerRequirement, LibraryRequirement
 from ..recipe.platform import compiler_minimum
-from .facts import applicable, build_env_value, existing_parent, selector_facts
+from .facts import applicable, build_env_value, builds, existing_parent, final_build_spec, selector_facts
 from .kit import BUILD, DoctorContext, Outcome, check, fail, ok, skip, warn, with_article
 
 GIB = 1024**3
@@ -147,8 +147,8 @@ def _combined(outcomes: list[Outcome]) -> Outcome:
 
 @check("toolchain.ccache", "toolchain", "ccache (optional, faster rebuilds)", live_only=True)
 def tool_ccache(c: DoctorContext) -> Outcome:
-    uses = [f"{k}={v}" for e in (c.recipe.build.env.if_command if c.recipe.build else ()) if e.command == "ccache"
-            for k, v in e.set.items()]
+    uses = list(dict.fromkeys(f"{k}={v}" for b in builds(c).values() for e in b.env.if_command
+                              if e.command == "ccache" for k, v in e.set.items()))
     return _tool_present(c, "ccache", "ccache", "no ccache: every rebuild compiles everything again", required=False,
                          note=f"; builds use it ({', '.join(uses)})" if uses else "")
 
@@ -157,7 +157,8 @@ def tool_ccache(c: DoctorContext) -> Outcome:
 def tool_compile_cache(c: DoctorContext) -> Outcome:
     from .. import compile_cache as cc
 
-    chosen = cc.configured(None, c.environ, c.recipe.build.compile_cache if c.recipe.build else None)
+    given = [b.compile_cache for b in builds(c).values() if b.compile_cache]  # the final build's first
+    chosen = cc.configured(None, c.environ, given[-1] if given else None)
     if chosen is None:
         return skip(f"no compile cache configured (build --compile-cache URL, ${cc.ENV_VAR} or build.compile_cache)")
     try:
@@ -194,7 +195,8 @@ def tool_wheelhouse(c: DoctorContext) -> Outcome:
     from ..stages.build.prebuilt import read_wheels
     from ..ui import UI
 
-    chosen = wh.configured(None, c.environ, c.recipe.build.wheelhouse if c.recipe.build else None)
+    final = final_build_spec(c)  # the wheelhouse holds the final build's wheels
+    chosen = wh.configured(None, c.environ, final.wheelhouse if final else None)
     if chosen is None:
         return skip(f"no wheelhouse configured (build/setup --wheelhouse, ${wh.ENV_VAR} or build.wheelhouse)")
     try:
@@ -304,9 +306,8 @@ def _binaries(c: DoctorContext) -> list[Path]:
             continue
         for folder, pattern in (("bin", "*"), ("lib", "*.so*")):
             found += sorted(p for p in (tree / folder).glob(pattern) if p.is_file() and not p.is_symlink())[:6]
-    if c.recipe.build:
-        cwd = Path(c.recipe.build.cwd)
-        found += [p for pattern in c.recipe.build.products for p in cwd.glob(pattern) if p.is_file()]
+    for build in builds(c).values():
+        found += [p for pattern in build.products for p in Path(build.cwd).glob(pattern) if p.is_file()]
     return found
 
 

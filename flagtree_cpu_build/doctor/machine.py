@@ -29,7 +29,7 @@ from ..system_packages import (  # the one reading of dpkg's status file and of 
     system_install_argv,
     wanted_packages,
 )
-from .facts import applicable, selector_facts
+from .facts import applicable, builds, selector_facts
 from .kit import BUILD, DoctorContext, Outcome, check, fail, ok, skip, warn, with_article
 
 GIB = 1024**3
@@ -306,22 +306,35 @@ def system_packages(c: DoctorContext) -> Outcome:
                 c.as_root(shlex.join(system_install_argv(missing, 0, manager))))
 
 
+_Limits = tuple[float, float, "float | None"]  # memory per compile job, per link job; cores per job
+
+
+def _by_limits(limits: dict[str, _Limits]) -> dict[_Limits, list[str]]:
+    """The builds grouped by their (per compile job, per link job, cores per job) limits."""
+    grouped: dict[_Limits, list[str]] = {}
+    for name, pair in limits.items():
+        grouped.setdefault(pair, []).append(name)
+    return grouped
+
+
 def _count(n: int, what: str) -> str:
     return f"{n} {what}{'' if n == 1 else 's'}"
 
 
 @check("resources.memory", "resources", "Memory and the parallel jobs the build will use", blocks=BUILD)
 def resources_memory(c: DoctorContext) -> Outcome:
-    build = c.recipe.build
     if c.host.mem_total is None:
         return skip("no /proc/meminfo to read")
-    per_job = build.memory_per_job_gb if build else 2.0
-    per_link = build.memory_per_link_job_gb if build else 4.0
-    jobs = compute_jobs(c.host.cpu_count, c.host.mem_available, per_job, per_link,
-                        cores_per_job=build.cores_per_job if build else None)
+    limits: dict[str, _Limits] = {name: (b.memory_per_job_gb, b.memory_per_link_job_gb, b.cores_per_job)
+                                  for name, b in builds(c).items()} or {"build": (2.0, 4.0, None)}
     total = c.host.mem_total / GIB
-    detail = (f"{total:.1f} GiB total; the build will use {_count(jobs.jobs, 'compile job')} and "
-              f"{_count(jobs.link_jobs, 'link job')} ({jobs.reason})")
+    uses = []
+    for (per_job, per_link, per_core), names in _by_limits(limits).items():  # each build's own limits
+        jobs = compute_jobs(c.host.cpu_count, c.host.mem_available, per_job, per_link, cores_per_job=per_core)
+        called = f"build {', '.join(names)}" if len(limits) > 1 else "the build"
+        uses.append(f"{called} will use {_count(jobs.jobs, 'compile job')} and {_count(jobs.link_jobs, 'link job')} "
+                    f"({jobs.reason})")
+    detail = f"{total:.1f} GiB total; " + "; ".join(uses)
     needed = c.recipe.resources.memory_gb
     if needed and total < needed:
         return warn(f"{detail}; the recipe recommends {needed:g} GiB",

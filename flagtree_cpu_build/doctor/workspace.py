@@ -13,7 +13,7 @@ from pathlib import Path
 from ..extract import read_stamp
 from ..stagekit.plan import PlanItem
 from ..state import read_state
-from .facts import existing_parent, python_facts, stage_plans
+from .facts import builds, existing_parent, python_facts, stage_plans
 from .kit import DoctorContext, Outcome, check, fail, ok, skip, warn
 
 # --- workspace --------------------------------------------------------------------------------------------------
@@ -115,13 +115,19 @@ def workspace_build(c: DoctorContext) -> Outcome:
 
 @check("workspace.build-env", "workspace", "Inherited variables that would mislead a manual build", live_only=True)
 def workspace_build_env(c: DoctorContext) -> Outcome:
-    hazards = c.recipe.build.hazards if c.recipe.build else ()
-    if not hazards:
+    from ..recipe.builds import MAIN
+
+    # every build's hazards (a framework built before the compiler has its own misleading variables)
+    named = [(name, h) for name, build in builds(c).items() for h in build.hazards]
+    if not named:
         return skip("the recipe names no misleading build variables")
+    hazards = list(dict.fromkeys(h for _, h in named))
     found = [h for h in hazards if h.applies(c.environ.get(h.name))]
     if not found:
         return ok("nothing that conflicts")
-    notes = [f"{h.name}={c.environ[h.name]} {h.why}" for h in found]
+    whose = {h: [n for n, other in named if other == h and n != MAIN] for h in found}
+    notes = [f"{h.name}={c.environ[h.name]} {h.why}" + (f" (build {', '.join(whose[h])})" if whose[h] else "")
+             for h in found]
     unset = sorted({h.name for h in found if not h.fix})
     fixes = [f"unset {' '.join(unset)}"] if unset else []
     fixes += list(dict.fromkeys(h.fix for h in found if h.fix))
@@ -176,8 +182,12 @@ def workspace_runtime_env(c: DoctorContext) -> Outcome:
 def workspace_install_prefix(c: DoctorContext) -> Outcome:
     # any variable of the build environment may carry CMake arguments (a project's own *_CMAKE_ARGS, CMAKE_ARGS):
     # an install prefix in one of them is where an install step will write
-    values = c.recipe.build.env.set.values() if c.recipe.build else ()
-    prefixes = list(dict.fromkeys(m.group(1) for v in values for m in re.finditer(r"-DCMAKE_INSTALL_PREFIX=(\S+)", v)))
+    every = builds(c).values()
+    values = [v for b in every for v in b.env.set.values()]
+    found = [m.group(1) for v in values for m in re.finditer(r"-DCMAKE_INSTALL_PREFIX(?::\w+)?=(\S+)", v)]
+    found += [v for b in every if b.cmake for k, v in b.cmake.define.items()  # build.cmake.define hands it over too
+              if k.split(":")[0] == "CMAKE_INSTALL_PREFIX"]
+    prefixes = list(dict.fromkeys(found))
     if not prefixes:
         return skip("the recipe's build sets no CMake install prefix")
     problems, fine = [], []

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .checks import ENV_NAME_PATTERN, INTERPOLATED, check_artifact_ref, check_source_ref
+from .checks import ENV_NAME_PATTERN, INTERPOLATED, _relative_path_check, check_artifact_ref, check_source_ref
 from .schema import Context, Path_, json_rule, spec
 
 # CMake's own variable names (-DNAME or -DNAME:TYPE=VALUE), and FetchContent's content names
@@ -21,6 +21,7 @@ CONTENT_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$"
 _CMAKE_NAME = re.compile(CMAKE_NAME_PATTERN)
 _CONTENT_NAME = re.compile(CONTENT_NAME_PATTERN)
 FETCHCONTENT_PREFIX = "FETCHCONTENT_"
+check_at = _relative_path_check("folder", "escapes the build's working folder (cwd)")
 
 @json_rule({"pattern": ENV_NAME_PATTERN})
 def check_env_name(value: str, ctx: Context, path: Path_) -> None:
@@ -63,6 +64,12 @@ class FetchContentDep:
                               checks=check_source_ref)
     artifact: str | None = spec("the recipe artifact whose unpacked tree is the dependency", default=None,
                                 checks=check_artifact_ref)
+    at: str | None = spec(
+        "a folder relative to the build's cwd where the project's CMake module expects the dependency's sources (its "
+        "own SOURCE_DIR inside the build tree, from which it derives include folders): before the build command "
+        "the tool makes it a symlink to the pinned tree, in addition to FETCHCONTENT_SOURCE_DIR_<NAME>; e.g. "
+        "build/cmake.{platform.tag}-cpython-{python.version}/third_party/x/SPIRVToLLVMTranslator",
+        default=None, interpolate=True, checks=(check_at, *INTERPOLATED))
 
     def check(self, ctx: Context, path: Path_) -> None:
         if (self.source is None) == (self.artifact is None):

@@ -32,6 +32,7 @@ from .checks import (
     escapes,
     find_patch,
 )
+from .link_values import check_link_placeholders
 from .schema import Context, Path_, spec
 from .selector import HostSelector, Selector, SelectorFacts  # noqa: F401 (their home before selector.py)
 
@@ -253,9 +254,13 @@ class Artifact:
 class Link:
     """One symlink: `path` relative to the root source, `target` relative to the link's folder."""
 
-    path: str = spec("where the link is created, relative to the root source", checks=check_link_path)
+    path: str = spec("where the link is created, relative to the root source; may use the placeholders that name "
+                     "things ({python.version}, {python.tag}, {platform.tag}, {arch}, {target.arch}, {variant})",
+                     interpolate=True, checks=(check_link_path, check_link_placeholders))
     target: str = spec("what the link points to, relative to the link's own folder (an existing link "
-                       "that reaches the same place through an absolute path is accepted as it is)")
+                       "that reaches the same place through an absolute path is accepted as it is); the same "
+                       "placeholders as `path`, e.g. python/build/cmake.{platform.tag}-cpython-{python.version}; "
+                       "the link rules hold after filling in", interpolate=True, checks=check_link_placeholders)
 
     def check(self, ctx: Context, path: Path_) -> None:
         if self.target.startswith("/"):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .checks import PLACEHOLDERS
 from .interpolated import map_interpolated
+from .link_values import check_filled_links
 from .model import Recipe
 
 TOOLCHAIN_ENV = "FLAGTREE_CPU_TOOLCHAIN_"  # FLAGTREE_CPU_TOOLCHAIN_CUDA=/opt/cuda-12.4: this host's own path
@@ -102,8 +103,27 @@ def resolve(recipe: Recipe, workdir: Path, base: Mapping[str, str], environ: Map
     for name, artifact in recipe.artifacts.items():
         values[f"artifacts.{name}.url"] = expand(artifact.url, values, environ)
         values[f"artifacts.{name}.path"] = str(workdir / expand(artifact.path, values, environ))
-    resolved = map_interpolated(recipe, lambda text, _path: expand(text, values, environ))
+    resolved = map_interpolated(replace(recipe, build=None, builds={}), lambda text, _path: expand(text, values,
+                                                                                                   environ))
+    # each build's {jobs} and {link_jobs} are its own (its memory limits: placeholders.build_jobs)
+    builds = {name: map_interpolated(build, _expander(_own_jobs(values, name), environ), ("builds", name))
+              for name, build in recipe.builds.items()}
+    build = None if recipe.build is None else map_interpolated(recipe.build, _expander(_own_jobs(values, "build"),
+                                                                                       environ), ("build",))
+    resolved = replace(resolved, build=build, builds=builds)
+    if recipe.links is not None and resolved.links is not None:  # the link rules hold after filling in too
+        check_filled_links(recipe.links, resolved.links, recipe.file)
     # a relative artifact path means "inside the workdir", in the field as in its placeholder
     artifacts = {name: replace(a, path=values[f"artifacts.{name}.path"]) for name, a in resolved.artifacts.items()}
     toolchains = {name: replace(t, path=values[f"toolchains.{name}.path"]) for name, t in resolved.toolchains.items()}
     return replace(resolved, artifacts=artifacts, toolchains=toolchains)
+
+
+def _own_jobs(values: Mapping[str, str], name: str) -> dict[str, str]:
+    """``values`` with {jobs} and {link_jobs} of the build ``name`` (when placeholder_values gave them)."""
+    own = {key: values[f"builds.{name}.{key}"] for key in ("jobs", "link_jobs") if f"builds.{name}.{key}" in values}
+    return {**values, **own}
+
+
+def _expander(values: Mapping[str, str], environ: Mapping[str, str] | None):
+    return lambda text, _path: expand(text, values, environ)

@@ -60,3 +60,24 @@ def test_the_build_gets_the_arguments_and_a_changed_define_rebuilds(bws: BuildWo
     changed = bws.build(sets=(sets[0].replace("'OFF'", "'ON'"),))
     assert changed.exit_code == 0, changed.stderr
     assert "env.TRITON_APPEND_CMAKE_ARGS changed" in changed.stderr, changed.stderr
+
+
+def test_a_dependency_at_its_own_folder_is_linked_before_the_command_and_a_stranger_there_stops_it(
+        bws: BuildWorkspace) -> None:  # noqa: F811
+    (bws.ws.flagtree_cpu / "CMakeLists.txt").write_text("project(stand_in)\n")
+    sets = ("build.cmake={args_env: TRITON_APPEND_CMAKE_ARGS, fetchcontent: {googletest: {source: flagtree-cpu, "
+            "at: build/_deps/googletest-src}}}",)
+    first = bws.build(sets=sets)
+    assert first.exit_code == 0, first.stderr
+    at = bws.ws.flagtree / "build/_deps/googletest-src"  # the build runs in the checkout
+    assert at.is_symlink() and Path(at.readlink()) == bws.ws.flagtree_cpu, first.stderr
+    moved = bws.build(sets=(sets[0].replace("googletest-src", "gtest"),))
+    assert moved.exit_code == 0 and "fetchcontent_at.googletest changed" in moved.stderr, moved.stderr
+    at.unlink()
+    at.mkdir()  # CMake's own clone, as a build before `at` would leave it
+    builds = len(bws.build_records())
+    refused = bws.build("--force", "--json", sets=sets)
+    assert refused.exit_code == 5, refused.stdout
+    [line] = [d for d in error_of(refused.stdout)["details"] if "googletest-src" in d]
+    assert "is a folder (CMake's own download?), not the tool's link" in line and "rm -rf" in line, line
+    assert len(bws.build_records()) == builds and at.is_dir() and not at.is_symlink()  # nothing ran, nothing removed

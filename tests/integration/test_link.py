@@ -142,3 +142,14 @@ def test_json_plan(ws: Workspace) -> None:
     plan = result_of(result.stdout)
     assert [(e["path"], e["target"], e["state"]) for e in plan["links"]] == \
         [(path, target, "create") for path, target in FACTS_LINKS]
+
+
+def test_a_link_named_after_the_target_interpreter_is_made_as_filled_in(ws: Workspace) -> None:
+    import sysconfig
+
+    entry = "links.entries=[{path: 'build-{python.version}', target: 'python/build/cmake.{platform.tag}'}]"
+    (ws.flagtree / "python/build" / f"cmake.{sysconfig.get_platform()}").mkdir(parents=True)
+    result = ws.run("link", sets=(entry,))  # no workspace venv yet: the running interpreter's values
+    assert result.exit_code == 0, result.stderr
+    link = ws.flagtree / f"build-{sysconfig.get_python_version()}"
+    assert os.readlink(link) == f"python/build/cmake.{sysconfig.get_platform()}"

@@ -16,6 +16,7 @@ from flagtree_cpu_build.buildenv import (
     stamp_env,
     toolchain_layers,
 )
+from flagtree_cpu_build.cmakeargs import cmake_arguments
 from flagtree_cpu_build.host import HostFacts
 from flagtree_cpu_build.placeholders import placeholder_values
 from flagtree_cpu_build.recipe import EnvOps, Selector, SourceScript, Toolchain, resolve, select_variants
@@ -27,19 +28,25 @@ NVIDIA = ("TRITON_PTXAS_PATH", "TRITON_CUOBJDUMP_PATH", "TRITON_NVDISASM_PATH", 
           "TRITON_CUDART_PATH", "TRITON_CUPTI_INCLUDE_PATH", "TRITON_CUPTI_LIB_PATH")
 
 
-def build_spec(tmp_path: Path, jobs: int | None = None):
+def resolved_recipe(tmp_path: Path, jobs: int | None = None):
     recipe = select_variants(load_recipe("flagtree-cpu-arm64"), BOARD.os_id, BOARD.arch)
     ws = Workspace(tmp_path / "ws")
     values = placeholder_values(recipe, ws, BOARD, {"HOME": "/home/edge"}, jobs=jobs)
-    return resolve(recipe, ws.root, values).build, ws
+    return resolve(recipe, ws.root, values), ws
+
+
+def build_spec(tmp_path: Path, jobs: int | None = None):
+    recipe, ws = resolved_recipe(tmp_path, jobs)
+    return recipe.build, ws
 
 
 def env_for(tmp_path: Path, inherited: dict[str, str] | None = None, *, offline: bool = False,
             ccache: bool = False, jobs: int | None = None):
-    build, ws = build_spec(tmp_path, jobs)
+    recipe, ws = resolved_recipe(tmp_path, jobs)
     base = {"HOME": "/home/edge", "PATH": "/usr/bin:/bin", **(inherited or {})}
-    return compute_build_env(build, base, offline=offline, commands_available={"ccache": ccache},
-                             path_prefix=str(ws.venv_dir / "bin")), ws
+    return compute_build_env(recipe.build, base, offline=offline, commands_available={"ccache": ccache},
+                             path_prefix=str(ws.venv_dir / "bin"),
+                             cmake_args=cmake_arguments(recipe.build.cmake, recipe, ws.root)), ws
 
 
 def test_the_build_environment_carries_every_fix(tmp_path: Path) -> None:

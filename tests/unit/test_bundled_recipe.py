@@ -62,7 +62,10 @@ def test_build_environment_encodes_the_traps(recipe) -> None:
     env = recipe.build.env.set
     assert env["FLAGTREE_BACKEND"] == "cpu"
     assert env["TRITON_BUILD_PROTON"] == "OFF"
-    assert env["TRITON_APPEND_CMAKE_ARGS"] == "-DCMAKE_INSTALL_PREFIX={home}/.flagtree_install"
+    cmake = recipe.build.cmake  # appended to TRITON_APPEND_CMAKE_ARGS, which setup.py hands to CMake
+    assert (cmake.args_env, cmake.define) == ("TRITON_APPEND_CMAKE_ARGS",
+                                              {"CMAKE_INSTALL_PREFIX": "{home}/.flagtree_install"})
+    assert "TRITON_APPEND_CMAKE_ARGS" in recipe.build.env.unset  # an inherited value does not reach CMake
     nvidia = ["TRITON_PTXAS_PATH", "TRITON_CUOBJDUMP_PATH", "TRITON_NVDISASM_PATH", "TRITON_CUDACRT_PATH",
               "TRITON_CUDART_PATH", "TRITON_CUPTI_INCLUDE_PATH", "TRITON_CUPTI_LIB_PATH"]
     assert all(env[name] == "{empty_dir}" for name in nvidia)
@@ -111,7 +114,7 @@ def test_resolved_for_an_ubuntu_arm_board(recipe, tmp_path: Path) -> None:
     assert resolved.build.cwd == str(ws.root / "FlagTree")
     assert resolved.build.argv[0] == str(ws.root / ".venv/bin/python")
     assert env["LLVM_SYSPATH"] == "/home/edge/.triton/llvm/llvm-a66376b0-ubuntu-arm64"
-    assert env["TRITON_APPEND_CMAKE_ARGS"] == "-DCMAKE_INSTALL_PREFIX=/home/edge/.flagtree_install"
+    assert resolved.build.cmake.define["CMAKE_INSTALL_PREFIX"] == "/home/edge/.flagtree_install"
     assert env["TRITON_PTXAS_PATH"] == str(ws.state_dir / "empty")
     assert env["MAX_JOBS"] == "10"  # 12 cores, 20 GiB at 2 GB per job
     assert env["TRITON_PARALLEL_LINK_JOBS"] == "5"  # 20 GiB at 4 GB per link job

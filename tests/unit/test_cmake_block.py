@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from flagtree_cpu_build.buildenv import build_environment, compute_build_env, stamp_env
-from flagtree_cpu_build.cmakeargs import cmake_arguments, fetchcontent_problems
-from flagtree_cpu_build.errors import RecipeError
+from flagtree_cpu_build.cmakeargs import cmake_arguments, fetchcontent_problems, place_links
+from flagtree_cpu_build.errors import BuildError, RecipeError
 from flagtree_cpu_build.host import HostFacts
 from flagtree_cpu_build.placeholders import placeholder_values
 from flagtree_cpu_build.recipe import resolve, select_variants
@@ -142,9 +142,66 @@ def test_a_fetchcontent_folder_without_a_cmakelists_is_listed_and_a_listed_input
     (('build.cmake.define.X="{pyhton}"',), "build.cmake.define.X: unknown placeholder {pyhton}"),
     (("build.cmake.define={}", "build.cmake.fetchcontent={}"),
      "build.cmake: a cmake block without define or fetchcontent adds nothing"),
+    (("build.cmake.fetchcontent.googletest.at=../outside",),
+     "build.cmake.fetchcontent.googletest.at: folder '../outside' escapes the build's working folder (cwd)"),
+    (("build.cmake.fetchcontent.googletest.at=/abs/googletest",),
+     "build.cmake.fetchcontent.googletest.at: folder '/abs/googletest' must be a relative path"),
+    (('build.cmake.fetchcontent.googletest.at="build/{pyhton.version}/gt"',),
+     "build.cmake.fetchcontent.googletest.at: unknown placeholder {pyhton.version}"),
     (("build.cmake.fetchcontnet={}",),
      "build.cmake.fetchcontnet: unknown key 'fetchcontnet' (did you mean 'fetchcontent'?)"),
 ])
 def test_a_wrong_cmake_block_is_a_located_recipe_problem(overrides: tuple[str, ...], expected: str) -> None:
     found = problems_of(RECIPE, overrides)
     assert any(p.startswith(expected) for p in found), found
+
+
+AT = ('build.cmake.fetchcontent.googletest={source: googletest, at: "build/cmake.{platform.tag}-cpython-'
+      '{python.version}/_deps/googletest"}',)
+
+
+def test_a_dependency_at_its_own_folder_is_linked_there_once(tmp_path: Path) -> None:
+    recipe, ws = resolved(tmp_path, overrides=AT)
+    (ws.root / "googletest").mkdir(parents=True)
+    (ws.root / "app").mkdir()
+    at = Path(recipe.build.cwd) / recipe.build.cmake.fetchcontent["googletest"].at
+    assert "{" not in str(at) and "cpython-" in str(at)  # the computed placeholders filled in
+    assert place_links(recipe, ws.root) == [at]
+    assert at.is_symlink() and Path(at.readlink()) == ws.root / "googletest"
+    assert place_links(recipe, ws.root) == []  # the right link is left as it is
+    assert cmake_arguments(recipe.build.cmake, recipe, ws.root)[2] == \
+        f"-DFETCHCONTENT_SOURCE_DIR_GOOGLETEST={ws.root}/googletest"  # the hand-over by argument stays too
+
+
+def test_what_is_not_the_tools_link_at_that_folder_is_refused_and_listed(tmp_path: Path) -> None:
+    recipe, ws = resolved(tmp_path, overrides=AT)
+    (ws.root / "googletest").mkdir(parents=True)
+    at = Path(recipe.build.cwd) / recipe.build.cmake.fetchcontent["googletest"].at
+    (at / "src").mkdir(parents=True)  # CMake's own clone, from a build before the recipe said `at`
+    with pytest.raises(BuildError) as caught:
+        place_links(recipe, ws.root)
+    [detail] = caught.value.details
+    assert f"{at} is a folder (CMake's own download?), not the tool's link to {ws.root}/googletest" in detail
+    assert (at / "src").is_dir()  # untouched
+    assert any(line.startswith("FetchContent googletest (build.cmake.fetchcontent.googletest.at)")
+               for line in fetchcontent_problems(recipe, ws.root, []))  # `build --offline` lists it before a run
+
+
+def test_a_link_in_the_build_tree_that_leads_out_is_refused(tmp_path: Path) -> None:
+    recipe, ws = resolved(tmp_path, overrides=("build.cmake.fetchcontent.googletest={source: googletest, at: "
+                                               "build/_deps/googletest}",))
+    (ws.root / "googletest").mkdir(parents=True)
+    (ws.root / "app").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (ws.root / "app/build").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(BuildError) as caught:
+        place_links(recipe, ws.root)
+    assert "leads outside the build's folder" in caught.value.details[0]
+    assert not (tmp_path / "elsewhere/_deps").exists()
+
+
+def test_a_missing_tree_with_a_place_is_listed_with_that_place(tmp_path: Path) -> None:
+    recipe, ws = resolved(tmp_path, overrides=AT)
+    at = Path(recipe.build.cwd) / recipe.build.cmake.fetchcontent["googletest"].at
+    [line] = fetchcontent_problems(recipe, ws.root, ["source googletest: not cloned — run `flagtree-cpu sync`"])[:1]
+    assert line.endswith(f"(FetchContent googletest of build.cmake, linked at {at})"), line

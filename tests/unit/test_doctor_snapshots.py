@@ -363,7 +363,7 @@ def test_devices_and_commands_come_from_the_recipe(tmp_path: Path) -> None:
 
 def test_an_install_prefix_in_any_build_variable_is_checked(tmp_path: Path) -> None:
     data = bundled_data()
-    data["build"]["env"]["set"].pop("TRITON_APPEND_CMAKE_ARGS")
+    data["build"].pop("cmake")  # the bundled recipe's prefix is build.cmake.define.CMAKE_INSTALL_PREFIX
     assert live(tmp_path, data, ("workspace.install-prefix",))["workspace.install-prefix"].status == "skip"
     data["build"]["env"]["set"]["EXTRA_CMAKE_ARGS"] = f"-G Ninja -DCMAKE_INSTALL_PREFIX={tmp_path}/prefix"
     finding = live(tmp_path, data, ("workspace.install-prefix",))["workspace.install-prefix"]

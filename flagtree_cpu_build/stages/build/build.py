@@ -27,6 +27,7 @@ into ``{wheel_dir}``). Each kind keeps its own stamp (``build-editable.json``, `
 
 from __future__ import annotations
 
+import os
 import shlex
 import time
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ from ...build_stamp import (
     write_stamp,
 )
 from ...buildenv import BuildEnv, build_environment
+from ...cmakeargs import place_links
 from ...envops import EnvFileError, EnvLayer, SourceScriptError
 from ...errors import BuildError, UsageError
 from ...recipe.builds import MAIN, final_build, named_builds
@@ -295,6 +297,8 @@ def _build(ctx: StageContext, options: RunOptions, facts: BuildPlan, ready: _Rea
                                   ready.build_env.env, ui.warn, base_dir=str(ws.root))
     step_options = _step_options(ctx, options)
     steps = run_steps("pre-build", recipe, ctx.host, **step_options)
+    for link in place_links(recipe, ws.root):  # a FetchContent dependency at the project's own folder (`at`)
+        ui.info(f"linked {link} -> {os.readlink(link)}")
     result = run_command(argv, recipe, ws.logs_dir, ready.build_env, ui, options, cache.env if cache else {},
                          which.name)
     if not result.ok:
