@@ -72,6 +72,14 @@ class ArtifactLock:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ReadLock:
+    source: str = spec("the source whose file was read")
+    file: str = spec("the file, relative to the source's checkout")
+    commit: str | None = spec("the source's commit when it was read", default=None)
+    value: str = spec("the value read")
+
+
+@dataclass(frozen=True, kw_only=True)
 class Lock:
     lock_version: int = spec("lock file format version")
     tool_version: str = spec("flagtree-cpu version that wrote it")
@@ -80,6 +88,8 @@ class Lock:
     variant: str | None = spec("the recipe's variant it was written for", default=None)
     sources: dict[str, SourceLock] = spec("sources", default_factory=dict)
     artifacts: dict[str, ArtifactLock] = spec("artifacts", default_factory=dict)
+    reads: dict[str, ReadLock] = spec("values read from sources' files, by placeholder (artifacts.NAME.match.X)",
+                                      default_factory=dict)
 
 
 def empty_lock(recipe_name: str, recipe_digest: str, variant: str | None = None) -> Lock:
@@ -177,6 +187,8 @@ def write_lock(path: Path, lock: Lock) -> None:
               "# Keep it next to the recipe to reproduce the workspace; `flagtree-cpu sync --update`\n"
               "# re-resolves, `--frozen` refuses to change it.\n")
     data = rs.to_data(lock)
+    if not data.get("reads"):
+        data.pop("reads", None)  # a recipe that reads nothing keeps the lock it had
     for entry in data.get("artifacts", {}).values():
         if not entry.get("digest"):
             entry.pop("digest", None)  # most artifacts state only a sha256: their entries stay as they were

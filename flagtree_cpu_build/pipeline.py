@@ -53,7 +53,8 @@ def run_setup(ctx: StageContext, options: RunOptions, bundle: dict[str, Any] | N
         if ctx.base is not None:
             current = ["base"]
             ctx = _set_up_base(ctx, options, report)
-        for group in _in_turn(STAGES):
+        reads = _reads_sources(ctx)
+        for group in _in_turn(STAGES, apart=reads):
             current = [stage.name for stage in group]
             with ctx.ui.group(f"flagtree-cpu setup: {group[0].name}"):
                 if len(group) > 1:
@@ -63,6 +64,8 @@ def run_setup(ctx: StageContext, options: RunOptions, bundle: dict[str, Any] | N
                 why = stage.skip(options)
                 result = _skipped(stage.command, why) if why else _run(stage, ctx, options, report)
                 _finish(report.record(stage.name), result, time.monotonic() - began, ctx)
+            if reads and stage.name == "sources" and ctx.reopen is not None:
+                ctx = ctx.reopen()  # the values the artifacts read, from the files sync just checked out
     except KeyboardInterrupt as exc:
         ctx.ui.cancel.set()
         _mark_unfinished(report, current, "interrupted", exc.name if isinstance(exc, Terminated) else "Ctrl-C")
@@ -172,11 +175,16 @@ def _skipped(stage: str, why: str) -> StageResult:
 # --- stages side by side (sources ∥ artifacts) ---------------------------------------------------------
 
 
-def _in_turn(stages: tuple[Stage, ...]) -> list[list[Stage]]:
-    """The stages in order, consecutive ``concurrent`` ones grouped to run side by side."""
+def _reads_sources(ctx: StageContext) -> bool:
+    """Whether an artifact's url, path or digest is read from a source's file: then it is fetched after sync."""
+    return any(a.read_names for a in ctx.recipe.artifacts.values())
+
+
+def _in_turn(stages: tuple[Stage, ...], *, apart: bool = False) -> list[list[Stage]]:
+    """The stages in order, consecutive ``concurrent`` ones grouped to run side by side (``apart``: none)."""
     groups: list[list[Stage]] = []
     for stage in stages:
-        if stage.concurrent and groups and groups[-1][-1].concurrent:
+        if not apart and stage.concurrent and groups and groups[-1][-1].concurrent:
             groups[-1].append(stage)
         else:
             groups.append([stage])

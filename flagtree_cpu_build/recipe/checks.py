@@ -10,13 +10,14 @@ from __future__ import annotations
 import posixpath
 import re
 import string
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from ..cache_url import CompileCacheUrlError, parse_url
 from ..digest import HEX_LENGTHS
 from . import schema as rs
+from .reads import DIGEST_PLACEHOLDER, name_of
 from .schema import Context, Path_, json_rule, suggest
 
 # Placeholders every recipe may use in fields marked "interpolate". The values come from
@@ -141,11 +142,14 @@ DIGEST_LENGTHS = {a: HEX_LENGTHS[a] for a in ("md5", "sha256", "sha512")}
 
 
 @json_rule({"propertyNames": {"enum": list(DIGEST_LENGTHS)}, "properties": {
-    a: {"pattern": f"^[0-9a-fA-F]{{{n}}}$"} for a, n in DIGEST_LENGTHS.items()}})
+    a: {"pattern": f"^([0-9a-fA-F]{{{n}}}|{DIGEST_PLACEHOLDER})$"} for a, n in DIGEST_LENGTHS.items()}})
 def check_digests(value: Mapping[str, str], ctx: Context, path: Path_) -> None:
-    """md5 / sha256 / sha512 -> hexadecimal digests of the right length."""
+    """md5 / sha256 / sha512 -> hexadecimal digests of the right length, or one value read from a source's file
+    ({match} / {match.NAME}, judged once read)."""
     for algorithm, digest in value.items():
         length = DIGEST_LENGTHS.get(algorithm)
+        if length is not None and re.fullmatch(DIGEST_PLACEHOLDER, digest):
+            continue
         if length is None:
             hint = suggest(algorithm, DIGEST_LENGTHS)
             ctx.report(path + (algorithm,), f"unknown digest algorithm {algorithm!r}{hint}",
@@ -288,6 +292,16 @@ check_source_ref = _known("sources", "source")
 
 def check_placeholders(value: Any, ctx: Context, path: Path_) -> None:
     """Every {placeholder} in an interpolated field must be one the tool can fill in."""
+    _check_placeholder_names(value, ctx, path, lambda _name: False)
+
+
+def check_artifact_placeholders(value: Any, ctx: Context, path: Path_) -> None:
+    """An artifact's url and path: the placeholders of every field, and {match} / {match.NAME} (values read from
+    a source's file, which the artifact's own check matches against its rules)."""
+    _check_placeholder_names(value, ctx, path, lambda name: name_of(name) is not None)
+
+
+def _check_placeholder_names(value: Any, ctx: Context, path: Path_, also: Callable[[str], bool]) -> None:
     known = placeholder_catalog(ctx.facts.get("sources", ()), ctx.facts.get("artifacts", ()),
                                 ctx.facts.get("toolchains", ()))
     for where, text in _strings(value, path):
@@ -300,7 +314,7 @@ def check_placeholders(value: Any, ctx: Context, path: Path_) -> None:
             if name is None:
                 continue
             inherited = name.startswith("env.") and _ENV_NAME_RE.fullmatch(name[4:])
-            if not inherited and name not in known:
+            if not inherited and name not in known and not also(name):
                 ctx.report(where, f"unknown placeholder {{{name}}}{suggest(name, known)}",
                            "placeholders are: " + ", ".join("{" + k + "}" for k in known + [ENV_PLACEHOLDER]))
             elif fmt or conversion:

@@ -95,13 +95,23 @@ def layout_changes(stamp: Mapping[str, Any], artifact: Artifact) -> list[str]:
     return [key for key, value in stamp_layout(artifact).items() if stamp.get(key, defaults[key]) != value]
 
 
-def plan_artifacts(recipe: Recipe, lock: Lock | None, options: RunOptions) -> list[PlanItem]:
+def plan_artifacts(recipe: Recipe, lock: Lock | None, options: RunOptions, *, root: Path | None = None,
+                   after_sync: bool = False) -> list[PlanItem]:
+    """``root``: the workdir, where values read from sources' files are read (``{match}``); ``after_sync``: setup
+    plans, with the sources synced first, so a value still to be read is read then."""
     from ...artifact_cache import ArtifactCache
     from ...workspace import user_cache_dir
+    from .reads import waiting_item, with_reads
 
     cache = ArtifactCache((options.cache_dir or user_cache_dir(os.environ)) / "downloads", ui=None)
-    return [_plan_one(name, artifact, lock, options, cache, options.fetch.from_files.get(name))
-            for name, artifact in recipe.artifacts.items()]
+    items = []
+    for name, artifact in recipe.artifacts.items():
+        waiting = waiting_item(name, artifact, recipe, root, lock, after_sync=after_sync) if root else None
+        if waiting is None:
+            item = _plan_one(name, artifact, lock, options, cache, options.fetch.from_files.get(name))
+            waiting = with_reads(item, name, artifact, recipe, root, lock) if root else item
+        items.append(waiting)
+    return items
 
 
 def published_locks(recipe: Recipe, lock: Lock | None, options: RunOptions) -> dict[str, ArtifactLock]:

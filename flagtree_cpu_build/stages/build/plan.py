@@ -260,7 +260,8 @@ def _artifact_problems(ctx: StageContext) -> list[str]:
     lock = read_lock(ctx.workspace.lock_file)
     return [f"artifact {i.subject}: not published and verified at {i.data['path']} — run `flagtree-cpu fetch` "
             "(offline: `flagtree-cpu fetch --offline --from FILE`)"
-            for i in plan_artifacts(ctx.recipe, lock, RunOptions(python=Path())) if i.will != "ok"]
+            for i in plan_artifacts(ctx.recipe, lock, RunOptions(python=Path()), root=ctx.workspace.root)
+            if i.will != "ok"]
 
 
 # --- words of the plan item -------------------------------------------------------------------------------------

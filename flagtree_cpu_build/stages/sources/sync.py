@@ -38,7 +38,8 @@ from ...gitops import clone, fetch_commit, fetch_origin, init_with_origin, set_r
 from ...lockfile import PatchLock, SourceLock, empty_lock, read_lock, update_lock, write_lock
 from ...partials import PartialFolder, clear_leftovers
 from ...probes import check_sources
-from ...recipe import Source
+from ...recipe import Recipe, Source
+from ...source_reads import read_locks
 from ...stagekit.plan import PlanItem
 from ...stagekit.stage import Action, RunOptions, StageContext, StageResult
 from ...workspace import Workspace
@@ -84,6 +85,7 @@ def run_lock(ctx: StageContext, options: RunOptions) -> StageResult:
                                   {"sha256": entry.sha256}))
     new = replace(lock, recipe=recipe.name, recipe_digest=recipe.digest, variant=recipe.variant, sources=sources,
                   artifacts={**lock.artifacts, **published})
+    new = replace(new, reads={**lock.reads, **read_locks(recipe, ws.root, new)})
     if not options.frozen and new != old:
         write_lock(ws.lock_file, new)
     return StageResult("lock", tuple(actions), seconds=time.monotonic() - start)
@@ -117,8 +119,29 @@ def run_sync(ctx: StageContext, options: RunOptions, plan: Sequence[PlanItem]) -
                     lambda base: replace(base, recipe=recipe.name, recipe_digest=recipe.digest, sources=entries),
                     variant=recipe.variant)
     checks = check_sources(recipe, ws)
-    actions.append(Action("compatibility checks", "ok", f"{checks} passed", {"check": True}))  # not an item
+    read = record_reads(recipe, ws, options)
+    actions.append(Action("compatibility checks", "ok", "; ".join([f"{checks} passed", *read]),
+                          {"check": True}))  # not an item
     return StageResult("sync", tuple(actions), tuple(warnings), time.monotonic() - start)
+
+
+def record_reads(recipe: Recipe, ws: Workspace, options: RunOptions) -> list[str]:
+    """The values the artifacts read from the files just checked out, recorded in the lock (at the commits it
+    records), in words; one the lock records otherwise is a change, which --frozen refuses."""
+    lock = read_lock(ws.lock_file)
+    entries = read_locks(recipe, ws.root, lock)
+    old = lock.reads if lock else {}
+    changed = {key: entry for key, entry in entries.items() if key not in old or old[key].value != entry.value}
+    if options.frozen and changed:
+        raise SourceError("--frozen: values read from the sources' files differ from the lock's", details=tuple(
+            f"{key}: read {e.value!r} from {e.source}'s {e.file}, the lock records "
+            f"{old[key].value if key in old else 'nothing'}" for key, e in changed.items()),
+            fix="run `flagtree-cpu sync` (without --frozen) and commit the updated lock file")
+    if entries and not options.frozen and entries != old:
+        update_lock(ws.lock_file, recipe.name, recipe.digest, lambda base: replace(base, reads=entries),
+                    variant=recipe.variant)
+    return [f"{e.value} read from {e.source}'s {e.file}" + (f" (was {old[key].value})" if key in old else "")
+            for key, e in changed.items()]
 
 
 def _origin_word(pin: Pin) -> str:
