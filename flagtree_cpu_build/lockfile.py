@@ -49,8 +49,9 @@ class SourceLock:
     url: str = spec("repository URL")
     ref: str | None = spec("branch or tag", default=None)
     commit: str = spec("the checked-out commit")
-    resolved_from: Literal["recipe", "ref"] = spec("where the commit came from: the recipe's pin, or "
-                                                   "resolving the ref", default="recipe")
+    resolved_from: Literal["recipe", "ref", "read"] = spec("where the commit came from: the recipe's pin, "
+                                                           "another source's file (commit_from), or "
+                                                           "resolving the ref", default="recipe")
     submodules: tuple[SubmoduleLock, ...] = spec("submodules at their gitlinks", default=())
     patches: tuple[PatchLock, ...] = spec("patches applied", default=())
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -23,7 +22,7 @@ from .regular_file import read_regular
 if TYPE_CHECKING:
     from .lockfile import Lock, ReadLock
     from .recipe import Artifact, Recipe
-    from .recipe.pins import SourcePin
+    from .recipe.pins import CommitFrom, SourcePin
 
 # a read file is a hash file, a JSON of pins, a version file: megabytes at most
 MAX_READ_BYTES = 16 << 20
@@ -132,10 +131,10 @@ def judge(value: str, algorithm: str | None) -> str | None:
 
 
 def _digest_names(name: str, artifact: Artifact) -> dict[str, str]:
-    """Read name -> the digest algorithm it is the value of (in the recipe's words, or marked in a resolved one)."""
+    """Read name -> the digest algorithm it is the value of."""
     found = {}
     for algorithm, value in artifact.digest.items():
-        for n in used_names(value) or [n for n in artifact.read_names if value == "{" + marker(name, n) + "}"]:
+        for n in used_names(value):  # the recipe's words, or a resolved recipe's value not read yet
             found[n] = algorithm
     return found
 
@@ -161,7 +160,7 @@ def _from_lock(name: str, wanted: list[str], rule: SourcePin, recipe: Recipe,
     return found
 
 
-def _read_rule_file(rule: SourcePin, recipe: Recipe, root: Path) -> tuple[str, bool, str | None]:
+def _read_rule_file(rule: SourcePin | CommitFrom, recipe: Recipe, root: Path) -> tuple[str, bool, str | None]:
     """The file's text, whether it is missing (not checked out yet), or why it cannot be read."""
     checkout = root / recipe.source_path(rule.source)
     path = checkout / rule.file
@@ -187,7 +186,7 @@ def read_text(path: Path) -> tuple[str, str | None]:
     return data.decode("utf-8", errors="replace"), None
 
 
-def capture(pin: SourcePin, text: str, key: str) -> tuple[str, dict[str | None, str], str | None]:
+def capture(pin: SourcePin | CommitFrom, text: str, key: str) -> tuple[str, dict[str | None, str], str | None]:
     """The piece of the file the rule reads, a regex's named groups, or why it cannot be read (with what to do)."""
     fix = f"correct {key}, or pin {pin.source} to a commit whose file has it"
     if pin.json_path is not None:
@@ -247,23 +246,9 @@ def changed(values: tuple[ReadValue, ...], lock: Lock | None) -> dict[str, str]:
     return out
 
 
-def fill_recipe(recipe: Recipe, values: Mapping[str, str]) -> Recipe:
-    """A resolved recipe with the markers of ``values`` replaced (setup, once the sources are synced)."""
-    from dataclasses import replace
-
-    from .recipe.interpolated import map_interpolated
-    from .recipe.reads import fill
-
-    if not values:
-        return recipe
-    filled = map_interpolated(recipe, lambda text, _path: fill(text, values))
-    artifacts = {name: replace(a, digest={k: fill(v, values) for k, v in a.digest.items()})
-                 for name, a in filled.artifacts.items()}
-    return replace(filled, artifacts=artifacts)
-
-
 def read_locks(recipe: Recipe, root: Path, lock: Lock | None) -> dict[str, ReadLock]:
-    """The lock's ``reads`` entries for every value the resolved ``recipe``'s artifacts read now."""
+    """The lock's ``reads`` entries for every value the resolved ``recipe`` reads now: its artifacts' ``{match}``
+    values and its sources' commits (``commit_from``)."""
     from .lockfile import ReadLock
 
     entries = {}
@@ -272,4 +257,29 @@ def read_locks(recipe: Recipe, root: Path, lock: Lock | None) -> dict[str, ReadL
             values, _waiting, _problems = read_artifact(name, artifact, artifact.read_names, recipe, root, lock)
             entries.update({v.key: ReadLock(source=v.source, file=v.file, commit=v.commit, value=v.value)
                             for v in values})
+    for name, source in recipe.sources.items():
+        reader = source.commit_from
+        commit = read_commit(recipe, root, name)[0] if reader is not None else None
+        if reader is not None and commit is not None:
+            entries[f"sources.{name}.commit"] = ReadLock(source=reader.source, file=reader.file,
+                                                         commit=_source_commit(lock, reader.source), value=commit)
     return entries
+
+
+def read_commit(recipe: Recipe, root: Path, name: str) -> tuple[str | None, str | None]:
+    """The commit source ``name`` is to be at, read from another source's file (``commit_from``): the commit, or
+    None with why not (None, None: the file is not checked out yet)."""
+    reader = recipe.sources[name].commit_from
+    assert reader is not None
+    key = f"sources.{name}.commit_from"
+    text, missing, problem = _read_rule_file(reader, recipe, root)
+    if missing:
+        return None, None
+    if problem is None:
+        value, _groups, problem = capture(reader, text, key)
+        if problem is None and not re.fullmatch(r"[0-9a-fA-F]{40}", value):
+            problem = (f"gives {value[:80]!r}, which is not a commit id (40 hexadecimal characters) — correct {key}, "
+                       f"or pin {reader.source} to a commit whose file names one")
+        if problem is None:
+            return value.lower(), None
+    return None, f"{key}: {reader.source}'s {reader.file} {problem}"

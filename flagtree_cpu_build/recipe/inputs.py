@@ -33,7 +33,7 @@ from .checks import (
     escapes,
     find_patch,
 )
-from .pins import SourcePin
+from .pins import CommitFrom, SourcePin
 from .reads import check_reads
 from .schema import Context, Path_, spec
 
@@ -89,6 +89,9 @@ class Source:
     ref: str | None = spec("branch or tag the commit belongs to; resolved once and locked when "
                            "`commit` is absent", default=None)
     commit: str | None = spec("the pinned commit (full 40-hex id)", default=None, checks=check_commit)
+    commit_from: CommitFrom | None = spec("read the commit from another source's file after that one is checked "
+                                          "out (e.g. llvm-project at FlagTree's cmake/llvm-hash.txt); recorded in "
+                                          "the lock", default=None)
     path: str | None = spec("checkout folder, relative to the workdir (or to the `inside` source);"
                             " default: the source name", default=None, checks=check_source_path)
     inside: str | None = spec("name of the source this one is checked out inside", default=None,
@@ -103,9 +106,12 @@ class Source:
     probes: tuple[Probe, ...] = spec("compatibility probes run after checkout", default=())
 
     def check(self, ctx: Context, path: Path_) -> None:
-        if self.ref is None and self.commit is None:
-            ctx.report(path, "a source needs `ref` (a branch or tag), `commit`, or both",
+        if self.ref is None and self.commit is None and self.commit_from is None:
+            ctx.report(path, "a source needs `ref` (a branch or tag), `commit`, or both (or `commit_from`)",
                        "add `ref: main` to follow a branch (resolved once, then locked)")
+        if self.commit is not None and self.commit_from is not None:
+            ctx.report(path + ("commit_from",), "give `commit` or `commit_from`, not both",
+                       "keep commit_from to follow the file, or commit to pin by hand")
         seen: dict[str, int] = {}
         for i, patch in enumerate(self.patches):
             where = path + ("patches", i)
@@ -338,6 +344,15 @@ def check_source_tree(sources: Mapping[str, Source], ctx: Context, path: Path_) 
                 return
             seen.append(current)
             current = sources[current].inside
+    for name, source in sources.items():  # a commit read from a source's file: that source is checked out first
+        reader = source.commit_from
+        if reader is None or reader.source not in sources:
+            continue
+        if reader.source == name or sources[reader.source].commit_from is not None:
+            ctx.report(path + (name, "commit_from", "source"), f"{name}'s commit cannot be read from "
+                       f"{reader.source}, whose own commit " + ("is this one" if reader.source == name else
+                                                               "is read from a file too"),
+                       "read it from a source pinned by `commit` or `ref`")
     recipe_paths = {name: checkout_path(sources, name) for name in sources}
     for name, rel in recipe_paths.items():
         for other, other_rel in recipe_paths.items():

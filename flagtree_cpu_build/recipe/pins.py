@@ -48,3 +48,31 @@ class SourcePin:
         return None
 
 
+
+
+@dataclass(frozen=True, kw_only=True)
+class CommitFrom:
+    """A source's commit read from another source's file after that one is checked out: an `llvm-project` source
+    at the commit FlagTree's cmake/llvm-hash.txt names."""
+
+    source: str = spec("the source holding the file (checked out first)", checks=check_source_ref)
+    file: str = spec("file in that source", checks=check_file_in_source)
+    chars: int | None = spec("how many leading characters of the file (with json_path: of the value there) are the "
+                             "commit (default: 40, a full commit id)", default=None,
+                             json={"minimum": 40, "maximum": 40})
+    regex: str | None = spec("a regular expression; its first group (else the whole match) is the commit",
+                             default=None, checks=check_regex)
+    json_path: str | None = spec("a dotted path into the file's JSON whose value is the commit", default=None,
+                                 checks=check_json_path)
+
+    def check(self, ctx: Context, path: Path_) -> None:
+        given = [k for k in ("chars", "regex", "json_path") if getattr(self, k) is not None]
+        if len(given) > 1 and given != ["chars", "json_path"]:
+            ctx.report(path, f"give one of chars, regex and json_path, not {' and '.join(given)}",
+                       "keep the one that reads the file as it is written")
+
+    @property
+    def leading_chars(self) -> int | None:
+        if self.regex is None and self.json_path is None:
+            return self.chars or 40
+        return None

@@ -6,8 +6,8 @@ names it ``{match.NAME}``, a regular expression's named groups add ``{match.GROU
 rule's. A rule that no placeholder uses only checks that its value appears in the URL, as before.
 
 This module knows the names and rewrites the templates; reading the files is ``source_reads``'s (a checkout is
-hostile). Until a file is read, the resolved recipe carries a marker in its place, ``{artifacts.NAME.match.X}``
-(``marker``), which ``fill`` replaces once the value is known (setup reads after sync).
+hostile). A value not read yet (the source is not checked out) stays written as ``{match.X}`` in the resolved
+recipe (``unread`` finds it); setup opens the context again once the sources are synced.
 """
 
 from __future__ import annotations
@@ -105,8 +105,13 @@ def check_reads(artifact: Artifact, ctx: Context, path: Path_) -> None:
 
 
 def marker(artifact: str, name: str) -> str:
-    """The placeholder name a read value has in the resolved recipe: ``artifacts.llvm.match.hash``."""
+    """The placeholder name a read value has while the recipe is resolved: ``artifacts.llvm.match.hash``."""
     return f"artifacts.{artifact}.{MATCH}" + (f".{name}" if name else "")
+
+
+def written(name: str) -> str:
+    """The placeholder as the recipe writes it, ``{match.hash}``: what a value not read yet shows as."""
+    return "{" + MATCH + (f".{name}" if name else "") + "}"
 
 
 def names_used(artifact: Artifact) -> tuple[str, ...]:
@@ -118,37 +123,33 @@ def names_used(artifact: Artifact) -> tuple[str, ...]:
 
 
 def with_markers(name: str, artifact: Artifact, values: Mapping[str, str]) -> Artifact:
-    """``artifact`` (its variant chosen) ready for ``resolve``: ``{match.X}`` in url and path becomes the
-    placeholder ``{artifacts.NAME.match.X}``, a digest's placeholder becomes its value from ``values`` (keyed by
-    marker) or, not read yet, the marker's text; ``read_names`` records the names used."""
-    used = names_used(artifact)
-    if not used:
+    """``artifact`` (its variant chosen) ready for ``resolve``: ``{match.X}`` in a url or path becomes the
+    placeholder ``{artifacts.NAME.match.X}`` (``resolve`` gives it the value read, or ``written``), a digest's
+    placeholder its value from ``values`` (keyed by marker) or, not read yet, stays as written; ``read_names``
+    records the names the artifact's own fields use."""
+    if not artifact.matches:
         return artifact
 
-    def to_marker(text: str) -> str:
-        return _rewrite(text, lambda n: "{" + marker(name, n) + "}")
+    def to_marker(text: str | None) -> str | None:
+        return None if text is None else _rewrite(text, lambda n: "{" + marker(name, n) + "}")
 
-    digest = {}
-    for algorithm, value in artifact.digest.items():
-        read = used_names(value)
-        digest[algorithm] = values.get(marker(name, read[0]), "{" + marker(name, read[0]) + "}") if read else value
-    return replace(artifact, url=to_marker(artifact.url), path=to_marker(artifact.path), digest=digest,
-                   read_names=used)
+    def digests(given: Mapping[str, str]) -> dict[str, str]:
+        out = {}
+        for algorithm, value in given.items():
+            read = used_names(value)
+            out[algorithm] = values.get(marker(name, read[0]), written(read[0])) if read else value
+        return out
+
+    variants = tuple(replace(v, url=to_marker(v.url), path=to_marker(v.path), digest=digests(v.digest))
+                     for v in artifact.variants)
+    return replace(artifact, url=to_marker(artifact.url), path=to_marker(artifact.path),
+                   digest=digests(artifact.digest), variants=variants, read_names=names_used(artifact))
 
 
-def unread(name: str, artifact: Artifact) -> list[str]:
-    """The read names whose value the resolved ``artifact`` does not have yet (their marker is still there)."""
+def unread(artifact: Artifact) -> list[str]:
+    """The read names whose value the resolved ``artifact`` does not have yet (still written as a placeholder)."""
     texts = [artifact.url, artifact.path, *artifact.digest.values()]
-    return [n for n in artifact.read_names if any("{" + marker(name, n) + "}" in t for t in texts)]
-
-
-def fill(text: str, values: Mapping[str, str]) -> str:
-    """A resolved string with each marker ``values`` knows (key: marker name) replaced by its value."""
-    if "{artifacts." not in text:
-        return text
-    for key, value in values.items():
-        text = text.replace("{" + key + "}", value)
-    return text
+    return [n for n in artifact.read_names if any(written(n) in t for t in texts)]
 
 
 def _rewrite(template: str, replacement: Callable[[str], str]) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 from .checks import PLACEHOLDERS
 from .interpolated import map_interpolated
 from .model import Recipe
-from .reads import marker, with_markers
+from .reads import captures, marker, rules_of, with_markers, written
 
 TOOLCHAIN_ENV = "FLAGTREE_CPU_TOOLCHAIN_"  # FLAGTREE_CPU_TOOLCHAIN_CUDA=/opt/cuda-12.4: this host's own path
 
@@ -83,9 +83,9 @@ def resolve(recipe: Recipe, workdir: Path, base: Mapping[str, str], environ: Map
     reads = reads or {}
     recipe = replace(recipe, artifacts={name: with_markers(name, a, reads) for name, a in recipe.artifacts.items()})
     for name, artifact in recipe.artifacts.items():
-        for read in artifact.read_names:
+        for read in captures(rules_of(artifact.matches))[0]:  # its variants' too: they are resolved alike
             key = marker(name, read)
-            values[key] = reads.get(key, "{" + key + "}")
+            values[key] = reads.get(key, written(read))
     for name in recipe.sources:
         values[f"sources.{name}.path"] = str(workdir / recipe.source_path(name))
     for name, toolchain in recipe.toolchains.items():

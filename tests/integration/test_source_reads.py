@@ -299,3 +299,71 @@ def test_the_plan_shows_the_value_read_and_a_changed_value_as_a_change(kit: Kit)
     assert "{match} = 01234567 read from triton's cmake/llvm-hash.txt, was a66376b0" in item["detail"]
     assert "read value changed: {match} a66376b0 -> 01234567" in item["reason"]
     assert item["reads"]["values"][0]["was"] == HASH[:8]
+
+
+# --- commit_from: a source's commit read from another source's file ----------------------------------------------
+
+
+def two_repos(kit: Kit) -> tuple[dict[str, Any], Path, dict[str, str], list[str]]:
+    """An `llvm-project` with two commits, and a `flagtree` whose cmake/llvm-hash.txt names the first; the recipe's
+    sources (llvm-project written first: the order comes from commit_from, not from the file)."""
+    llvm_url, llvm_work, env = make_repo(kit.root / "llvm", {"README": "llvm 1\n"})
+    llvm_commits = [git("rev-parse", "HEAD", cwd=llvm_work, env=env), advance(llvm_work, env, {"README": "llvm 2\n"})]
+    ft_url, ft_work, ft_env = make_repo(kit.root / "flagtree", {"cmake/llvm-hash.txt": llvm_commits[0] + "\n"})
+    sources = {"llvm-project": {"url": llvm_url, "commit_from": {"source": "flagtree", "file": "cmake/llvm-hash.txt"}},
+               "flagtree": {"url": ft_url, "ref": "main"}}
+    return sources, ft_work, ft_env, llvm_commits
+
+
+def write_sources(kit: Kit, sources: dict[str, Any]) -> None:
+    data = {"schema_version": 2, "name": "reads-fixture", "platform": {"host": {"arch": [HOST]}}, "sources": sources}
+    kit.recipe.write_text(json.dumps(data, indent=1))
+
+
+def test_a_source_at_the_commit_another_sources_file_names_follows_that_file(kit: Kit) -> None:
+    sources, ft_work, ft_env, llvm_commits = two_repos(kit)
+    write_sources(kit, sources)
+    dry = kit.run("sync", "--dry-run", json_out=True)
+    item = next(i for i in result_of(dry.stdout)["items"] if i["subject"] == "llvm-project")
+    assert item["will"] == "created" and item["reason"] == "commit read from flagtree's cmake/llvm-hash.txt"
+    result = kit.run("sync")
+    assert result.exit_code == 0, result.stderr
+    assert git("rev-parse", "HEAD", cwd=kit.ws / "llvm-project") == llvm_commits[0]
+    lock = kit.lock()
+    assert lock["sources"]["llvm-project"]["resolved_from"] == "read"
+    assert lock["reads"]["sources.llvm-project.commit"] == {
+        "source": "flagtree", "file": "cmake/llvm-hash.txt", "commit": lock["sources"]["flagtree"]["commit"],
+        "value": llvm_commits[0]}
+    advance(ft_work, ft_env, {"cmake/llvm-hash.txt": llvm_commits[1] + "\n"})  # FlagTree bumps its LLVM
+    moved = kit.run("sync", "--update")
+    assert moved.exit_code == 0, moved.stderr
+    assert git("rev-parse", "HEAD", cwd=kit.ws / "llvm-project") == llvm_commits[1]
+    assert kit.lock()["reads"]["sources.llvm-project.commit"]["value"] == llvm_commits[1]
+    assert kit.run("sync", "--frozen").exit_code == 0
+
+
+def test_a_file_that_names_no_commit_stops_sync_naming_the_file(kit: Kit) -> None:
+    sources, ft_work, ft_env, _commits = two_repos(kit)
+    advance(ft_work, ft_env, {"cmake/llvm-hash.txt": "main; rm -rf /\n"})
+    write_sources(kit, sources)
+    result = kit.run("sync")
+    assert result.exit_code == 3
+    text = " ".join(result.stderr.split())
+    assert "sources.llvm-project.commit_from: flagtree's cmake/llvm-hash.txt gives" in text
+    assert "is not a commit id" in text and not (kit.ws / "llvm-project").exists()
+
+
+@pytest.mark.parametrize("change, said", [
+    ({"commit": "0" * 40}, "give `commit` or `commit_from`, not both"),
+    ({"commit_from": {"source": "llvm-project", "file": "x"}}, "cannot be read from llvm-project"),
+    ({"commit_from": {"source": "flagtre", "file": "x"}}, "did you mean 'flagtree'?"),
+])
+def test_a_commit_from_that_cannot_work_is_a_located_recipe_problem(kit: Kit, change: dict[str, Any],
+                                                                    said: str) -> None:
+    write_sources(kit, {"llvm-project": {"url": "https://example.invalid/llvm.git",
+                                         "commit_from": {"source": "flagtree", "file": "cmake/llvm-hash.txt"},
+                                         **change},
+                        "flagtree": {"url": "https://example.invalid/flagtree.git", "ref": "main"}})
+    result = kit.run("recipe", "validate", str(kit.recipe))
+    assert result.exit_code == 2 and said in " ".join(result.output.split())
+    assert "sources.llvm-project" in result.output

@@ -25,7 +25,7 @@ def waiting_item(name: str, artifact: Artifact, recipe: Recipe, root: Path, lock
     from ...recipe.reads import captures, rules_of
     from ...source_reads import read_artifact
 
-    names = unread(name, artifact)
+    names = unread(artifact)
     if not names:
         return None
     rules = rules_of(artifact.matches)

@@ -29,6 +29,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Literal
 
 from ...atomic import replace_symlink
 from ...errors import SourceError
@@ -44,7 +45,7 @@ from ...stagekit.plan import PlanItem
 from ...stagekit.stage import Action, RunOptions, StageContext, StageResult
 from ...workspace import Workspace
 from .checkouts import finish_move, interrupted_move, interrupted_submodule_moves, move_to, settle
-from .pins import Pin, resolve_pins, same_repository, settle_pins
+from .pins import Pin, read_pin, resolve_pins, same_repository, settle_pins
 from .plan import planned_pin
 from .source_patches import SourcePatches
 from .submodules import SubmoduleSync
@@ -60,7 +61,7 @@ def run_lock(ctx: StageContext, options: RunOptions) -> StageResult:
     start = time.monotonic()
     ws, recipe = ctx.workspace, ctx.recipe
     old = read_lock(ws.lock_file)
-    pins = resolve_pins(recipe, old, options)
+    pins = resolve_pins(recipe, old, options, root=ws.root)
     lock = old or empty_lock(recipe.name, recipe.digest, recipe.variant)
     actions, sources = [], {}
     for name, pin in pins.items():
@@ -70,7 +71,7 @@ def run_lock(ctx: StageContext, options: RunOptions) -> StageResult:
             actions.append(Action(name, "ok", f"{pin.commit[:12]} ({_origin_word(pin)})", _pin_data(pin)))
             continue
         sources[name] = SourceLock(url=pin.url, ref=pin.ref, commit=pin.commit,
-                                   resolved_from="recipe" if pin.resolved_from == "recipe" else "ref")
+                                   resolved_from=_resolved_from(pin, recipe.sources[name]))
         status = "created" if entry is None else "updated"
         was = f" (was {entry.commit[:12]})" if entry else ""
         actions.append(Action(name, status, f"{pin.commit[:12]} ({_origin_word(pin)}){was}", _pin_data(pin)))
@@ -100,14 +101,20 @@ def run_sync(ctx: StageContext, options: RunOptions, plan: Sequence[PlanItem]) -
     if sorted(i.subject for i in items) != sorted(recipe.sources):
         raise ValueError(f"the sources plan names {[i.subject for i in items]}, the recipe {list(recipe.sources)}")
     old = read_lock(ws.lock_file)
-    pins = settle_pins(recipe, old, {item.subject: planned_pin(item) for item in items}, options)
+    # a commit read from another source's file (commit_from) is read when that source is checked out, below
+    reading = {i.subject for i in items if recipe.sources[i.subject].commit_from is not None}
+    pins = settle_pins(recipe, old, {i.subject: planned_pin(i) for i in items if i.subject not in reading}, options)
     options = replace(options, git_cache=chosen_git_cache(ws, options.git_cache))
     cache = GitCache(options.git_cache, ctx.ui) if options.git_cache else None
     actions, warnings, entries = [], [], {}
-    syncers = [_SourceSync(recipe.sources[i.subject], pins[i.subject], Path(i.data["path"]), ctx, options, cache,
-                           old.sources.get(i.subject) if old else None) for i in items]
-    for syncer in syncers:
+    syncers = []
+    for i in items:  # in order: the source whose file names a commit is checked out before the one it names
+        if i.subject in reading:
+            pins.update(settle_pins(recipe, old, {i.subject: read_pin(recipe, ws.root, i.subject)}, options))
+        syncer = _SourceSync(recipe.sources[i.subject], pins[i.subject], Path(i.data["path"]), ctx, options, cache,
+                             old.sources.get(i.subject) if old else None)
         syncer.checkout()
+        syncers.append(syncer)
     for syncer in syncers:  # every checkout is in place: a patch may come from another source
         action, entry, warning = syncer.finish()
         actions.append(action)
@@ -145,8 +152,15 @@ def record_reads(recipe: Recipe, ws: Workspace, options: RunOptions) -> list[str
 
 
 def _origin_word(pin: Pin) -> str:
-    return {"recipe": "pinned by the recipe", "lock": f"{pin.ref} from the lock",
-            "ref": f"{pin.ref} resolved now"}[pin.resolved_from]
+    return {"recipe": "pinned by the recipe", "lock": f"{pin.ref or 'read'} from the lock",
+            "ref": f"{pin.ref} resolved now", "read": "read from a source's file"}[pin.resolved_from]
+
+
+def _resolved_from(pin: Pin, source: Source) -> Literal["recipe", "ref", "read"]:
+    """What the lock records as the commit's origin (a commit taken from the lock was resolved or read then)."""
+    if pin.resolved_from == "recipe":
+        return "recipe"
+    return "read" if source.commit_from is not None else "ref"
 
 
 def _pin_data(pin: Pin) -> dict[str, str | None]:
@@ -208,7 +222,7 @@ class _SourceSync:
         entry = SourceLock(
             url=self.pin.url, ref=self.pin.ref, commit=self.pin.commit,
             # a commit taken from the lock was resolved from the ref when the lock was written
-            resolved_from="recipe" if self.pin.resolved_from == "recipe" else "ref",
+            resolved_from=_resolved_from(self.pin, self.source),
             submodules=tuple(submodules),
             patches=tuple(PatchLock(file=p.file, sha256=p.sha256) for p in patches),
         )
