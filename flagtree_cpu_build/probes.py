@@ -14,7 +14,7 @@ from pathlib import Path
 from .errors import SourceError
 from .recipe import Recipe
 from .recipe.pins import SourcePin
-from .recipe.reads import captures, rules_of
+from .recipe.reads import checking_rules, rules_of
 from .source_reads import capture, read_artifact, read_text
 from .workspace import Workspace
 
@@ -43,14 +43,11 @@ def artifact_pin_failures(recipe: Recipe, ws: Workspace, *, missing_ok: bool = F
     failures = []
     for name, artifact in recipe.artifacts.items():
         rules = rules_of(artifact.matches)
-        named, _twice = captures(rules)
-        reading = {named[n].rule for n in artifact.read_names if n in named}
-        for i, pin in enumerate(rules):
+        for i in checking_rules(artifact):
             key = f"artifacts.{name}.matches" + (f".{i}" if isinstance(artifact.matches, tuple) else "")
-            if i not in reading:
-                failures += _checked(name, artifact.url, pin, key, ws.root / recipe.source_path(pin.source),
-                                     missing_ok)
-        if reading:
+            failures += _checked(name, artifact.url, rules[i], key, ws.root / recipe.source_path(rules[i].source),
+                                 missing_ok)
+        if artifact.read_names:
             _values, waiting, problems = read_artifact(name, artifact, artifact.read_names, recipe, ws.root, None)
             failures += [f"artifacts.{name}: {problem}" for problem in problems]
             if not missing_ok:

@@ -260,6 +260,8 @@ class Artifact:
     variants: tuple[ArtifactVariant, ...] = spec("per-host replacements", default=())
     read_names: tuple[str, ...] = spec("the {match...} names url, path and digest use (set when resolved)",
                                        default=(), internal=True)
+    read_in: dict[str, tuple[str, ...]] = spec("which of url, path, digest and variants use each {match...} "
+                                               "name (set when resolved)", default_factory=dict, internal=True)
 
     def check(self, ctx: Context, path: Path_) -> None:
         check_digest_agrees(self, ctx, path)

@@ -142,8 +142,29 @@ def with_markers(name: str, artifact: Artifact, values: Mapping[str, str]) -> Ar
 
     variants = tuple(replace(v, url=to_marker(v.url), path=to_marker(v.path), digest=digests(v.digest))
                      for v in artifact.variants)
+    read_in = {"url": used_names(artifact.url), "path": used_names(artifact.path),
+               "digest": [n for v in artifact.digest.values() for n in used_names(v)],
+               "variants": [n for _w, text in template_fields(replace(artifact, url=None, path=None, digest={}))
+                            for n in used_names(text)]}
     return replace(artifact, url=to_marker(artifact.url), path=to_marker(artifact.path),
-                   digest=digests(artifact.digest), variants=variants, read_names=names_used(artifact))
+                   digest=digests(artifact.digest), variants=variants, read_names=names_used(artifact),
+                   read_in={k: tuple(v) for k, v in read_in.items()})
+
+
+def checking_rules(artifact: Artifact) -> list[int]:
+    """The rules (indexes) that check the resolved artifact's URL: every rule of an artifact that reads nothing (as
+    before v3), and, when the URL is written out (a pinned or --set URL) but the path still reads, the rules the path
+    reads (else the path would name another build than the URL downloads). A rule only another host's variant uses
+    checks nothing here."""
+    rules = rules_of(artifact.matches)
+    named, _twice = captures(rules)
+    uses = artifact.read_in
+    if not any(uses.values()):
+        return list(range(len(rules)))
+    if uses.get("url"):
+        return []
+    in_digest = {named[n].rule for n in uses.get("digest", ()) if n in named}
+    return sorted({named[n].rule for n in uses.get("path", ()) if n in named} - in_digest)
 
 
 def unread(artifact: Artifact) -> list[str]:

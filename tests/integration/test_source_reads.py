@@ -139,6 +139,17 @@ def test_a_recipe_that_pins_the_literal_value_is_still_checked_against_the_file(
     assert "{match}" in result.stderr and kit.server.requests == []
 
 
+def test_a_url_written_out_over_a_path_that_reads_is_checked_against_the_file(kit: Kit) -> None:
+    """`--set artifacts.llvm.url=...` on a recipe whose path reads {match}: the path would name the build the file
+    asks for while the URL downloads another, so the rule checks the URL, as a pinned URL is checked."""
+    kit.checkout("cmake/llvm-hash.txt", HASH)
+    url, _ = kit.serve("llvm-deadbeef.tar.gz")
+    kit.write({"url": kit.base + "llvm-{match}.tar.gz", "path": "tools/llvm-{match}", "matches": HASH_RULE})
+    result = kit.run("--set", f"artifacts.llvm.url={url}", "fetch")
+    assert result.exit_code == 4 and f"asks for '{HASH[:8]}'" in result.stderr and "llvm-deadbeef" in result.stderr
+    assert kit.server.requests == [] and not (kit.ws / "tools").exists()
+
+
 # --- hostile files --------------------------------------------------------------------------------------------
 
 
