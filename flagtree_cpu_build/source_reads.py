@@ -100,8 +100,13 @@ def read_artifact(name: str, artifact: Artifact, names: tuple[str, ...], recipe:
             locked = _from_lock(name, wanted, rule, recipe, lock)
             if locked is None:
                 waiting.append(where)
-            else:
-                values += locked
+            for v in locked or ():  # the lock is a file anyone may have edited: its values are judged alike
+                why = judge(v.value, digests.get(v.name))
+                if why is None:
+                    values.append(v)
+                else:
+                    problems.append(f"the lock records {v.value[:80]!r} for {v.placeholder} (reads.{v.key}), {why} "
+                                    f"— move the lock aside and sync again")
             continue
         captured: dict[str | None, str] = {}
         if problem is None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import platform
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -378,3 +379,26 @@ def test_a_commit_from_that_cannot_work_is_a_located_recipe_problem(kit: Kit, ch
     result = kit.run("recipe", "validate", str(kit.recipe))
     assert result.exit_code == 2 and said in " ".join(result.output.split())
     assert "sources.llvm-project" in result.output
+
+
+def test_without_the_checkout_the_lock_gives_the_values_it_recorded_and_a_hostile_one_is_refused(kit: Kit) -> None:
+    """A workspace whose checkout is gone (or not made yet, as after a bundle's lock): the plan takes the values the
+    lock recorded at the commit the source is at; a lock edited to climb out of a folder is refused."""
+    url, _work, _env = make_repo(kit.root / "repo", {"cmake/llvm-hash.txt": HASH + "\n"})
+    kit.serve(f"llvm-{HASH[:8]}.tar.gz")
+    kit.write({"url": kit.base + "llvm-{match}.tar.gz", "path": "tools/llvm-{match}", "matches": HASH_RULE},
+              source={"url": url, "ref": "main"})
+    assert kit.run("setup", "--skip-build").exit_code == 0
+    shutil.rmtree(kit.ws / "triton")
+    dry = kit.run("fetch", "--dry-run", json_out=True)
+    [item] = [i for i in result_of(dry.stdout)["items"] if i["area"] == "artifacts"]
+    assert item["will"] == "ok", item
+    assert "{match} = a66376b0 as the lock recorded it from triton's cmake/llvm-hash.txt" in item["detail"]
+    lock_file = kit.ws / ".flagtree-cpu/lock.yaml"
+    lock = yaml.safe_load(lock_file.read_text())
+    lock["reads"]["artifacts.llvm.match"]["value"] = "../../../escape"
+    lock_file.write_text(yaml.safe_dump(lock))
+    result = kit.run("fetch")
+    assert result.exit_code == 4 and "not a plain name" in result.stderr and "reads.artifacts.llvm.match" in \
+        result.stderr
+    assert not (kit.root / "escape").exists()

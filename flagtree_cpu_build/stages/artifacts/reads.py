@@ -70,9 +70,9 @@ def with_reads(item: PlanItem, name: str, artifact: Artifact, recipe: Recipe, ws
 
 
 def _words(value: ReadValue, was: str | None) -> str:
-    origin = "the lock's, " if value.origin == "lock" else ""
+    how = "as the lock recorded it from" if value.origin == "lock" else "read from"
     change = f", was {was}" if was is not None else ""
-    return f"{value.placeholder} = {value.value} read from {origin}{value.source}'s {value.file}{change}"
+    return f"{value.placeholder} = {value.value} {how} {value.source}'s {value.file}{change}"
 
 
 def _data(value: ReadValue, was: str | None) -> dict[str, Any]:
