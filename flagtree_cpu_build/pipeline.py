@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .errors import FlagtreeCpuError, Interrupted, Terminated, ValidationFailed
-from .no_network import one_error
+from .no_network import NO_NETWORK_FIX, one_error
 from .preflight import run_preflight
 from .setup_report import SetupReport, StageRecord, collect_pins, failed_stage, is_fresh, junit_without_kernels, save
 from .stagekit.stage import Action, RunOptions, Stage, StageContext, StageResult
@@ -75,6 +75,10 @@ def run_setup(ctx: StageContext, options: RunOptions, bundle: dict[str, Any] | N
         report.error.fix = ("run the same command again: finished stages are kept and a download resumes where it "
                             "stopped")
     except FlagtreeCpuError as exc:
+        if current == ["sources"] and _reads_sources(ctx) and exc.unresolved_hosts:
+            # no network, and the downloads wait for the sources: the ways forward of a machine without network
+            exc.details = (*exc.details, _waiting_downloads(ctx, options))
+            exc.fix = NO_NETWORK_FIX
         _mark_unfinished(report, current, "failed", exc.message)
         exc.fix = ctx.ui.in_context(exc.fix)  # the report (and last-setup.json) keep the fix as the user copies it
         report.error = exc
@@ -178,6 +182,19 @@ def _skipped(stage: str, why: str) -> StageResult:
 def _reads_sources(ctx: StageContext) -> bool:
     """Whether an artifact's url, path or digest is read from a source's file: then it is fetched after sync."""
     return any(a.read_names for a in ctx.recipe.artifacts.values())
+
+
+def _waiting_downloads(ctx: StageContext, options: RunOptions) -> str:
+    """What a run without network did not try yet: the downloads that wait for the sources, by host (not asked:
+    their names come from the sources' files)."""
+    from urllib.parse import urlsplit
+
+    from .mirrors import candidate_urls
+
+    hosts = dict.fromkeys(urlsplit(candidate_urls(a.url, options.mirrors)[0]).hostname or a.url
+                          for a in ctx.recipe.artifacts.values())
+    return (f"artifacts: not tried yet (they read their names from the sources' files after sync); they download "
+            f"from {', '.join(h for h in hosts if h)}")
 
 
 def _in_turn(stages: tuple[Stage, ...], *, apart: bool = False) -> list[list[Stage]]:

@@ -187,7 +187,7 @@ def read_text(path: Path) -> tuple[str, str | None]:
     except OSError as exc:
         return "", f"cannot be read ({exc.strerror or exc})"
     if len(data) > MAX_READ_BYTES:
-        return "", f"is larger than {MAX_READ_BYTES >> 20} MiB, which no file a recipe reads is"
+        return "", f"is larger than {MAX_READ_BYTES >> 20} MiB, which no file a recipe probes is"
     return data.decode("utf-8", errors="replace"), None
 
 

@@ -107,6 +107,12 @@ def plan_artifacts(recipe: Recipe, lock: Lock | None, options: RunOptions, *, ro
     items = []
     for name, artifact in recipe.artifacts.items():
         waiting = waiting_item(name, artifact, recipe, root, lock, after_sync=after_sync) if root else None
+        if waiting is not None and waiting.will == "created" and waiting.data["reads"]["url_known"]:
+            # a URL written out: the download is planned (its size asked) though the path is read after sync
+            item = _plan_one(name, artifact, lock, options, cache, options.fetch.from_files.get(name))
+            waiting = replace(item, state="missing", detail=waiting.detail, will="created",
+                              reason=f"{item.reason}; {waiting.reason}" if item.reason else waiting.reason,
+                              data={**item.data, "reads": waiting.data["reads"]})
         if waiting is None:
             item = _plan_one(name, artifact, lock, options, cache, options.fetch.from_files.get(name))
             waiting = with_reads(item, name, artifact, recipe, root, lock) if root else item

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...errors import ArtifactError, SourceError
-from ...recipe.reads import unread
+from ...recipe.reads import unread, written
 from ...stagekit.plan import PlanItem
 
 if TYPE_CHECKING:
@@ -32,14 +32,18 @@ def waiting_item(name: str, artifact: Artifact, recipe: Recipe, root: Path, lock
     named, _twice = captures(rules)
     files = sorted({f"{rules[named[n].rule].source}'s {rules[named[n].rule].file}" for n in names if n in named})
     where = " and ".join(files)
-    data: dict[str, Any] = {"path": artifact.path, "url": artifact.url, "sha256": None, "reads": {"waiting": files}}
+    url_known = not any(written(n) in artifact.url for n in names)
+    data: dict[str, Any] = {"path": artifact.path, "url": artifact.url, "sha256": None,
+                            "reads": {"waiting": files, "url_known": url_known}}
     _values, _waiting, problems = read_artifact(name, artifact, artifact.read_names, recipe, root, lock)
     if problems:
         return PlanItem("artifacts", name, "conflict", f"its url and path cannot be read: {'; '.join(problems)}",
                         "stop: correct the recipe's matches rule or the source's pin", "a value read from a "
                         "source's file is unusable", {**data, "reads": {"problems": list(problems)}}, "stop",
                         ArtifactError)
-    now = f"not published; its url and path are read from {where} after sync"
+    fields = [f for f in ("url", "path", "digest") if any(n in names for n in artifact.read_in.get(f, ()))]
+    now = (f"not published; its {' and '.join(fields) or 'values'} {'are' if len(fields) > 1 else 'is'} read from "
+           f"{where} after sync")
     if after_sync:  # setup: the sources stage checks the file out first
         return PlanItem("artifacts", name, "missing", now, f"download {name} once {where} is read",
                         f"read from {where} after sync", data, "created")
