@@ -254,9 +254,9 @@ class Artifact:
         "approximate number of files, folders and links in the tarball (`tar -tf FILE | wc -l`); unpacking "
         "stops beyond twice this. Absent: the limit is 200,000", default=None, json={"minimum": 1})
     matches: SourcePin | tuple[SourcePin, ...] | None = spec(
-        "values read from a source's file (one rule or a list): {match} in url, path and digest is the first "
-        "rule's value, {match.NAME} a rule's `as: NAME` or a regex's named group; a rule no placeholder uses checks "
-        "that its value appears in the URL", default=None)
+        "values read from a source's file after sync (one rule or a list): {match} in url, path and digest is the "
+        "first rule's value, {match.NAME} a rule's `as: NAME` or a regex's named group; recorded in the lock. With "
+        "the URL written out, each rule checks that its value appears in it", default=None)
     variants: tuple[ArtifactVariant, ...] = spec("per-host replacements", default=())
     read_names: tuple[str, ...] = spec("the {match...} names url, path and digest use (set when resolved)",
                                        default=(), internal=True)

@@ -14,18 +14,18 @@ from .schema import Context, Path_, spec
 @dataclass(frozen=True, kw_only=True)
 class SourcePin:
     """A value read from a source's file after sync: the artifact's url, path and digest use it as {match} (the
-    first rule's) or {match.NAME}; a rule no placeholder uses checks that the value appears in the URL, before
-    anything is downloaded."""
+    first rule's) or {match.NAME}. Where the URL is written out instead (no {match} in it), the rule checks that
+    its value appears in the URL, before anything is downloaded."""
 
     source: str = spec("source holding the file", checks=check_source_ref)
     file: str = spec("file in that source", checks=check_file_in_source)
-    chars: int | None = spec("how many leading characters of the file (with json_path: of the value there) must "
-                             "appear in the URL (the default, 8, when neither regex nor json_path is given)",
-                             default=None, json={"minimum": 1, "maximum": 64})
-    regex: str | None = spec("a regular expression; its first group (else the whole match) must appear in the URL",
-                             default=None, checks=check_regex)
-    json_path: str | None = spec("a dotted path into the file's JSON (e.g. llvm_hash, or builds.0.hash); the value "
-                                 "must appear in the URL", default=None, checks=check_json_path)
+    chars: int | None = spec("the value is the file's first N characters (with json_path: of the value there); the "
+                             "default, 8, when neither regex nor json_path is given", default=None,
+                             json={"minimum": 1, "maximum": 64})
+    regex: str | None = spec("a regular expression: the value is its first group (else the whole match); named "
+                             "groups are {match.GROUP} too", default=None, checks=check_regex)
+    json_path: str | None = spec("a dotted path into the file's JSON (e.g. llvm_hash, or builds.0.hash): the value "
+                                 "there", default=None, checks=check_json_path)
     as_name: str | None = spec("the name of this rule's value: {match.NAME} (a regex's named groups are named "
                                "too)", key="as", default=None, json={"pattern": f"^{NAME_PATTERN}$"})
 
