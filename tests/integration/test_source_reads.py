@@ -86,6 +86,8 @@ def test_a_url_and_path_templated_from_a_hash_file_fetch_the_tarball_the_file_na
     assert (kit.ws / f"tools/llvm-{HASH[:8]}/bin/clang").is_file()
     lock = kit.lock()
     assert lock["artifacts"]["llvm"]["url"] == url and lock["artifacts"]["llvm"]["sha256"] == sha
+    assert lock["reads"]["artifacts.llvm.match"] == {"source": "triton", "file": "cmake/llvm-hash.txt",
+                                                     "commit": None, "value": HASH[:8]}  # no sync: no commit known
 
 
 def test_a_list_of_rules_reads_the_hash_the_build_number_and_the_digest_from_llvm_info_json(kit: Kit) -> None:

@@ -48,6 +48,7 @@ from ...partials import PartialFolder, sweep
 from ...probes import artifact_pin_failures
 from ...progress import human_bytes
 from ...recipe import Artifact
+from ...source_reads import read_locks
 from ...stagekit.plan import PlanItem
 from ...stagekit.stage import Action, RunOptions, StageContext, StageResult
 from .plan import FetchFacts, is_current, keep_served_from, other_digests, stamp_layout
@@ -99,7 +100,8 @@ def run_fetch(ctx: StageContext, options: RunOptions, plan: Sequence[PlanItem]) 
     if not options.frozen:
         update_lock(ws.lock_file, recipe.name, recipe.digest,
                     lambda base: replace(base, artifacts={**base.artifacts, **{
-                        name: keep_served_from(base, name, entry) for name, entry in new_entries.items()}}),
+                        name: keep_served_from(base, name, entry) for name, entry in new_entries.items()}},
+                        reads={**base.reads, **read_locks(recipe, ws.root, base)}),  # the values it went by
                     variant=recipe.variant)
     warnings = tuple(o.warning for o in outcomes.values() if o.warning)
     return StageResult("fetch", tuple(o.action for o in outcomes.values()), warnings, time.monotonic() - start)
