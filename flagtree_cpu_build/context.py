@@ -167,10 +167,15 @@ def reads_of(selected: Recipe, ws: Workspace) -> dict[str, str]:
 
     if not any(names_used(a) for a in selected.artifacts.values()):
         return {}
+    from .errors import UsageError
     from .lockfile import read_lock
     from .source_reads import read_all
 
-    return read_all(selected, ws.root, read_lock(ws.lock_file)).by_marker()
+    try:
+        lock = read_lock(ws.lock_file)
+    except UsageError:  # a damaged lock is reported by whoever reads it for its own sake (doctor, sync, fetch)
+        lock = None
+    return read_all(selected, ws.root, lock).by_marker()
 
 
 def open_context(request: ContextRequest, ui: UI) -> StageContext:
