@@ -117,6 +117,13 @@ def read_pin(recipe: Recipe, root: Path, name: str) -> tuple[str, Origin]:
                       f"sources.{name}.commit_from")
 
 
+def lock_origin(pin: Pin, source: Source) -> Literal["recipe", "ref", "read"]:
+    """What the lock records as the commit's origin (a commit taken from the lock was resolved or read then)."""
+    if pin.resolved_from == "recipe":
+        return "recipe"
+    return "read" if source.commit_from is not None else "ref"
+
+
 def lock_applies(entry: SourceLock, source: Source) -> bool:
     """Whether a lock entry answers for this source: recorded for the same repository and the same ref.
     (Another ref is another question; the plans and sync both ask it this way.)"""

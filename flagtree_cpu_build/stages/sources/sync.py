@@ -29,7 +29,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Literal
 
 from ...atomic import replace_symlink
 from ...errors import SourceError
@@ -39,14 +38,15 @@ from ...gitops import clone, fetch_commit, fetch_origin, init_with_origin, set_r
 from ...lockfile import PatchLock, SourceLock, empty_lock, read_lock, update_lock, write_lock
 from ...partials import PartialFolder, clear_leftovers
 from ...probes import check_sources
-from ...recipe import Recipe, Source
+from ...recipe import Source
 from ...source_reads import read_locks
 from ...stagekit.plan import PlanItem
 from ...stagekit.stage import Action, RunOptions, StageContext, StageResult
 from ...workspace import Workspace
 from .checkouts import finish_move, interrupted_move, interrupted_submodule_moves, move_to, settle
-from .pins import Pin, read_pin, resolve_pins, same_repository, settle_pins
+from .pins import Pin, lock_origin, read_pin, resolve_pins, same_repository, settle_pins
 from .plan import planned_pin
+from .reads import record_reads
 from .source_patches import SourcePatches
 from .submodules import SubmoduleSync
 
@@ -71,7 +71,7 @@ def run_lock(ctx: StageContext, options: RunOptions) -> StageResult:
             actions.append(Action(name, "ok", f"{pin.commit[:12]} ({_origin_word(pin)})", _pin_data(pin)))
             continue
         sources[name] = SourceLock(url=pin.url, ref=pin.ref, commit=pin.commit,
-                                   resolved_from=_resolved_from(pin, recipe.sources[name]))
+                                   resolved_from=lock_origin(pin, recipe.sources[name]))
         status = "created" if entry is None else "updated"
         was = f" (was {entry.commit[:12]})" if entry else ""
         actions.append(Action(name, status, f"{pin.commit[:12]} ({_origin_word(pin)}){was}", _pin_data(pin)))
@@ -132,35 +132,9 @@ def run_sync(ctx: StageContext, options: RunOptions, plan: Sequence[PlanItem]) -
     return StageResult("sync", tuple(actions), tuple(warnings), time.monotonic() - start)
 
 
-def record_reads(recipe: Recipe, ws: Workspace, options: RunOptions) -> list[str]:
-    """The values the artifacts read from the files just checked out, recorded in the lock (at the commits it
-    records), in words; one the lock records otherwise is a change, which --frozen refuses."""
-    lock = read_lock(ws.lock_file)
-    entries = read_locks(recipe, ws.root, lock)
-    old = lock.reads if lock else {}
-    changed = {key: entry for key, entry in entries.items() if key not in old or old[key].value != entry.value}
-    if options.frozen and changed:
-        raise SourceError("--frozen: values read from the sources' files differ from the lock's", details=tuple(
-            f"{key}: read {e.value!r} from {e.source}'s {e.file}, the lock records "
-            f"{old[key].value if key in old else 'nothing'}" for key, e in changed.items()),
-            fix="run `flagtree-cpu sync` (without --frozen) and commit the updated lock file")
-    if entries and not options.frozen and entries != old:
-        update_lock(ws.lock_file, recipe.name, recipe.digest, lambda base: replace(base, reads=entries),
-                    variant=recipe.variant)
-    return [f"{e.value} read from {e.source}'s {e.file}" + (f" (was {old[key].value})" if key in old else "")
-            for key, e in changed.items()]
-
-
 def _origin_word(pin: Pin) -> str:
     return {"recipe": "pinned by the recipe", "lock": f"{pin.ref or 'read'} from the lock",
             "ref": f"{pin.ref} resolved now", "read": "read from a source's file"}[pin.resolved_from]
-
-
-def _resolved_from(pin: Pin, source: Source) -> Literal["recipe", "ref", "read"]:
-    """What the lock records as the commit's origin (a commit taken from the lock was resolved or read then)."""
-    if pin.resolved_from == "recipe":
-        return "recipe"
-    return "read" if source.commit_from is not None else "ref"
 
 
 def _pin_data(pin: Pin) -> dict[str, str | None]:
@@ -222,7 +196,7 @@ class _SourceSync:
         entry = SourceLock(
             url=self.pin.url, ref=self.pin.ref, commit=self.pin.commit,
             # a commit taken from the lock was resolved from the ref when the lock was written
-            resolved_from=_resolved_from(self.pin, self.source),
+            resolved_from=lock_origin(self.pin, self.source),
             submodules=tuple(submodules),
             patches=tuple(PatchLock(file=p.file, sha256=p.sha256) for p in patches),
         )
