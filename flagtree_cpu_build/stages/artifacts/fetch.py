@@ -117,8 +117,9 @@ def _refuse_unread(plan: Sequence[PlanItem]) -> None:
         raise ArtifactError("the recipe's artifacts cannot read their values from its sources",
                             details=tuple(f"{i.subject}: {i.detail}" for i in stops),
                             fix="correct the artifact's matches rule, or pin the source to a commit whose file has it")
-    raise SourceError(f"{len(stops)} artifact{'s' if len(stops) > 1 else ''} read{'' if len(stops) > 1 else 's'} "
-                      "its url and path from a source that is not checked out yet",
+    many = len(stops) > 1
+    raise SourceError(f"{len(stops)} artifact{'s read their' if many else ' reads its'} url and path from a source "
+                      "that is not checked out yet",
                       details=tuple(f"{i.subject}: {i.reason}" for i in stops),
                       fix="flagtree-cpu sync, then fetch again (flagtree-cpu setup does both, in that order)")
 
