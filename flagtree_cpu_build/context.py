@@ -158,15 +158,34 @@ def resolve_for(loaded: Recipe, request: ContextRequest, ws: Workspace, host: Ho
     values = placeholder_values(selected, ws, host, os.environ, jobs=request.jobs,
                                 python=chosen_python(request, ws) if request.python else None,
                                 wheel_dir=request.wheel_dir)
+    reads = reads_of(selected, ws)
     # a project's own requirements files, read from its checkout (those not synced yet: by the python stage)
-    resolved = with_requirements_files(resolve(selected, ws.root, values, os.environ), ws.root)
+    resolved = with_requirements_files(resolve(selected, ws.root, values, os.environ, reads), ws.root)
     if request.sysroot != Path("/"):  # another machine's: its toolkits are not here
         return resolved, values["jobs"]
     from .toolchain_search import with_located
 
     return with_located(resolved, lambda found: with_requirements_files(
-        resolve(selected, ws.root, values, os.environ, located=found), ws.root),
+        resolve(selected, ws.root, values, os.environ, reads, located=found), ws.root),
         host=host, python=Path(values["python"]), environ=os.environ), values["jobs"]
+
+
+def reads_of(selected: Recipe, ws: Workspace) -> dict[str, str]:
+    """The values ``selected``'s artifacts read from sources' files, as far as they can be read now (a source not
+    checked out yet: the lock's, else read after sync)."""
+    from .recipe.reads import names_used
+
+    if not any(names_used(a) for a in selected.artifacts.values()):
+        return {}
+    from .errors import UsageError
+    from .lockfile import read_lock
+    from .source_reads import read_all
+
+    try:
+        lock = read_lock(ws.lock_file)
+    except UsageError:  # a damaged lock is reported by whoever reads it for its own sake (doctor, sync, fetch)
+        lock = None
+    return read_all(selected, ws.root, lock).by_marker()
 
 
 def open_context(request: ContextRequest, ui: UI) -> StageContext:
@@ -183,6 +202,16 @@ def open_context(request: ContextRequest, ui: UI) -> StageContext:
 
 
 def _context_of(loaded: Recipe, request: ContextRequest, ws: Workspace, host: HostFacts, ui: UI) -> StageContext:
+    """``loaded`` resolved for ``ws``, and the way to resolve it again (values read from sources' files change
+    when sync moves a source)."""
+    from dataclasses import replace
+
+    return replace(_resolved_context(loaded, request, ws, host, ui),
+                   reopen=lambda: _context_of(loaded, request, ws, host, ui))
+
+
+def _resolved_context(loaded: Recipe, request: ContextRequest, ws: Workspace, host: HostFacts,
+                      ui: UI) -> StageContext:
     """``loaded`` resolved for ``ws``; a stacked recipe (``extends``) gets its base opened first, for the same
     workspace, and then its own state folder and the constraints that protect the base."""
     from dataclasses import replace

@@ -49,8 +49,9 @@ class SourceLock:
     url: str = spec("repository URL")
     ref: str | None = spec("branch or tag", default=None)
     commit: str = spec("the checked-out commit")
-    resolved_from: Literal["recipe", "ref"] = spec("where the commit came from: the recipe's pin, or "
-                                                   "resolving the ref", default="recipe")
+    resolved_from: Literal["recipe", "ref", "read"] = spec("where the commit came from: the recipe's pin, "
+                                                           "another source's file (commit_from), or "
+                                                           "resolving the ref", default="recipe")
     submodules: tuple[SubmoduleLock, ...] = spec("submodules at their gitlinks", default=())
     patches: tuple[PatchLock, ...] = spec("patches applied", default=())
 
@@ -81,6 +82,14 @@ class RequirementsFileLock:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ReadLock:
+    source: str = spec("the source whose file was read")
+    file: str = spec("the file, relative to the source's checkout")
+    commit: str | None = spec("the source's commit when it was read", default=None)
+    value: str = spec("the value read")
+
+
+@dataclass(frozen=True, kw_only=True)
 class Lock:
     lock_version: int = spec("lock file format version")
     tool_version: str = spec("flagtree-cpu version that wrote it")
@@ -91,6 +100,8 @@ class Lock:
     artifacts: dict[str, ArtifactLock] = spec("artifacts", default_factory=dict)
     requirements_files: dict[str, RequirementsFileLock] = spec(
         "what each requirements_file entry of python.build/runtime read (key: python.build[2])", default_factory=dict)
+    reads: dict[str, ReadLock] = spec("values read from sources' files, by placeholder (artifacts.NAME.match.X)",
+                                      default_factory=dict)
 
 
 def empty_lock(recipe_name: str, recipe_digest: str, variant: str | None = None) -> Lock:
@@ -188,6 +199,8 @@ def write_lock(path: Path, lock: Lock) -> None:
               "# Keep it next to the recipe to reproduce the workspace; `flagtree-cpu sync --update`\n"
               "# re-resolves, `--frozen` refuses to change it.\n")
     data = rs.to_data(lock)
+    if not data.get("reads"):
+        data.pop("reads", None)  # a recipe that reads nothing keeps the lock it had
     for entry in data.get("artifacts", {}).values():
         if not entry.get("digest"):
             entry.pop("digest", None)  # most artifacts state only a sha256: their entries stay as they were

@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .errors import FlagtreeCpuError, Interrupted, Terminated, ValidationFailed
-from .no_network import one_error
+from .no_network import NO_NETWORK_FIX, one_error
 from .preflight import run_preflight
 from .setup_report import SetupReport, StageRecord, collect_pins, failed_stage, is_fresh, junit_without_kernels, save
 from .stagekit.stage import Action, RunOptions, Stage, StageContext, StageResult
@@ -53,7 +53,8 @@ def run_setup(ctx: StageContext, options: RunOptions, bundle: dict[str, Any] | N
         if ctx.base is not None:
             current = ["base"]
             ctx = _set_up_base(ctx, options, report)
-        for group in _in_turn(STAGES):
+        reads = _reads_sources(ctx)
+        for group in _in_turn(STAGES, apart=reads):
             current = [stage.name for stage in group]
             with ctx.ui.group(f"flagtree-cpu setup: {group[0].name}"):
                 if len(group) > 1:
@@ -63,6 +64,8 @@ def run_setup(ctx: StageContext, options: RunOptions, bundle: dict[str, Any] | N
                 why = stage.skip(options)
                 result = _skipped(stage.command, why) if why else _run(stage, ctx, options, report)
                 _finish(report.record(stage.name), result, time.monotonic() - began, ctx)
+            if reads and stage.name == "sources" and ctx.reopen is not None:
+                ctx = ctx.reopen()  # the values the artifacts read, from the files sync just checked out
     except KeyboardInterrupt as exc:
         ctx.ui.cancel.set()
         _mark_unfinished(report, current, "interrupted", exc.name if isinstance(exc, Terminated) else "Ctrl-C")
@@ -72,6 +75,10 @@ def run_setup(ctx: StageContext, options: RunOptions, bundle: dict[str, Any] | N
         report.error.fix = ("run the same command again: finished stages are kept and a download resumes where it "
                             "stopped")
     except FlagtreeCpuError as exc:
+        if current == ["sources"] and _reads_sources(ctx) and exc.unresolved_hosts:
+            # no network, and the downloads wait for the sources: the ways forward of a machine without network
+            exc.details = (*exc.details, _waiting_downloads(ctx, options))
+            exc.fix = NO_NETWORK_FIX
         _mark_unfinished(report, current, "failed", exc.message)
         exc.fix = ctx.ui.in_context(exc.fix)  # the report (and last-setup.json) keep the fix as the user copies it
         report.error = exc
@@ -172,11 +179,29 @@ def _skipped(stage: str, why: str) -> StageResult:
 # --- stages side by side (sources ∥ artifacts) ---------------------------------------------------------
 
 
-def _in_turn(stages: tuple[Stage, ...]) -> list[list[Stage]]:
-    """The stages in order, consecutive ``concurrent`` ones grouped to run side by side."""
+def _reads_sources(ctx: StageContext) -> bool:
+    """Whether an artifact's url, path or digest is read from a source's file: then it is fetched after sync."""
+    return any(a.read_names for a in ctx.recipe.artifacts.values())
+
+
+def _waiting_downloads(ctx: StageContext, options: RunOptions) -> str:
+    """What a run without network did not try yet: the downloads that wait for the sources, by host (not asked:
+    their names come from the sources' files)."""
+    from urllib.parse import urlsplit
+
+    from .mirrors import candidate_urls
+
+    hosts = dict.fromkeys(urlsplit(candidate_urls(a.url, options.mirrors)[0]).hostname or a.url
+                          for a in ctx.recipe.artifacts.values())
+    return (f"artifacts: not tried yet (they read their names from the sources' files after sync); they download "
+            f"from {', '.join(h for h in hosts if h)}")
+
+
+def _in_turn(stages: tuple[Stage, ...], *, apart: bool = False) -> list[list[Stage]]:
+    """The stages in order, consecutive ``concurrent`` ones grouped to run side by side (``apart``: none)."""
     groups: list[list[Stage]] = []
     for stage in stages:
-        if stage.concurrent and groups and groups[-1][-1].concurrent:
+        if not apart and stage.concurrent and groups and groups[-1][-1].concurrent:
             groups[-1].append(stage)
         else:
             groups.append([stage])

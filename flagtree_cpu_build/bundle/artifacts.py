@@ -25,10 +25,11 @@ from ..artifact_cache import ArtifactCache, url_key
 from ..artifact_kinds import kind_of
 from ..digest import hash_file_all, mismatches
 from ..download import Downloader, discard_part
-from ..errors import ArtifactError
+from ..errors import ArtifactError, SourceError
 from ..lockfile import ArtifactLock, expected_digests, locked_artifact, read_lock, update_lock
 from ..mirrors import candidate_urls
 from ..probes import artifact_pin_failures
+from ..recipe.reads import unread
 from ..stages.artifacts.stream import retry_fix
 from ..workspace import user_cache_dir
 
@@ -53,6 +54,10 @@ def collect_artifacts(stack: Sequence[StageContext], cache_dir: Path | None,
     found = []
     for ctx in stack:
         recipe, ws = ctx.recipe, ctx.workspace
+        waiting = [name for name, artifact in recipe.artifacts.items() if unread(artifact)]
+        if waiting:  # its URL is read from a source's file: not known before the source is synced
+            raise SourceError(f"the url of {', '.join(waiting)} ({recipe.name}) is read from a source that is not "
+                              "checked out yet", fix="flagtree-cpu sync, then create the bundle again")
         failures = artifact_pin_failures(recipe, ws, missing_ok=True)
         if failures:  # the synced source disagrees with the artifact: the board would get the wrong LLVM
             raise ArtifactError(f"the artifacts of {recipe.name} do not match its sources", details=tuple(failures),

@@ -179,6 +179,8 @@ def _collect(ctx: StageContext, target: dict[str, Any], options: CreateOptions, 
         for git in bundle_mirrors(stack, bundle_cache(stack), scratch / "git"):
             draft.add("git", git.path.name, git.path, {"url": git.url, "mirror": git.mirror,
                                                         "commits": list(git.commits)})
+    if ctx.reopen is not None and any(a.read_names for layer in stack for a in layer.recipe.artifacts.values()):
+        stack = _stack(ctx.reopen())  # the values artifacts read from the sources' files, now checked out
     with ui.group("bundle: artifacts"):
         for artifact in collect_artifacts(stack, options.cache_dir, options.mirrors):
             draft.add("artifact", artifact.sha256, artifact.path, artifact.meta)

@@ -10,13 +10,14 @@ from __future__ import annotations
 import posixpath
 import re
 import string
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from ..cache_url import CompileCacheUrlError, parse_url
 from ..digest import HEX_LENGTHS
 from . import schema as rs
+from .reads import DIGEST_PLACEHOLDER, name_of
 from .schema import Context, Path_, json_rule, suggest
 
 # Placeholders every recipe may use in fields marked "interpolate". The values come from
@@ -145,11 +146,14 @@ DIGEST_LENGTHS = {a: HEX_LENGTHS[a] for a in ("md5", "sha256", "sha512")}
 
 
 @json_rule({"propertyNames": {"enum": list(DIGEST_LENGTHS)}, "properties": {
-    a: {"pattern": f"^[0-9a-fA-F]{{{n}}}$"} for a, n in DIGEST_LENGTHS.items()}})
+    a: {"pattern": f"^([0-9a-fA-F]{{{n}}}|{DIGEST_PLACEHOLDER})$"} for a, n in DIGEST_LENGTHS.items()}})
 def check_digests(value: Mapping[str, str], ctx: Context, path: Path_) -> None:
-    """md5 / sha256 / sha512 -> hexadecimal digests of the right length."""
+    """md5 / sha256 / sha512 -> hexadecimal digests of the right length, or one value read from a source's file
+    ({match} / {match.NAME}, judged once read)."""
     for algorithm, digest in value.items():
         length = DIGEST_LENGTHS.get(algorithm)
+        if length is not None and re.fullmatch(DIGEST_PLACEHOLDER, digest):
+            continue
         if length is None:
             hint = suggest(algorithm, DIGEST_LENGTHS)
             ctx.report(path + (algorithm,), f"unknown digest algorithm {algorithm!r}{hint}",
@@ -307,17 +311,20 @@ check_artifact_ref = _known("artifacts", "artifact")
 GLOB = "glob"  # {glob:PATTERN}: the one path PATTERN matches when the value is used (env values, check argv)
 
 
-def _placeholder_check(globs: bool) -> rs.Check:
+def _placeholder_check(globs: bool, also: Callable[[str], bool] = lambda _name: False) -> rs.Check:
+    """A check that every {placeholder} of a field is one the tool can fill in; ``globs``: the field may hold
+    {glob:PATTERN}; ``also``: other names the field may use (an artifact's {match...})."""
     def check(value: Any, ctx: Context, path: Path_) -> None:
         known = placeholder_catalog(ctx.facts.get("sources", ()), ctx.facts.get("artifacts", ()),
                                     ctx.facts.get("toolchains", ()))
         for where, text in _strings(value, path):
-            _check_text(text, known, globs, ctx, where)
+            _check_text(text, known, globs, also, ctx, where)
 
     return check
 
 
-def _check_text(text: str, known: list[str], globs: bool, ctx: Context, where: Path_, nested: bool = False) -> None:
+def _check_text(text: str, known: list[str], globs: bool, also: Callable[[str], bool], ctx: Context, where: Path_,
+                nested: bool = False) -> None:
     try:
         parts = list(string.Formatter().parse(text))
     except ValueError as exc:
@@ -333,10 +340,10 @@ def _check_text(text: str, known: list[str], globs: bool, ctx: Context, where: P
             elif not (fmt or "").strip():
                 ctx.report(where, "{glob:} has no pattern", "e.g. {glob:{sources.NAME.path}/build/lib.*}")
             else:
-                _check_text(fmt or "", known, globs, ctx, where, nested=True)
+                _check_text(fmt or "", known, globs, also, ctx, where, nested=True)
             continue
         inherited = name.startswith("env.") and _ENV_NAME_RE.fullmatch(name[4:])
-        if not inherited and name not in known:
+        if not inherited and name not in known and not also(name):
             extra = ", {glob:PATTERN}" if globs and not nested else ""
             ctx.report(where, f"unknown placeholder {{{name}}}{suggest(name, known)}",
                        "placeholders are: " + ", ".join("{" + k + "}" for k in known + [ENV_PLACEHOLDER]) + extra)
@@ -347,6 +354,9 @@ def _check_text(text: str, known: list[str], globs: bool, ctx: Context, where: P
 
 check_placeholders = _placeholder_check(False)
 check_placeholders_globs = _placeholder_check(True)  # fields whose values may hold {glob:PATTERN}
+# an artifact's url and path: also {match} / {match.NAME} (values read from a source's file, which the artifact's
+# own check matches against its rules)
+check_artifact_placeholders = _placeholder_check(False, lambda name: name_of(name) is not None)
 
 
 def check_no_artifact_placeholders(value: str, ctx: Context, path: Path_) -> None:

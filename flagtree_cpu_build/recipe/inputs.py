@@ -15,17 +15,15 @@ from typing import Literal
 
 from ..artifact_kinds import DEFAULT_KIND, FOLDER_KINDS, KINDS, KINDS_SUMMARY, ArtifactKind
 from .checks import (
+    check_artifact_placeholders,
     check_commit,
     check_digest_agrees,
     check_digests,
     check_download_url,
     check_file_in_source,
     check_git_url,
-    check_json_path,
     check_link_path,
     check_no_artifact_placeholders,
-    check_placeholders,
-    check_regex,
     check_sha256,
     check_source_path,
     check_source_ref,
@@ -33,6 +31,8 @@ from .checks import (
     find_patch,
 )
 from .link_values import check_link_placeholders
+from .pins import CommitFrom, SourcePin
+from .reads import check_reads
 from .schema import Context, Path_, spec
 from .selector import HostSelector, Selector, SelectorFacts  # noqa: F401 (their home before selector.py)
 
@@ -88,6 +88,9 @@ class Source:
     ref: str | None = spec("branch or tag the commit belongs to; resolved once and locked when "
                            "`commit` is absent", default=None)
     commit: str | None = spec("the pinned commit (full 40-hex id)", default=None, checks=check_commit)
+    commit_from: CommitFrom | None = spec("read the commit from another source's file after that one is checked "
+                                          "out (e.g. llvm-project at FlagTree's cmake/llvm-hash.txt); recorded in "
+                                          "the lock", default=None)
     path: str | None = spec("checkout folder, relative to the workdir (or to the `inside` source);"
                             " default: the source name", default=None, checks=check_source_path)
     inside: str | None = spec("name of the source this one is checked out inside", default=None,
@@ -102,9 +105,12 @@ class Source:
     probes: tuple[Probe, ...] = spec("compatibility probes run after checkout", default=())
 
     def check(self, ctx: Context, path: Path_) -> None:
-        if self.ref is None and self.commit is None:
-            ctx.report(path, "a source needs `ref` (a branch or tag), `commit`, or both",
+        if self.ref is None and self.commit is None and self.commit_from is None:
+            ctx.report(path, "a source needs `ref` (a branch or tag), `commit`, or both (or `commit_from`)",
                        "add `ref: main` to follow a branch (resolved once, then locked)")
+        if self.commit is not None and self.commit_from is not None:
+            ctx.report(path + ("commit_from",), "give `commit` or `commit_from`, not both",
+                       "keep commit_from to follow the file, or commit to pin by hand")
         seen: dict[str, int] = {}
         for i, patch in enumerate(self.patches):
             where = path + ("patches", i)
@@ -127,12 +133,12 @@ class ArtifactVariant:
     when: Selector = spec("the hosts (and variants) this replacement is for")
     url: str | None = spec("download URL on those hosts", default=None,
                            checks=(check_download_url, check_no_artifact_placeholders,
-                                   check_placeholders), interpolate=True)
+                                   check_artifact_placeholders), interpolate=True)
     sha256: str | None = spec("expected sha256 on those hosts", default=None, checks=check_sha256)
     digest: dict[str, str] = spec("expected digests on those hosts: md5, sha256 and/or sha512", default_factory=dict,
                                   checks=check_digests)
     path: str | None = spec("publish path on those hosts", default=None, interpolate=True,
-                            checks=(check_no_artifact_placeholders, check_placeholders))
+                            checks=(check_no_artifact_placeholders, check_artifact_placeholders))
     size: int | None = spec("approximate download size in bytes", default=None, json={"minimum": 1})
     unpacked_size: int | None = spec("approximate unpacked size in bytes on those hosts", default=None,
                                      json={"minimum": 1})
@@ -141,38 +147,6 @@ class ArtifactVariant:
 
     def check(self, ctx: Context, path: Path_) -> None:
         check_digest_agrees(self, ctx, path)
-
-
-@dataclass(frozen=True, kw_only=True)
-class SourcePin:
-    """Ties an artifact to a source file: a piece of the file must appear in the artifact URL, checked
-    before anything is downloaded (FlagTree names its LLVM tarball after the first 8 characters of
-    cmake/llvm-hash.txt; triton-cpu keeps the hash in cmake/llvm-info.json)."""
-
-    source: str = spec("source holding the file", checks=check_source_ref)
-    file: str = spec("file in that source", checks=check_file_in_source)
-    chars: int | None = spec("how many leading characters of the file (with json_path: of the value there) must "
-                             "appear in the URL (the default, 8, when neither regex nor json_path is given)",
-                             default=None, json={"minimum": 1, "maximum": 64})
-    regex: str | None = spec("a regular expression; its first group (else the whole match) must appear in the URL",
-                             default=None, checks=check_regex)
-    json_path: str | None = spec("a dotted path into the file's JSON (e.g. llvm_hash, or builds.0.hash); the value "
-                                 "must appear in the URL", default=None, checks=check_json_path)
-
-    def check(self, ctx: Context, path: Path_) -> None:
-        given = [k for k in ("chars", "regex", "json_path") if getattr(self, k) is not None]
-        if len(given) > 1 and given != ["chars", "json_path"]:  # a JSON value's first N characters: a short hash
-            ctx.report(path, f"give one of chars, regex and json_path, not {' and '.join(given)}",
-                       "keep the one that reads the file as it is written (chars may narrow json_path's value)")
-        if self.chars is not None and not 1 <= self.chars <= 64:
-            ctx.report(path + ("chars",), f"chars must be between 1 and 64, got {self.chars}")
-
-    @property
-    def leading_chars(self) -> int | None:
-        """How many leading characters to compare (the default rule), or None for regex/json_path."""
-        if self.regex is None and self.json_path is None:
-            return self.chars or 8
-        return None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -202,16 +176,18 @@ class AfterUnpack:
 class Artifact:
     """A downloaded, verified and unpacked toolchain (e.g. the LLVM prebuilt)."""
 
-    url: str = spec("download URL", checks=(check_download_url, check_no_artifact_placeholders,
-                                            check_placeholders), interpolate=True)
+    url: str = spec("download URL; {match} / {match.NAME} are values read from a source's file (`matches`)",
+                    checks=(check_download_url, check_no_artifact_placeholders, check_artifact_placeholders),
+                    interpolate=True)
     sha256: str | None = spec("expected sha256; absent = recorded on first download (lock file)",
                               default=None, checks=check_sha256)
     digest: dict[str, str] = spec("expected digests: md5, sha256 and/or sha512 (any one verifies the download; "
-                                  "sha256 is also computed, as the cache key)", default_factory=dict,
+                                  "sha256 is also computed, as the cache key); a value may be {match.NAME}, read "
+                                  "from a source's file", default_factory=dict,
                                   checks=check_digests)
     kind: ArtifactKind = spec(KINDS_SUMMARY, default=DEFAULT_KIND)
-    path: str = spec("where the unpacked tree is published (relative = inside the workdir)",
-                     interpolate=True, checks=(check_no_artifact_placeholders, check_placeholders))
+    path: str = spec("where the unpacked tree is published (relative = inside the workdir); may use {match}",
+                     interpolate=True, checks=(check_no_artifact_placeholders, check_artifact_placeholders))
     root: ArtifactRoot = spec("which folder of the archive is published", default_factory=ArtifactRoot)
     after_unpack: tuple[AfterUnpack, ...] = spec("clean-ups applied before publishing", default=())
     version_file: str | None = spec("file written inside the tree holding the URL exactly", default=None,
@@ -225,15 +201,23 @@ class Artifact:
     unpacked_entries: int | None = spec(
         "approximate number of files, folders and links in the tarball (`tar -tf FILE | wc -l`); unpacking "
         "stops beyond twice this. Absent: the limit is 200,000", default=None, json={"minimum": 1})
-    matches: SourcePin | None = spec("consistency rule against a source file", default=None)
+    matches: SourcePin | tuple[SourcePin, ...] | None = spec(
+        "values read from a source's file after sync (one rule or a list): {match} in url, path and digest is the "
+        "first rule's value, {match.NAME} a rule's `as: NAME` or a regex's named group; recorded in the lock. With "
+        "the URL written out, each rule checks that its value appears in it", default=None)
     variants: tuple[ArtifactVariant, ...] = spec("per-host replacements", default=())
     publish: Literal["own", "shared"] = spec(
         "own: this recipe's tree in this workspace (fetch replaces one another recipe or workspace published only "
         "with --replace NAME); shared: a versioned folder of a cache many workspaces and recipes use (~/.triton/"
         "nvidia/ptxas/<version>): reused when the digests fit, never replaced nor cleaned", default="own")
+    read_names: tuple[str, ...] = spec("the {match...} names url, path and digest use (set when resolved)",
+                                       default=(), internal=True)
+    read_in: dict[str, tuple[str, ...]] = spec("which of url, path, digest and variants use each {match...} "
+                                               "name (set when resolved)", default_factory=dict, internal=True)
 
     def check(self, ctx: Context, path: Path_) -> None:
         check_digest_agrees(self, ctx, path)
+        check_reads(self, ctx, path)
         if not KINDS[self.kind].folders and (self.root.strip or self.root.find or self.after_unpack):
             ctx.report(path + ("kind",), f"{KINDS[self.kind].summary} has no folders: root and after_unpack do not "
                        "apply", f"remove them, or set kind: {' / '.join(FOLDER_KINDS)}")
@@ -318,6 +302,15 @@ def check_source_tree(sources: Mapping[str, Source], ctx: Context, path: Path_) 
                 return
             seen.append(current)
             current = sources[current].inside
+    for name, source in sources.items():  # a commit read from a source's file: that source is checked out first
+        reader = source.commit_from
+        if reader is None or reader.source not in sources:
+            continue
+        if reader.source == name or sources[reader.source].commit_from is not None:
+            ctx.report(path + (name, "commit_from", "source"), f"{name}'s commit cannot be read from "
+                       f"{reader.source}, whose own commit " + ("is this one" if reader.source == name else
+                                                               "is read from a file too"),
+                       "read it from a source pinned by `commit` or `ref`")
     recipe_paths = {name: checkout_path(sources, name) for name in sources}
     for name, rel in recipe_paths.items():
         for other, other_rel in recipe_paths.items():

@@ -62,6 +62,9 @@ def _type_schema(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
     origin = get_origin(tp)
     if origin in (Union, types.UnionType):
         arms = [a for a in get_args(tp) if a is not type(None)]
+        if len(arms) > 1:  # one value or a list of them; the loader takes the arm the data's shape asks for
+            nullable = [{"type": "null"}] if len(arms) < len(get_args(tp)) else []
+            return {"anyOf": [*(_type_schema(a, defs) for a in arms), *nullable]}
         inner = _type_schema(arms[0], defs)
         return {"anyOf": [inner, {"type": "null"}]}
     if origin is Literal:

@@ -298,12 +298,14 @@ class Recipe:
         """Source names with every parent before the sources checked out inside it."""
         ordered: list[str] = []
 
-        def visit(name: str) -> None:
-            if name in ordered:
+        def visit(name: str, seen: tuple[str, ...] = ()) -> None:
+            if name in ordered or name in seen:  # a circle is the recipe check's to report
                 return
-            parent = self.sources[name].inside
-            if parent:
-                visit(parent)
+            source = self.sources[name]
+            # the parent, and the source whose file names this one's commit (commit_from), come first
+            for first in (source.inside, source.commit_from.source if source.commit_from else None):
+                if first in self.sources:
+                    visit(first, seen + (name,))
             ordered.append(name)
 
         for name in self.sources:

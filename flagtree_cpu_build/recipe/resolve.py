@@ -16,6 +16,7 @@ from .checks import PLACEHOLDERS
 from .interpolated import map_interpolated
 from .link_values import check_filled_links
 from .model import Recipe
+from .reads import captures, marker, rules_of, with_markers, written
 
 TOOLCHAIN_ENV = "FLAGTREE_CPU_TOOLCHAIN_"  # FLAGTREE_CPU_TOOLCHAIN_CUDA=/opt/cuda-12.4: this host's own path
 
@@ -79,14 +80,15 @@ def _pattern(text: str, values: Mapping[str, str], environ: Mapping[str, str] | 
     return "".join(out)
 
 
-def resolve(recipe: Recipe, workdir: Path, base: Mapping[str, str], environ: Mapping[str, str] | None = None, *,
-            located: Mapping[str, str] | None = None) -> Recipe:
+def resolve(recipe: Recipe, workdir: Path, base: Mapping[str, str], environ: Mapping[str, str] | None = None,
+            reads: Mapping[str, str] | None = None, *, located: Mapping[str, str] | None = None) -> Recipe:
     """The recipe with every placeholder filled in, for this workspace and host.
 
     ``base`` holds the values of PLACEHOLDERS (see placeholders.placeholder_values); the
     per-source, per-artifact and per-toolchain values are derived here. ``environ`` gives {env.NAME}
     and the per-host toolchain paths (FLAGTREE_CPU_TOOLCHAIN_<NAME>); ``located`` the folders
-    ``toolchain_search`` found (over both; without one, a toolchain's first fixed folder).
+    ``toolchain_search`` found (over both; without one, a toolchain's first fixed folder). ``reads``: the values
+    read from sources' files (``source_reads``), by marker (``reads.marker``); one not read yet stays a marker.
     """
     import os
 
@@ -95,6 +97,12 @@ def resolve(recipe: Recipe, workdir: Path, base: Mapping[str, str], environ: Map
     if missing:  # a programming error, not a user one
         raise KeyError(f"placeholder values missing: {sorted(missing)}")
     values = dict(base)
+    reads = reads or {}
+    recipe = replace(recipe, artifacts={name: with_markers(name, a, reads) for name, a in recipe.artifacts.items()})
+    for name, artifact in recipe.artifacts.items():
+        for read in captures(rules_of(artifact.matches))[0]:  # its variants' too: they are resolved alike
+            key = marker(name, read)
+            values[key] = reads.get(key, written(read))
     for name in recipe.sources:
         values[f"sources.{name}.path"] = str(workdir / recipe.source_path(name))
     for name, toolchain in recipe.toolchains.items():

@@ -198,7 +198,9 @@ def convert(data: Any, tp: Any, ctx: Context, path: Path_ = ()) -> Any:
         arms = [a for a in get_args(tp) if a is not type(None)]
         if data is None and len(arms) < len(get_args(tp)):
             return None
-        return convert(data, arms[0], ctx, path)
+        # one value or a list of them (an artifact's `matches`): the arm the data's shape asks for
+        arm = next((a for a in arms if _is_list_type(a) == isinstance(data, list)), arms[0])
+        return convert(data, arm, ctx, path)
     if origin is Literal:
         allowed = get_args(tp)
         if data in allowed and type(data) is type(allowed[0]):
@@ -213,6 +215,10 @@ def convert(data: Any, tp: Any, ctx: Context, path: Path_ = ()) -> Any:
     if origin is dict:
         return _convert_mapping(data, get_args(tp)[1], ctx, path)
     return _convert_scalar(data, tp, ctx, path)
+
+
+def _is_list_type(tp: Any) -> bool:
+    return get_origin(tp) is tuple
 
 
 def _convert_object(data: Any, cls: type, ctx: Context, path: Path_) -> Any:

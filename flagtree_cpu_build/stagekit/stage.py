@@ -67,6 +67,9 @@ class StageContext:
     ui: UI
     # a stacked recipe's base (``extends``), opened for the same workspace: `setup` sets it up first
     base: StageContext | None = None
+    # the same context opened again, reading the workspace anew: `setup` asks it once the sources are synced, when
+    # an artifact reads its url or path from a source's file (``recipe/reads``)
+    reopen: Callable[[], StageContext] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from typer.testing import Result
 from tests.support.cli import Workspace, new_workspace
 from tests.support.envelope import error_of
 from tests.support.facts import FACTS_LINKS
+from tests.support.fetching import PATH_SET
 from tests.support.gitworld import GitWorld
 from tests.support.httpserver import LoopbackHTTPServer
 from tests.support.tarballs import TOP, llvm_tarball
@@ -98,7 +99,7 @@ def test_the_network_switch_refuses_every_connection_at_once(world: GitWorld, tm
                                                              http_server: LoopbackHTTPServer,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     url = http_server.serve(LLVM_PATH, llvm_tarball().data)
-    ws = new_workspace(world, tmp_path / "ws", always_set=(f"artifacts.llvm.url={url}",))
+    ws = new_workspace(world, tmp_path / "ws", always_set=(f"artifacts.llvm.url={url}", PATH_SET))
     monkeypatch.setenv("FLAGTREE_CPU_NO_NETWORK", "1")
     result = run_fetch(ws)
     assert result.exit_code == 4, result.stderr

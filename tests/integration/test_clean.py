@@ -16,7 +16,7 @@ from typer.testing import CliRunner, Result
 from flagtree_cpu_build.cli import app
 from flagtree_cpu_build.locking import exclusive
 from tests.support.envelope import result_of
-from tests.support.fetching import URL_PATH, cache_root, fetch, fetch_process, triton_llvm, wait_for
+from tests.support.fetching import PATH_SET, URL_PATH, cache_root, fetch, fetch_process, triton_llvm, wait_for
 from tests.support.httpserver import Faults, LoopbackHTTPServer
 from tests.support.leftovers import killed_partial, old_partial
 from tests.support.tarballs import TOP, llvm_tarball
@@ -25,7 +25,8 @@ OLD = "llvm-0ld0ld00-ubuntu-arm64"
 
 
 def clean(tmp_path: Path, url: str, *args: str) -> Result:
-    return CliRunner().invoke(app, ["-w", str(tmp_path / "ws"), "--set", f"artifacts.llvm.url={url}", "clean", *args])
+    return CliRunner().invoke(app, ["-w", str(tmp_path / "ws"), "--set", f"artifacts.llvm.url={url}", "--set", PATH_SET,
+                                    "clean", *args])
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:

@@ -19,6 +19,7 @@ from flagtree_cpu_build.doctor import DOCTOR_SCHEMA
 from flagtree_cpu_build.extract import write_markers
 from tests.support.cli import Workspace, new_workspace
 from tests.support.envelope import result_of
+from tests.support.fetching import PATH_SET
 from tests.support.gitworld import GitWorld
 from tests.support.httpserver import LoopbackHTTPServer
 from tests.support.tarballs import TOP, llvm_tarball
@@ -278,7 +279,8 @@ def publish_tree_with(binary: bytes, tmp_path: Path) -> None:
 
 def test_glibc_versions_the_binaries_need_are_provided(tmp_path: Path) -> None:
     publish_tree_with(Path(shutil.which("git")).read_bytes(), tmp_path)
-    finding = findings(doctor("--json", "--check", "runtime.glibc", "--set", f"artifacts.llvm.url={LLVM_URL}"))
+    finding = findings(doctor("--json", "--check", "runtime.glibc", "--set", f"artifacts.llvm.url={LLVM_URL}",
+                               "--set", PATH_SET))
     assert finding["runtime.glibc"]["status"] == "ok", finding
 
 
@@ -289,7 +291,8 @@ def test_a_binary_needing_a_newer_glibc_is_caught(tmp_path: Path) -> None:
     victim = needed[0].encode()
     future = b"GLIBC_9." + b"9" * (len(victim) - len(b"GLIBC_9."))  # same length: the ELF layout is unchanged
     publish_tree_with(binary.replace(victim + b"\0", future + b"\0"), tmp_path)
-    result = doctor("--json", "--check", "runtime.glibc", "--set", f"artifacts.llvm.url={LLVM_URL}")
+    result = doctor("--json", "--check", "runtime.glibc", "--set", f"artifacts.llvm.url={LLVM_URL}",
+                               "--set", PATH_SET)
     finding = findings(result)["runtime.glibc"]
     assert result.exit_code == 7 and finding["status"] == "fail"
     assert future.decode() in finding["detail"] and "LD_PRELOAD" in finding["fix"]

@@ -9,13 +9,13 @@ from typer.testing import CliRunner, Result
 
 from flagtree_cpu_build.cli import app
 from tests.support.envelope import error_of, result_of
-from tests.support.fetching import URL_PATH, fetch
+from tests.support.fetching import PATH_SET, URL_PATH, fetch
 from tests.support.httpserver import Faults, LoopbackHTTPServer
 from tests.support.tarballs import llvm_tarball
 
 
 def dry_run(tmp_path: Path, url: str, *args: str) -> Result:
-    argv = ["-w", str(tmp_path / "ws"), "--set", f"artifacts.llvm.url={url}"]
+    argv = ["-w", str(tmp_path / "ws"), "--set", f"artifacts.llvm.url={url}", "--set", PATH_SET]
     return CliRunner().invoke(app, [*argv, "setup", "--dry-run", "--ignore-host", "--skip-build", *args])
 
 

@@ -16,6 +16,7 @@ from flagtree_cpu_build.cli import app
 from flagtree_cpu_build.invocation import Invocation, elsewhere, in_context
 from tests.conftest import REPO_ROOT
 from tests.support.envelope import error_of
+from tests.support.fetching import PATH_SET
 from tests.support.httpserver import LoopbackHTTPServer
 
 DEFAULT = "flagtree-cpu-arm64"
@@ -36,7 +37,7 @@ def test_fetch_offline_names_the_connected_machines_command_without_this_workdir
         tmp_path: Path, http_server: LoopbackHTTPServer) -> None:
     ws, lock = tmp_path / "ws", tmp_path / "ci" / "lock.yaml"
     url = http_server.url("/llvm.tar.gz")
-    result = cli("-w", str(ws), "--lock-file", str(lock), "--set", f"artifacts.llvm.url={url}",
+    result = cli("-w", str(ws), "--lock-file", str(lock), "--set", f"artifacts.llvm.url={url}", "--set", PATH_SET,
                  "--set", "artifacts.llvm.sha256=" + "a" * 64, "--json", "fetch", "--offline")
     assert result.exit_code == 4, result.stderr
     fix = error_of(result.stdout)["fix"]
@@ -56,7 +57,7 @@ def test_a_recipe_file_is_named_by_its_file_name_for_another_machine(
         f"name: {DEFAULT}", "name: sleefdemo", 1))
     url = http_server.url("/llvm.tar.gz")
     result = cli("-w", str(tmp_path / "ws"), "--recipe", str(recipe), "--set", f"artifacts.llvm.url={url}",
-                 "--set", "artifacts.llvm.sha256=" + "a" * 64, "fetch", "--offline")
+                 "--set", PATH_SET, "--set", "artifacts.llvm.sha256=" + "a" * 64, "fetch", "--offline")
     assert result.exit_code == 4, result.stderr
     there = quoted(result.stderr, "on a connected machine run")
     assert there == ["flagtree-cpu", "--recipe", "sleefdemo.yaml", "fetch", "--cache-dir", "DIR"], result.stderr

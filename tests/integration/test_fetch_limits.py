@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.disks import tmpfs
-from tests.support.fetching import URL_PATH, cache_root, dest, fetch, leftovers, partial_folders
+from tests.support.fetching import PATH_SET, URL_PATH, cache_root, dest, fetch, leftovers, partial_folders
 from tests.support.httpserver import LoopbackHTTPServer
 from tests.support.tarballs import TOP, many_files_tarball, rich_tarball, zeros_tarball
 
@@ -33,7 +33,7 @@ def run_measured(tmp_path: Path, url: str, *sets: str, timeout: float = 120) -> 
     """`fetch` as a real process: (exit code, stderr, peak RSS in MB of that process alone, seconds)."""
     status_file = tmp_path / "proc-status.txt"
     argv = [sys.executable, "-c", _MEASURED_MAIN, str(status_file), "-w", str(tmp_path / "ws"), "--set",
-            f"artifacts.llvm.url={url}"]
+            f"artifacts.llvm.url={url}", "--set", PATH_SET]
     for assignment in sets:
         argv += ["--set", assignment]
     err_path = tmp_path / "stderr.txt"

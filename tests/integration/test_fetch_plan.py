@@ -10,13 +10,13 @@ from pathlib import Path
 from typer.testing import CliRunner, Result
 
 from flagtree_cpu_build.cli import app
-from tests.support.fetching import URL_PATH, cache_root, fetch_process, wait_for
+from tests.support.fetching import PATH_SET, URL_PATH, cache_root, fetch_process, wait_for
 from tests.support.httpserver import Faults, LoopbackHTTPServer
 from tests.support.tarballs import llvm_tarball
 
 
 def dry_run(tmp_path: Path, url: str, *args: str, sets: tuple[str, ...] = ()) -> Result:
-    argv = ["-w", str(tmp_path / "ws"), "--set", f"artifacts.llvm.url={url}"]
+    argv = ["-w", str(tmp_path / "ws"), "--set", f"artifacts.llvm.url={url}", "--set", PATH_SET]
     for assignment in sets:
         argv += ["--set", assignment]
     return CliRunner().invoke(app, [*argv, "setup", "--dry-run", "--ignore-host", "--skip-build", *args])

@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from tests.support.cli import Workspace, new_workspace
-from tests.support.fetching import URL_PATH
+from tests.support.fetching import PATH_SET, URL_PATH
 from tests.support.gitworld import GitWorld
 from tests.support.httpserver import LoopbackHTTPServer
 from tests.support.tarballs import llvm_tarball
@@ -21,7 +21,7 @@ def locked_llvm(lock_file: Path) -> dict:
 def fetched(world: GitWorld, tmp_path: Path, http_server: LoopbackHTTPServer) -> tuple[Workspace, str]:
     """A workspace whose LLVM was fetched from the loopback server, and the URL it came from."""
     url = http_server.serve(URL_PATH, llvm_tarball().data)
-    ws = new_workspace(world, tmp_path / "ws", always_set=(f"artifacts.llvm.url={url}",))
+    ws = new_workspace(world, tmp_path / "ws", always_set=(f"artifacts.llvm.url={url}", PATH_SET))
     assert ws.run("fetch").exit_code == 0
     return ws, url
 

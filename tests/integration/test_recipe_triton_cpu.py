@@ -11,22 +11,27 @@ from __future__ import annotations
 
 import json
 import platform
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner, Result
 
 from flagtree_cpu_build.cli import app
-from flagtree_cpu_build.recipe import select_variants
+from flagtree_cpu_build.recipe import resolve, select_variants
+from flagtree_cpu_build.recipe.checks import PLACEHOLDERS
 from flagtree_cpu_build.recipe.files import load_recipe
+from flagtree_cpu_build.source_reads import read_all
 from tests.conftest import REPO_ROOT
 from tests.support.envelope import error_of, result_of
 from tests.support.hermetic import make_hermetic
 from tests.support.httpserver import LoopbackHTTPServer
 from tests.support.venvs import PREREQUISITES, TOOLS, build_venv, make_venv
 from tests.support.worlds.triton_cpu import (
+    BUMP_HASH,
     JSON_URL,
     LLVM_BASE,
     LLVM_DIR,
@@ -37,6 +42,7 @@ from tests.support.worlds.triton_cpu import (
 )
 
 HOSTS = REPO_ROOT / "tests" / "fixtures" / "hosts"
+UNREAD = "llvm-{{match.hash}}-{}-{{match.build}}.tar.gz"  # before sync: the values are read from llvm-info.json
 RUNTIME = "python.runtime=[torch>=2.0, numpy, pytest]"  # what this machine has; the recipe adds the plots'
 MACHINE = ("resources.disk=[]", "resources.memory_gb=0")
 NVIDIA = ("TRITON_PTXAS_PATH", "TRITON_PTXAS_BLACKWELL_PATH", "TRITON_CUOBJDUMP_PATH", "TRITON_NVDISASM_PATH",
@@ -185,21 +191,26 @@ def test_without_the_recipes_variables_the_build_fails_as_upstreams_would(
     assert len(here.records()) > before  # the fixture setup.py ran and stopped where upstream's would
 
 
-def test_a_commit_that_wants_another_llvm_stops_before_any_download(here: Setup, tmp_path: Path) -> None:
-    """An LLVM bump upstream: cmake/llvm-info.json names another hash, build number and sha256s than the recipe
-    downloads; `setup` says so after the clone and downloads nothing."""
+def test_an_llvm_bump_upstream_is_followed_from_llvm_info_json(here: Setup, tmp_path: Path) -> None:
+    """An LLVM bump upstream: cmake/llvm-info.json names another hash, build number and sha256s. The recipe reads
+    them after the clone (no hand-copied value to update), downloads that tarball, verifies it against the sha256
+    the file lists, and the lock records each value read."""
+    monkeypatch_home = tmp_path / "triton-home"
     ws = Runner(here.world, tmp_path / "ws", always_set=(PREREQUISITES, RUNTIME, *MACHINE))
-    requests = len(here.world.server.requests)
-    result = ws.run("setup", "--skip-build", *ws.mirrored(),
-                    sets=(f"sources.triton-cpu.commit={here.world.commits['llvm-bump']}",))
-    assert result.exit_code == 3, result.stderr
-    text = " ".join(result.stderr.split())
-    assert "6 compatibility checks failed; stopping before any download or build" in text
-    assert ("artifacts.llvm: triton-cpu's cmake/llvm-info.json asks for '01234567'" in text
-            and f"but the recipe downloads {LLVM_BASE}public/llvm-builds/llvm-62b7cf96-" in text)
-    assert "cmake/llvm-info.json does not contain '\"build_number\": 2,' — the LLVM build number moved" in text
-    assert "lists another sha256 for ubuntu-x64" in text and "lists another sha256 for almalinux-arm64" in text
-    assert len(here.world.server.requests) == requests
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TRITON_HOME", str(monkeypatch_home))
+        result = ws.run("setup", "--skip-build", *ws.mirrored(),
+                        sets=(f"sources.triton-cpu.commit={here.world.commits['llvm-bump']}",))
+    assert result.exit_code == 0, result.stderr
+    name = llvm_name(host_suffix(), bump=True)
+    assert (monkeypatch_home / ".triton/llvm" / name / "version.txt").read_text() == \
+        f"{LLVM_BASE}public/llvm-builds/{name}.tar.gz"
+    lock = yaml.safe_load((ws.root / ".flagtree-cpu/lock.yaml").read_text())
+    assert lock["artifacts"]["llvm"]["sha256"] == here.world.tarballs[f"{host_suffix()}-bump"].sha256
+    reads = {key: entry["value"] for key, entry in lock["reads"].items()}
+    assert reads["artifacts.llvm.match.hash"] == BUMP_HASH[:8] and reads["artifacts.llvm.match.build"] == "3"
+    assert lock["reads"]["artifacts.llvm.match.hash"]["commit"] == here.world.commits["llvm-bump"]
+    assert reads["artifacts.json.match"] == "v3.11.3"
 
 
 def test_offline_build_on_a_fresh_workspace_lists_every_missing_input(here: Setup, tmp_path: Path,
@@ -213,10 +224,10 @@ def test_offline_build_on_a_fresh_workspace_lists_every_missing_input(here: Setu
     text = result.stderr
     assert "4 inputs of an offline build are missing; nothing was run" in text
     assert f"source triton-cpu: not checked out at {tmp_path}/ws/triton-cpu — run `flagtree-cpu sync`" in text
-    triton = tmp_path / "new-user" / ".triton"
-    assert f"artifact llvm: not published and verified at {triton}/llvm/{llvm_name(host_suffix())} — run " \
+    # the LLVM's name is read from the checkout that is not there yet
+    assert "artifact llvm: read from triton-cpu's cmake/llvm-info.json after sync — run `flagtree-cpu sync`, then " \
            "`flagtree-cpu fetch`" in text
-    assert f"artifact json: not published and verified at {triton}/json — run `flagtree-cpu fetch`" in text
+    assert "artifact json: read from triton-cpu's cmake/json-version.txt after sync" in text
     assert "pybind11>=2.13.1: missing" in text and "lit: missing" in text
     assert len(here.world.server.requests) == requests and len(here.records()) == records
     assert not (tmp_path / "ws" / "triton-cpu").exists()
@@ -234,10 +245,10 @@ def test_doctor_gives_x86_64_no_armv9_failure_and_almalinux_aarch64_its_tarball(
     assert "no particular CPU features" in debian["cpu.features"]["detail"]
     assert [f for f in debian.values() if f["status"] == "fail"] == []
     assert not [f for f in debian.values() if "armv9" in json.dumps(f).lower()]
-    assert "llvm-62b7cf96-ubuntu-x64-2.tar.gz" in debian["host.os"]["detail"]
+    assert UNREAD.format("ubuntu-x64") in debian["host.os"]["detail"]
     alma = doctor("--sysroot", str(HOSTS / "almalinux-9-aarch64"))
     assert alma["host.arch"]["status"] == "ok"
-    assert "llvm-62b7cf96-almalinux-arm64-2.tar.gz" in alma["host.os"]["detail"]
+    assert UNREAD.format("almalinux-arm64") in alma["host.os"]["detail"]
     assert "llvm: the recipe's variant for almalinux" in alma["host.os"]["detail"]
 
 
@@ -250,16 +261,32 @@ def test_doctor_gives_x86_64_no_armv9_failure_and_almalinux_aarch64_its_tarball(
     ("almalinux", "aarch64", "2.34", "almalinux-arm64"),  # aarch64: the distribution decides
     ("ubuntu", "aarch64", "2.17", "ubuntu-arm64"),  # ... and no glibc rule applies
 ], ids=lambda v: str(v))
-def test_the_llvm_tarball_follows_build_helpers_rule(os_id: str, arch: str, glibc: str | None, suffix: str) -> None:
+def test_the_llvm_tarball_follows_build_helpers_rule(os_id: str, arch: str, glibc: str | None, suffix: str,
+                                                     tmp_path: Path) -> None:
+    """The suffix from the host, the hash, build number and sha256 from upstream's cmake/llvm-info.json (the
+    fixture holds the real file of the pinned commit)."""
+
     recipe = select_variants(load_recipe("triton-cpu"), os_id, arch, glibc)
     llvm = recipe.artifacts["llvm"]
-    assert llvm.url == f"{LLVM_BASE}public/llvm-builds/{llvm_name(suffix)}.tar.gz"
-    assert llvm.path.endswith(f"/.triton/llvm/{llvm_name(suffix)}")
-    info = json.loads((REPO_ROOT / "tests/fixtures/projects/triton-cpu/cmake/llvm-info.json").read_text())
-    assert llvm.digest["sha256"] == info["sha256sum"][suffix]
+    assert llvm.url == f"{LLVM_BASE}public/llvm-builds/{UNREAD.format(suffix)}"
+    assert llvm.digest == {"sha256": "{match." + suffix.replace("-", "_") + "}"}
+    checkout = tmp_path / "triton-cpu" / "cmake"
+    shutil.copytree(REPO_ROOT / "tests/fixtures/projects/triton-cpu/cmake", checkout)
+    reads = read_all(recipe, tmp_path, None)
+    assert not reads.problems and not reads.waiting
+    values = {name: str(tmp_path) for name in PLACEHOLDERS}
+    resolved = resolve(recipe, tmp_path, values, {}, reads.by_marker()).artifacts["llvm"]
+    assert resolved.url == f"{LLVM_BASE}public/llvm-builds/{llvm_name(suffix)}.tar.gz"
+    assert resolved.path.endswith(f"/.triton/llvm/{llvm_name(suffix)}")
+    info = json.loads((checkout / "llvm-info.json").read_text())
+    assert resolved.digest["sha256"] == info["sha256sum"][suffix]
 
 
 def test_this_host_resolves_to_the_tarball_its_glibc_selects(tmp_path: Path) -> None:
+    """`recipe show` shows the values read from the checkout (here the fixture's file, as sync would leave it)."""
+    checkout = tmp_path / "triton-cpu" / "cmake"
+    checkout.mkdir(parents=True)
+    shutil.copy(REPO_ROOT / "tests/fixtures/projects/triton-cpu/cmake/llvm-info.json", checkout)
     result = CliRunner().invoke(app, ["-w", str(tmp_path), "recipe", "show", "triton-cpu", "--json"])
     assert result.exit_code == 0, result.stderr
     llvm = result_of(result.stdout)["recipe"]["artifacts"]["llvm"]
@@ -277,8 +304,8 @@ def test_doctor_on_a_board_snapshot_applies_the_glibc_rule_its_manifest_records(
     shutil.copytree(HOSTS / "x86_64-debian", board)
     (board / MANIFEST_NAME).write_text(json.dumps({"glibc": "2.28", "uname": {"machine": "x86_64"}}))
     old = doctor("--sysroot", str(board))
-    assert "llvm-62b7cf96-almalinux-x64-2.tar.gz" in old["host.os"]["detail"], old["host.os"]
+    assert UNREAD.format("almalinux-x64") in old["host.os"]["detail"], old["host.os"]
     (board / MANIFEST_NAME).write_text(json.dumps({"glibc": "2.36"}))
-    assert "llvm-62b7cf96-ubuntu-x64-2.tar.gz" in doctor("--sysroot", str(board))["host.os"]["detail"]
+    assert UNREAD.format("ubuntu-x64") in doctor("--sysroot", str(board))["host.os"]["detail"]
     (board / MANIFEST_NAME).write_text("{damaged")  # says nothing: the default tarball, no crash
-    assert "llvm-62b7cf96-ubuntu-x64-2.tar.gz" in doctor("--sysroot", str(board))["host.os"]["detail"]
+    assert UNREAD.format("ubuntu-x64") in doctor("--sysroot", str(board))["host.os"]["detail"]

@@ -42,7 +42,7 @@ def test_a_variant_changes_env_artifacts_and_checks_and_is_recorded_in_the_lock(
     alt_url = http_server.serve("/alt/llvm-a66376b0-alt.tar.gz", llvm_tarball(seed=2).data)
     recipe = tmp_path / "ft-variants.yaml"
     text = (bundled_dir("recipes") / "flagtree-cpu-arm64.yaml").read_text()
-    text = text.replace("https://oaitriton.blob.core.windows.net/public/llvm-builds/llvm-a66376b0-ubuntu-arm64.tar.gz",
+    text = text.replace("https://oaitriton.blob.core.windows.net/public/llvm-builds/llvm-{match}-ubuntu-arm64.tar.gz",
                         plain_url)
     recipe.write_text(text + VARIANTS.format(alt_url=alt_url))
     ws = new_workspace(world, tmp_path / "ws")

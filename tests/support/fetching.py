@@ -19,6 +19,9 @@ from tests.support.httpserver import Faults
 from tests.support.tarballs import TOP
 
 URL_PATH = f"/public/llvm-builds/{TOP}.tar.gz"
+# The default recipe's LLVM path reads the hash from FlagTree's cmake/llvm-hash.txt after sync; these tests fetch
+# without a checkout, so they give the path the synced file would (a66376b0), as they give the URL.
+PATH_SET = f"artifacts.llvm.path={{triton_home}}/.triton/llvm/{TOP}"
 
 
 def triton_llvm() -> Path:
@@ -34,7 +37,7 @@ def cache_root() -> Path:
 
 
 def fetch(tmp_path: Path, url: str, *args: str, sets: tuple[str, ...] = ()) -> Result:
-    argv = ["-w", str(tmp_path / "ws"), "--set", f"artifacts.llvm.url={url}"]
+    argv = ["-w", str(tmp_path / "ws"), "--set", f"artifacts.llvm.url={url}", "--set", PATH_SET]
     for assignment in sets:
         argv += ["--set", assignment]
     return CliRunner().invoke(app, [*argv, "fetch", *args])
@@ -44,7 +47,7 @@ def fetch_process(tmp_path: Path, url: str, *args: str, workspace: str = "ws",
                   env: dict[str, str] | None = None, sets: tuple[str, ...] = ()) -> subprocess.Popen:
     overrides = [word for assignment in sets for word in ("--set", assignment)]
     return subprocess.Popen([sys.executable, "-m", "flagtree_cpu_build", "-w", str(tmp_path / workspace), "--set",
-                             f"artifacts.llvm.url={url}", *overrides, "fetch", *args],
+                             f"artifacts.llvm.url={url}", "--set", PATH_SET, *overrides, "fetch", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, **(env or {})})
 

@@ -32,7 +32,8 @@ def resolved_recipe(tmp_path: Path, jobs: int | None = None):
     recipe = select_variants(load_recipe("flagtree-cpu-arm64"), BOARD.os_id, BOARD.arch)
     ws = Workspace(tmp_path / "ws")
     values = placeholder_values(recipe, ws, BOARD, {"HOME": "/home/edge"}, jobs=jobs)
-    return resolve(recipe, ws.root, values), ws
+    # the LLVM's hash, as sync reads it from FlagTree's cmake/llvm-hash.txt (source_reads)
+    return resolve(recipe, ws.root, values, reads={"artifacts.llvm.match": "a66376b0"}), ws
 
 
 def build_spec(tmp_path: Path, jobs: int | None = None):

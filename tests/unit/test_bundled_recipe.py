@@ -24,6 +24,9 @@ ARM_BOARD = HostFacts(system="linux", arch="aarch64", os_id="ubuntu", os_version
                       mem_available=20 * 2**30)
 
 
+READ = {"artifacts.llvm.match": "a66376b0"}
+
+
 @pytest.fixture(scope="module")
 def recipe():
     return load_recipe("flagtree-cpu-arm64")
@@ -40,8 +43,9 @@ def test_pins_and_urls(recipe) -> None:
     assert recipe.source_path("flagtree-cpu") == "FlagTree/third_party/triton-cpu"
     assert recipe.sources_in_order() == ["flagtree", "flagtree-cpu"]
     llvm = recipe.artifacts["llvm"]
+    # the tarball named after the first 8 characters of FlagTree's cmake/llvm-hash.txt, read after sync
     assert llvm.url == ("https://oaitriton.blob.core.windows.net/public/llvm-builds/"
-                        "llvm-a66376b0-ubuntu-arm64.tar.gz")
+                        "llvm-{match}-ubuntu-arm64.tar.gz")
     assert llvm.sha256 is None  # none is published: trust on first use
     assert (llvm.matches.source, llvm.matches.file, llvm.matches.chars) == ("flagtree", "cmake/llvm-hash.txt", 8)
     assert llvm.version_file == "version.txt"
@@ -109,7 +113,8 @@ def test_resolved_for_an_ubuntu_arm_board(recipe, tmp_path: Path) -> None:
     ws = Workspace(tmp_path / "ws")
     environ = {"HOME": "/home/edge"}
     chosen = select_variants(recipe, ARM_BOARD.os_id, ARM_BOARD.arch)
-    resolved = resolve(chosen, ws.root, placeholder_values(chosen, ws, ARM_BOARD, environ))
+    # the value sync reads from FlagTree's cmake/llvm-hash.txt (source_reads) fills in {match}
+    resolved = resolve(chosen, ws.root, placeholder_values(chosen, ws, ARM_BOARD, environ), reads=READ)
     env = resolved.build.env.set
     assert resolved.build.cwd == str(ws.root / "FlagTree")
     assert resolved.build.argv[0] == str(ws.root / ".venv/bin/python")
@@ -122,8 +127,12 @@ def test_resolved_for_an_ubuntu_arm_board(recipe, tmp_path: Path) -> None:
 
 def test_almalinux_gets_the_almalinux_tarball(recipe, tmp_path: Path) -> None:
     chosen = select_variants(recipe, "almalinux", "aarch64")
-    assert chosen.artifacts["llvm"].url.endswith("/llvm-a66376b0-almalinux-arm64.tar.gz")
+    assert chosen.artifacts["llvm"].url.endswith("/llvm-{match}-almalinux-arm64.tar.gz")
     ws = Workspace(tmp_path)
     host = HostFacts("linux", "aarch64", "almalinux", "9.4", "AlmaLinux", 4, None, None)
-    resolved = resolve(chosen, ws.root, placeholder_values(chosen, ws, host, {"HOME": "/h", "TRITON_HOME": "/t"}))
+    values = placeholder_values(chosen, ws, host, {"HOME": "/h", "TRITON_HOME": "/t"})
+    resolved = resolve(chosen, ws.root, values, reads=READ)
     assert resolved.build.env.set["LLVM_SYSPATH"] == "/t/.triton/llvm/llvm-a66376b0-almalinux-arm64"
+    assert resolved.artifacts["llvm"].url.endswith("/llvm-a66376b0-almalinux-arm64.tar.gz")
+    unread = resolve(chosen, ws.root, values)  # before sync: the placeholder stays as the recipe writes it
+    assert unread.artifacts["llvm"].path == "/t/.triton/llvm/llvm-{match}-almalinux-arm64"

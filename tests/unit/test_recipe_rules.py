@@ -139,11 +139,15 @@ def test_artifact_path_cannot_refer_to_artifacts() -> None:
 def test_every_placeholder_has_a_value(tmp_path: Path) -> None:
     recipe = load_recipe("flagtree-cpu-arm64")
     ws = Workspace(tmp_path)
-    resolved = resolve(recipe, ws.root, placeholder_values(recipe, ws, HOST, {"HOME": "/h"}))
+    values = placeholder_values(recipe, ws, HOST, {"HOME": "/h"})
+    resolved = resolve(recipe, ws.root, values, reads={"artifacts.llvm.match": "a66376b0"})
     from flagtree_cpu_build.recipe.interpolated import iter_interpolated
 
     leftovers = [(p, s) for p, s in iter_interpolated(resolved) if "{" in s]
     assert leftovers == []
+    # before sync, only the value read from FlagTree's cmake/llvm-hash.txt is left, as the recipe writes it
+    unread = [s for _p, s in iter_interpolated(resolve(recipe, ws.root, values)) if "{" in s]
+    assert unread and all("{" not in s.replace("{match}", "") for s in unread)
 
 
 # --- YAML details -------------------------------------------------------------------------------

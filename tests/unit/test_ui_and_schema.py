@@ -101,11 +101,15 @@ def test_recipe_json_schema_is_deterministic() -> None:
 
 
 def test_show_resolves_and_raw_does_not(tmp_path) -> None:
+    # FlagTree's checkout as sync leaves it: the LLVM's hash is read from its cmake/llvm-hash.txt
+    (tmp_path / "FlagTree" / "cmake").mkdir(parents=True)
+    (tmp_path / "FlagTree" / "cmake" / "llvm-hash.txt").write_text("a66376b0dc3b2ea8a84fda26faca287980986f78\n")
     resolved = CliRunner().invoke(app, ["--workdir", str(tmp_path), "recipe", "show"])
     assert resolved.exit_code == 0, resolved.stderr
     data = yaml.safe_load(resolved.stdout)
     assert data["build"]["cwd"] == str(tmp_path / "FlagTree")
     assert "{" not in data["build"]["env"]["set"]["LLVM_SYSPATH"]
+    assert data["build"]["env"]["set"]["LLVM_SYSPATH"].endswith("/llvm-a66376b0-ubuntu-arm64")
     raw = CliRunner().invoke(app, ["recipe", "show", "--raw"])
     assert yaml.safe_load(raw.stdout)["build"]["cwd"] == "{sources.flagtree.path}"
     assert "# digest: sha256:" in raw.stdout

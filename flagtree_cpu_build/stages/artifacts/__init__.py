@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 def _plan(ctx: StageContext, lock: Lock | None, options: RunOptions, earlier: list[PlanItem]) -> list[PlanItem]:
     from .plan import plan_artifacts
 
-    return plan_artifacts(ctx.recipe, lock, options, ctx.workspace.root)
+    return plan_artifacts(ctx.recipe, lock, options, ctx.workspace.root,
+                          after_sync=any(i.area == "sources" for i in earlier))
 
 
 def _run(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> StageResult:

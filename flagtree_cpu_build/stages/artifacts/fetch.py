@@ -40,7 +40,7 @@ from ...artifact_kinds import kind_of
 from ...artifact_tree import finish, tree_differences
 from ...digest import hash_file_all, mismatches
 from ...diskspace import require_free, tree_hint
-from ...errors import ArtifactError, UsageError
+from ...errors import ArtifactError, SourceError, UsageError
 from ...extract import STAMP_NAME, read_stamp, stamp_problem, write_markers
 from ...invocation import elsewhere
 from ...lockfile import ArtifactLock, Lock, locked_artifact, read_lock, update_lock
@@ -48,6 +48,7 @@ from ...partials import PartialFolder, sweep
 from ...probes import artifact_pin_failures
 from ...progress import human_bytes
 from ...recipe import Artifact
+from ...source_reads import read_locks
 from ...stagekit.plan import PlanItem
 from ...stagekit.stage import Action, RunOptions, StageContext, StageResult
 from .failures import all_failures
@@ -74,6 +75,7 @@ def run_fetch(ctx: StageContext, options: RunOptions, plan: Sequence[PlanItem]) 
     if pin_failures:  # the source is here and disagrees: stop before downloading the wrong LLVM
         raise ArtifactError("the recipe's artifacts do not match its sources", details=tuple(pin_failures),
                             fix="pin compatible versions, or update the artifact url and digest")
+    _refuse_unread(plan)
     work = [(item, recipe.artifacts[item.subject], FetchFacts.of(item)) for item in plan if item.area == "artifacts"]
     lock = read_lock(ws.lock_file)
     for item, artifact, facts in work:
@@ -117,8 +119,26 @@ def _record(ctx: StageContext, options: RunOptions, outcomes: dict[str, _Outcome
     if not options.frozen:
         update_lock(ws.lock_file, recipe.name, recipe.digest,
                     lambda base: replace(base, artifacts={**base.artifacts, **{
-                        name: keep_served_from(base, name, entry) for name, entry in new_entries.items()}}),
+                        name: keep_served_from(base, name, entry) for name, entry in new_entries.items()}},
+                        reads={**base.reads, **read_locks(recipe, ws.root, base)}),  # the values it went by
                     variant=recipe.variant)
+
+
+def _refuse_unread(plan: Sequence[PlanItem]) -> None:
+    """An artifact whose url or path is still to be read from a source's file cannot be fetched: which file it
+    needs, or why its value cannot be used (exit 3 and 4, as the plan said)."""
+    stops = [i for i in plan if i.area == "artifacts" and "reads" in i.data and i.will == "stop"]
+    if not stops:
+        return
+    if any(i.stop is ArtifactError for i in stops):
+        raise ArtifactError("the recipe's artifacts cannot read their values from its sources",
+                            details=tuple(f"{i.subject}: {i.detail}" for i in stops),
+                            fix="correct the artifact's matches rule, or pin the source to a commit whose file has it")
+    many = len(stops) > 1
+    raise SourceError(f"{len(stops)} artifact{'s read their' if many else ' reads its'} url and path from a source "
+                      "that is not checked out yet",
+                      details=tuple(f"{i.subject}: {i.reason}" for i in stops),
+                      fix="flagtree-cpu sync, then fetch again (flagtree-cpu setup does both, in that order)")
 
 
 def _check_named_files(options: RunOptions) -> None:

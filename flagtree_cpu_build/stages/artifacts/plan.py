@@ -96,16 +96,32 @@ def layout_changes(stamp: Mapping[str, Any], artifact: Artifact) -> list[str]:
     return [key for key, value in stamp_layout(artifact).items() if stamp.get(key, defaults[key]) != value]
 
 
-def plan_artifacts(recipe: Recipe, lock: Lock | None, options: RunOptions,
-                   workspace: Path | None = None) -> list[PlanItem]:
-    """``workspace``: whose trees are this run's (``ownership``); None judges by digests alone."""
+def plan_artifacts(recipe: Recipe, lock: Lock | None, options: RunOptions, workspace: Path | None = None, *,
+                   after_sync: bool = False) -> list[PlanItem]:
+    """``workspace``: the workdir: whose trees are this run's (``ownership``; None judges by digests alone), and
+    where values read from sources' files are read (``{match}``); ``after_sync``: setup plans, with the sources
+    synced first, so a value still to be read is read then."""
     from ...artifact_cache import ArtifactCache
     from ...workspace import user_cache_dir
+    from .reads import waiting_item, with_reads
 
     cache = ArtifactCache((options.cache_dir or user_cache_dir(os.environ)) / "downloads", ui=None)
     us = Owner.of(recipe, workspace) if workspace is not None else None
-    return [_plan_one(name, artifact, lock, options, cache, options.fetch.from_files.get(name), us)
-            for name, artifact in recipe.artifacts.items()]
+    root = workspace
+    items = []
+    for name, artifact in recipe.artifacts.items():
+        waiting = waiting_item(name, artifact, recipe, root, lock, after_sync=after_sync) if root else None
+        if waiting is not None and waiting.will == "created" and waiting.data["reads"]["url_known"]:
+            # a URL written out: the download is planned (its size asked) though the path is read after sync
+            item = _plan_one(name, artifact, lock, options, cache, options.fetch.from_files.get(name), us)
+            waiting = replace(item, state="missing", detail=waiting.detail, will="created",
+                              reason=f"{item.reason}; {waiting.reason}" if item.reason else waiting.reason,
+                              data={**item.data, "reads": waiting.data["reads"]})
+        if waiting is None:
+            item = _plan_one(name, artifact, lock, options, cache, options.fetch.from_files.get(name), us)
+            waiting = with_reads(item, name, artifact, recipe, root, lock) if root else item
+        items.append(waiting)
+    return items
 
 
 def published_locks(recipe: Recipe, lock: Lock | None, options: RunOptions,

@@ -312,7 +312,9 @@ def _source_problems(ctx: StageContext) -> list[str]:
 def _artifact_problems(ctx: StageContext) -> list[str]:
     """Artifacts fetch would still publish (their plan: the same rule fetch skips by)."""
     lock = read_lock(ctx.workspace.lock_file)
-    return [f"artifact {i.subject}: not published and verified at {i.data['path']} — run `flagtree-cpu fetch` "
+    return [f"artifact {i.subject}: {i.reason} — run `flagtree-cpu sync`, then `flagtree-cpu fetch`"
+            if "waiting" in i.data.get("reads", {}) else
+            f"artifact {i.subject}: not published and verified at {i.data['path']} — run `flagtree-cpu fetch` "
             "(offline: `flagtree-cpu fetch --offline --from FILE`)"
             for i in plan_artifacts(ctx.recipe, lock, RunOptions(python=Path()), ctx.workspace.root)
             if i.will != "ok" and _uses(ctx.recipe, "artifacts", i.subject)]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from ...errors import SourceError
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from ...stagekit.stage import RunOptions
 
 _SHA = re.compile(r"[0-9a-f]{40}")
-Origin = Literal["recipe", "lock", "ref"]  # where a pin comes from
+Origin = Literal["recipe", "lock", "ref", "read"]  # where a pin comes from ("read": another source's file)
 
 
 @dataclass(frozen=True)
@@ -36,15 +37,31 @@ def pinned(source: Source, entry: SourceLock | None, *, update: bool = False) ->
     again, ``update``), else the ref's tip on the server — None here: only the caller knows whether it may ask."""
     if source.commit:
         return source.commit.lower(), "recipe"
+    if source.commit_from is not None:  # read from the file once its source is checked out (sync, read_pin)
+        if entry is not None and not update and same_repository(entry.url, source.url) and \
+                entry.resolved_from == "read":
+            return entry.commit, "lock"
+        return None, "read"
     if entry is not None and not update and lock_applies(entry, source):
         return entry.commit, "lock"
     return None, "ref"
 
 
-def resolve_pins(recipe: Recipe, lock: Lock | None, options: RunOptions) -> dict[str, Pin]:
-    """The commit of every source: the recipe's pin, else the lock's, else the ref resolved now."""
+def resolve_pins(recipe: Recipe, lock: Lock | None, options: RunOptions, *, root: Path | None = None
+                 ) -> dict[str, Pin]:
+    """The commit of every source: the recipe's pin, else the lock's, else the ref resolved now; a commit read from
+    another source's file (``commit_from``) is read in ``root``'s checkout of it."""
     decided = {name: pinned(recipe.sources[name], lock.sources.get(name) if lock else None, update=options.update)
                for name in recipe.sources_in_order()}
+    for name, (commit, _origin) in decided.items():
+        if recipe.sources[name].commit_from is not None and root is not None:
+            from ...source_reads import read_commit
+
+            read, problem = read_commit(recipe, root, name)  # the file as checked out now
+            if read is not None:
+                decided[name] = (read, "read")
+            elif problem is not None or commit is None:  # not there: the lock's, when it has one
+                read_pin(recipe, root, name)  # raises, saying why
     return settle_pins(recipe, lock, decided, options)
 
 
@@ -58,11 +75,13 @@ def settle_pins(recipe: Recipe, lock: Lock | None, decided: Mapping[str, tuple[s
     for name, (commit, origin) in decided.items():
         source = recipe.sources[name]
         entry = lock.sources.get(name) if lock else None
-        if origin == "recipe" and commit is not None:
+        if origin in ("recipe", "read") and commit is not None:
             if options.frozen and (entry is None or entry.commit != commit):
                 locked = entry.commit[:12] if entry else "nothing"
-                frozen_problems.append(f"{name}: the lock records {locked}, the recipe pins {commit[:12]}")
-            pins[name] = Pin(name, source.url, source.ref, commit, "recipe")
+                by = "the recipe pins" if origin == "recipe" else \
+                    f"{source.commit_from.source}'s {source.commit_from.file} names"  # type: ignore[union-attr]
+                frozen_problems.append(f"{name}: the lock records {locked}, {by} {commit[:12]}")
+            pins[name] = Pin(name, source.url, source.ref, commit, origin)
         elif origin == "lock" and commit is not None:
             pins[name] = Pin(name, source.url, source.ref, commit, "lock")
         elif options.frozen:
@@ -81,6 +100,28 @@ def settle_pins(recipe: Recipe, lock: Lock | None, decided: Mapping[str, tuple[s
         raise SourceError("--frozen: the lock file does not match the recipe", details=tuple(frozen_problems),
                           fix="run `flagtree-cpu lock` (without --frozen) and commit the updated lock file")
     return pins
+
+
+def read_pin(recipe: Recipe, root: Path, name: str) -> tuple[str, Origin]:
+    """The commit of a source that reads it from another source's file (``commit_from``), read now that the other
+    one is checked out. Raises SourceError when the file is not there or names no commit."""
+    from ...source_reads import read_commit
+
+    commit, problem = read_commit(recipe, root, name)
+    if commit is not None:
+        return commit, "read"
+    reader = recipe.sources[name].commit_from
+    assert reader is not None
+    raise SourceError(problem or f"source {name} reads its commit from {reader.source}'s {reader.file}, which is not "
+                      "there", fix=f"check {reader.source} out (flagtree-cpu sync), or correct "
+                      f"sources.{name}.commit_from")
+
+
+def lock_origin(pin: Pin, source: Source) -> Literal["recipe", "ref", "read"]:
+    """What the lock records as the commit's origin (a commit taken from the lock was resolved or read then)."""
+    if pin.resolved_from == "recipe":
+        return "recipe"
+    return "read" if source.commit_from is not None else "ref"
 
 
 def lock_applies(entry: SourceLock, source: Source) -> bool:

@@ -10,6 +10,7 @@ preflight can never call a checkout current that sync would move.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...errors import SourceError
@@ -53,10 +54,23 @@ def _plan_one(ctx: StageContext, name: str, lock: Lock | None, options: RunOptio
     source = ctx.recipe.sources[name]
     checkout = ctx.workspace.root / ctx.recipe.source_path(name)
     wanted, pinned_by = pinned(source, lock.sources.get(name) if lock else None, update=options.update)
+    if source.commit_from is not None:
+        read = _read_item(ctx, name, checkout)
+        if isinstance(read, PlanItem):
+            return read
+        wanted, pinned_by = read or (wanted, pinned_by)
     tip = None
-    if wanted is None and options.ask_network and not options.offline:
+    if wanted is None and pinned_by != "read" and options.ask_network and not options.offline:
         tip = _tip(source.url, source.ref or "HEAD", name, for_run=options.for_run)
     data: dict[str, object] = {"path": str(checkout), "pin": wanted or tip, "pinned_by": pinned_by}
+    if wanted is None and pinned_by == "read":  # its commit is read once the other source is checked out
+        reader = source.commit_from
+        assert reader is not None
+        there = (checkout / ".git").exists()
+        return PlanItem("sources", name, "differs" if there else "missing",
+                        f"its commit is read from {reader.source}'s {reader.file} after {reader.source} is synced",
+                        f"{'move' if there else 'clone'} {name} to the commit {reader.source}'s {reader.file} names",
+                        f"commit read from {reader.source}'s {reader.file}", data, "updated" if there else "created")
     if wanted is None and options.offline:  # only the server can say the ref's tip: the run stops (pins.settle_pins)
         return PlanItem("sources", name, "differs", f"follows {source.ref!r}; nothing locked for it",
                         f"stop: {name} follows {source.ref!r}, which needs the network to resolve, and --offline "
@@ -107,6 +121,19 @@ def _plan_one(ctx: StageContext, name: str, lock: Lock | None, options: RunOptio
                         f"recorded commits ({', '.join(wrong[:2])})", f"update {name}'s submodules",
                         "submodules moved", data, "updated")
     return PlanItem("sources", name, "ok", f"at {at[:12]}{dirty}", data=data)
+
+
+def _read_item(ctx: StageContext, name: str, checkout: Path) -> tuple[str, Origin] | PlanItem | None:
+    """A source whose commit another source's file names (``commit_from``): the commit read now, an item that
+    stops (the file names no commit), or None (the file is not there yet: the lock's, else read during sync)."""
+    from ...source_reads import read_commit
+
+    commit, problem = read_commit(ctx.recipe, ctx.workspace.root, name)
+    if problem is not None:
+        return PlanItem("sources", name, "conflict", problem, "stop: correct the rule or pin the other source",
+                        "the commit cannot be read", {"path": str(checkout), "pin": None, "pinned_by": "read"},
+                        "stop", SourceError)
+    return (commit, "read") if commit is not None else None
 
 
 def _offline_without(ctx: StageContext, url: str, *, target: str | None, options: RunOptions) -> str | None:

@@ -39,12 +39,14 @@ from ...lockfile import PatchLock, SourceLock, empty_lock, read_lock, update_loc
 from ...partials import PartialFolder, clear_leftovers
 from ...probes import check_sources
 from ...recipe import Source
+from ...source_reads import read_locks
 from ...stagekit.plan import PlanItem
 from ...stagekit.stage import Action, RunOptions, StageContext, StageResult
 from ...workspace import Workspace
 from .checkouts import finish_move, interrupted_move, interrupted_submodule_moves, move_to, settle
-from .pins import Pin, resolve_pins, same_repository, settle_pins
+from .pins import Pin, lock_origin, read_pin, resolve_pins, same_repository, settle_pins
 from .plan import planned_pin
+from .reads import record_reads
 from .source_patches import SourcePatches
 from .submodules import SubmoduleSync
 
@@ -59,7 +61,7 @@ def run_lock(ctx: StageContext, options: RunOptions) -> StageResult:
     start = time.monotonic()
     ws, recipe = ctx.workspace, ctx.recipe
     old = read_lock(ws.lock_file)
-    pins = resolve_pins(recipe, old, options)
+    pins = resolve_pins(recipe, old, options, root=ws.root)
     lock = old or empty_lock(recipe.name, recipe.digest, recipe.variant)
     actions, sources = [], {}
     for name, pin in pins.items():
@@ -69,7 +71,7 @@ def run_lock(ctx: StageContext, options: RunOptions) -> StageResult:
             actions.append(Action(name, "ok", f"{pin.commit[:12]} ({_origin_word(pin)})", _pin_data(pin)))
             continue
         sources[name] = SourceLock(url=pin.url, ref=pin.ref, commit=pin.commit,
-                                   resolved_from="recipe" if pin.resolved_from == "recipe" else "ref")
+                                   resolved_from=lock_origin(pin, recipe.sources[name]))
         status = "created" if entry is None else "updated"
         was = f" (was {entry.commit[:12]})" if entry else ""
         actions.append(Action(name, status, f"{pin.commit[:12]} ({_origin_word(pin)}){was}", _pin_data(pin)))
@@ -84,6 +86,7 @@ def run_lock(ctx: StageContext, options: RunOptions) -> StageResult:
                                   {"sha256": entry.sha256}))
     new = replace(lock, recipe=recipe.name, recipe_digest=recipe.digest, variant=recipe.variant, sources=sources,
                   artifacts={**lock.artifacts, **published})
+    new = replace(new, reads={**lock.reads, **read_locks(recipe, ws.root, new)})
     if not options.frozen and new != old:
         write_lock(ws.lock_file, new)
     return StageResult("lock", tuple(actions), seconds=time.monotonic() - start)
@@ -98,14 +101,20 @@ def run_sync(ctx: StageContext, options: RunOptions, plan: Sequence[PlanItem]) -
     if sorted(i.subject for i in items) != sorted(recipe.sources):
         raise ValueError(f"the sources plan names {[i.subject for i in items]}, the recipe {list(recipe.sources)}")
     old = read_lock(ws.lock_file)
-    pins = settle_pins(recipe, old, {item.subject: planned_pin(item) for item in items}, options)
+    # a commit read from another source's file (commit_from) is read when that source is checked out, below
+    reading = {i.subject for i in items if recipe.sources[i.subject].commit_from is not None}
+    pins = settle_pins(recipe, old, {i.subject: planned_pin(i) for i in items if i.subject not in reading}, options)
     options = replace(options, git_cache=chosen_git_cache(ws, options.git_cache))
     cache = GitCache(options.git_cache, ctx.ui) if options.git_cache else None
     actions, warnings, entries = [], [], {}
-    syncers = [_SourceSync(recipe.sources[i.subject], pins[i.subject], Path(i.data["path"]), ctx, options, cache,
-                           old.sources.get(i.subject) if old else None) for i in items]
-    for syncer in syncers:
+    syncers = []
+    for i in items:  # in order: the source whose file names a commit is checked out before the one it names
+        if i.subject in reading:
+            pins.update(settle_pins(recipe, old, {i.subject: read_pin(recipe, ws.root, i.subject)}, options))
+        syncer = _SourceSync(recipe.sources[i.subject], pins[i.subject], Path(i.data["path"]), ctx, options, cache,
+                             old.sources.get(i.subject) if old else None)
         syncer.checkout()
+        syncers.append(syncer)
     for syncer in syncers:  # every checkout is in place: a patch may come from another source
         action, entry, warning = syncer.finish()
         actions.append(action)
@@ -117,13 +126,15 @@ def run_sync(ctx: StageContext, options: RunOptions, plan: Sequence[PlanItem]) -
                     lambda base: replace(base, recipe=recipe.name, recipe_digest=recipe.digest, sources=entries),
                     variant=recipe.variant)
     checks = check_sources(recipe, ws)
-    actions.append(Action("compatibility checks", "ok", f"{checks} passed", {"check": True}))  # not an item
+    read = record_reads(recipe, ws, options)
+    actions.append(Action("compatibility checks", "ok", "; ".join([f"{checks} passed", *read]),
+                          {"check": True}))  # not an item
     return StageResult("sync", tuple(actions), tuple(warnings), time.monotonic() - start)
 
 
 def _origin_word(pin: Pin) -> str:
-    return {"recipe": "pinned by the recipe", "lock": f"{pin.ref} from the lock",
-            "ref": f"{pin.ref} resolved now"}[pin.resolved_from]
+    return {"recipe": "pinned by the recipe", "lock": f"{pin.ref or 'read'} from the lock",
+            "ref": f"{pin.ref} resolved now", "read": "read from a source's file"}[pin.resolved_from]
 
 
 def _pin_data(pin: Pin) -> dict[str, str | None]:
@@ -185,7 +196,7 @@ class _SourceSync:
         entry = SourceLock(
             url=self.pin.url, ref=self.pin.ref, commit=self.pin.commit,
             # a commit taken from the lock was resolved from the ref when the lock was written
-            resolved_from="recipe" if self.pin.resolved_from == "recipe" else "ref",
+            resolved_from=lock_origin(self.pin, self.source),
             submodules=tuple(submodules),
             patches=tuple(PatchLock(file=p.file, sha256=p.sha256) for p in patches),
         )

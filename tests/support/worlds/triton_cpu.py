@@ -40,13 +40,16 @@ SUFFIXES = ("ubuntu-x64", "almalinux-x64", "almalinux-arm64", "ubuntu-arm64")
 NOT_IN_REPO = ("conftest.py",)
 
 
-def llvm_name(suffix: str) -> str:
-    return f"llvm-62b7cf96-{suffix}-2"
+BUMP_HASH = "0123456789abcdef0123456789abcdef01234567"  # the llvm-bump commit's LLVM (build number 3)
 
 
-def llvm_tarball(suffix: str, *, complete: bool = True) -> Tarball:
+def llvm_name(suffix: str, *, bump: bool = False) -> str:
+    return f"llvm-{BUMP_HASH[:8]}-{suffix}-3" if bump else f"llvm-62b7cf96-{suffix}-2"
+
+
+def llvm_tarball(suffix: str, *, complete: bool = True, bump: bool = False) -> Tarball:
     """A small LLVM-shaped tree under its real top folder; ``complete=False`` lacks MLIR's CMake package."""
-    top = llvm_name(suffix)
+    top = llvm_name(suffix, bump=bump)
     files = {f"{top}/bin/mlir-tblgen": b"#!/bin/sh\necho stand-in mlir-tblgen\n",
              f"{top}/include/llvm/Config/llvm-config.h": f"// {suffix} stand-in\n".encode()}
     if complete:
@@ -75,16 +78,14 @@ class TritonCpuWorld:
         return (f"{LLVM_BASE}={self.server.base_url}/", f"https://github.com/={self.server.base_url}/")
 
     def sets(self) -> tuple[str, ...]:
-        """The fixture commit and the stand-ins' digests, for the default and every variant."""
-        digests = [f"artifacts.llvm.digest.sha256={self.tarballs[SUFFIXES[0]].sha256}"]
-        digests += [f"artifacts.llvm.variants.{i}.digest.sha256={self.tarballs[s].sha256}"
-                    for i, s in enumerate(SUFFIXES[1:])]
-        return (f"sources.triton-cpu.commit={self.commits['triton-cpu']}", *digests,
+        """The fixture commit and the json stand-in's digest (the LLVM stand-ins' are in the commit's
+        cmake/llvm-info.json, where the recipe reads them, as upstream lists the real ones)."""
+        return (f"sources.triton-cpu.commit={self.commits['triton-cpu']}",
                 f"artifacts.json.digest.sha256={self.json.sha256}")
 
-    def serve_llvm(self, suffix: str, tarball: Tarball) -> None:
-        self.tarballs[suffix] = tarball
-        self.server.serve(f"{LLVM_DIR}{llvm_name(suffix)}.tar.gz", tarball.data)
+    def serve_llvm(self, suffix: str, tarball: Tarball, *, bump: bool = False) -> None:
+        self.tarballs[f"{suffix}-bump" if bump else suffix] = tarball
+        self.server.serve(f"{LLVM_DIR}{llvm_name(suffix, bump=bump)}.tar.gz", tarball.data)
 
     def download_requests(self) -> list[str]:
         return [r.path for r in self.server.requests if r.method == "GET"]
@@ -105,7 +106,14 @@ def build_triton_cpu_world(root: Path, server: LoopbackHTTPServer) -> TritonCpuW
     world.commits["sleef-tip"] = commit_all(sleef, "sleef: later", env)
     publish_bare(sleef, bare / "shibatch" / "sleef.git", env)
 
+    for suffix in SUFFIXES:
+        world.serve_llvm(suffix, llvm_tarball(suffix))
+        world.serve_llvm(suffix, llvm_tarball(suffix, bump=True), bump=True)
     tree = _new_tree(root / "work" / "triton-cpu", PROJECTS / "triton-cpu", env)
+    # upstream's file lists the sha256 of each real tarball; the fixture's lists the stand-ins' (the recipe reads them)
+    info = json.loads((tree / "cmake" / "llvm-info.json").read_text())
+    info["sha256sum"] = {suffix: world.tarballs[suffix].sha256 for suffix in SUFFIXES}
+    (tree / "cmake" / "llvm-info.json").write_text(json.dumps(info, indent=2) + "\n")
     git("submodule", "add", "--quiet", "--name", "sleef", (bare / "shibatch" / "sleef.git").as_uri(),
         "third_party/sleef", cwd=tree, env=env)
     git("checkout", "--quiet", world.commits["sleef-pinned"], cwd=tree / "third_party/sleef", env=env)
@@ -114,16 +122,13 @@ def build_triton_cpu_world(root: Path, server: LoopbackHTTPServer) -> TritonCpuW
     world.commits["triton-cpu"] = commit_all(tree, "triton-cpu: Triton 3.7 with the CPU backend", env)
     # a later commit that moves to another LLVM build, as upstream's LLVM bumps do
     git("checkout", "--quiet", "-b", "llvm-bump", cwd=tree, env=env)
-    info = json.loads((tree / "cmake" / "llvm-info.json").read_text())
-    info.update(llvm_hash="0123456789abcdef0123456789abcdef01234567", build_number=3,
-                sha256sum={suffix: f"{i:064x}" for i, suffix in enumerate(info["sha256sum"], 1)})
+    info.update(llvm_hash=BUMP_HASH, build_number=3,
+                sha256sum={suffix: world.tarballs[f"{suffix}-bump"].sha256 for suffix in SUFFIXES})
     (tree / "cmake" / "llvm-info.json").write_text(json.dumps(info, indent=2) + "\n")
     world.commits["llvm-bump"] = commit_all(tree, "[BUILD] Bump LLVM", env)
     git("checkout", "--quiet", "main", cwd=tree, env=env)
     publish_bare(tree, bare / "triton-lang" / "triton-cpu.git", env)
 
-    for suffix in SUFFIXES:
-        world.serve_llvm(suffix, llvm_tarball(suffix))
     server.serve(JSON_PATH, world.json.data)
     return world
 
