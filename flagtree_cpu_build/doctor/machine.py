@@ -63,7 +63,7 @@ def host_arch(c: DoctorContext) -> Outcome:
                 host.advice or f"build on {with_article(' or '.join(host.arch))} machine")
 
 
-@check("host.os-version", "host", "OS release the recipe builds on (platform.host.os_version)", blocks=BUILD)
+@check("host.os-version", "host", "OS release the recipe builds on (`platform.host.os_version`)", blocks=BUILD)
 def host_os_version(c: DoctorContext) -> Outcome:
     from ..recipe.selector import os_version_matches
 
