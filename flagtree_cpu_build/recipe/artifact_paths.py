@@ -12,15 +12,27 @@ from __future__ import annotations
 import itertools
 import posixpath
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from .inputs import Selector, SelectorFacts
+from .inputs import Artifact, Selector, SelectorFacts
 from .schema import Context, Path_
 
 if TYPE_CHECKING:
-    from .model import Recipe
+    from .platform import Platform
+
+
+class Recipe(Protocol):
+    """What this rule reads of a recipe (``model.Recipe`` is one; importing it here would be a circle: the model
+    calls ``check_artifact_paths``)."""
+
+    @property
+    def artifacts(self) -> Mapping[str, Artifact]: ...
+    @property
+    def platform(self) -> Platform: ...
+    def selector_facts(self, host_arch: str, os_id: str = "", glibc: str | None = None,
+                       os_version: str = "") -> SelectorFacts: ...
 
 # a path's prefix that is another placeholder's: {state_dir}/x and {workdir}/.flagtree-cpu/x are one folder
 _SAME_FOLDER = {"{state_dir}": "{workdir}/.flagtree-cpu", "{logs_dir}": "{workdir}/logs"}

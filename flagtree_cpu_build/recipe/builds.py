@@ -8,39 +8,26 @@ last one is the *final* build: the recipe's steps, `build --wheel`, the wheelhou
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Any, Protocol
 
-from .checks import _known
-from .schema import Context, Path_, spec, suggest
+from .build_spec import BuildSpec
+from .schema import Context, Path_, suggest
 
-if TYPE_CHECKING:
-    from .model import BuildSpec, Recipe
+
+class Recipe(Protocol):
+    """What these rules read of a recipe (``model.Recipe`` is one; importing it here would be a circle: the
+    model calls ``check_builds``)."""
+
+    @property
+    def build(self) -> BuildSpec | None: ...
+    @property
+    def builds(self) -> Mapping[str, BuildSpec]: ...
+    @property
+    def checks(self) -> tuple[Any, ...]: ...
 
 MAIN = "build"  # the name `build:` has among the builds
 MAX_BUILDS = 32
-
-_source_known = _known("sources", "source")
-_artifact_known = _known("artifacts", "artifact")
-
-
-def _each(check):  # a name check applied to each item of a list
-    def checks(value: tuple[str, ...], ctx: Context, path: Path_) -> None:
-        for i, name in enumerate(value):
-            check(name, ctx, path + (i,))
-    return checks
-
-
-@dataclass(frozen=True, kw_only=True)
-class BuildInputs:
-    """What a build's result depends on among the recipe's sources and artifacts (its stamp records only those:
-    a change in another source does not rerun it)."""
-
-    sources: tuple[str, ...] = spec("the sources it builds from (their commit and local changes are in its stamp)",
-                                    default=(), checks=_each(_source_known))
-    artifacts: tuple[str, ...] = spec("the artifacts it uses (their sha256 is in its stamp)", default=(),
-                                      checks=_each(_artifact_known))
-
 
 def named_builds(recipe: Recipe) -> dict[str, BuildSpec]:
     """Every build of the recipe by name, in the order they run (a build's needs first)."""

@@ -16,13 +16,15 @@ from typer.testing import CliRunner, Result
 from flagtree_cpu_build.cli import app
 from flagtree_cpu_build.extract import STAMP_NAME
 from tests.support.envelope import result_of
-from tests.support.fetching import URL_PATH, dest, triton_llvm
+from tests.support.fetching import PATH_SET, URL_PATH, dest, triton_llvm
 from tests.support.httpserver import LoopbackHTTPServer
 from tests.support.tarballs import TOP, llvm_tarball
 
 
 def run(tmp_path: Path, workspace: str, url: str, *args: str, sets: tuple[str, ...] = ()) -> Result:
-    argv = ["-w", str(tmp_path / workspace), "--set", f"artifacts.llvm.url={url}"]
+    # the default recipe reads its LLVM's name from FlagTree's cmake/llvm-hash.txt after sync: a fetch without a
+    # checkout gives the path as it gives the URL (a later --set of the path wins)
+    argv = ["-w", str(tmp_path / workspace), "--set", f"artifacts.llvm.url={url}", "--set", PATH_SET]
     for assignment in sets:
         argv += ["--set", assignment]
     return CliRunner().invoke(app, [*argv, *args])

@@ -1,7 +1,7 @@
 """Gate checks: recipe checks with `before: NAME` run in the build stage, before that build's command.
 
 A gate says whether the build may start at all (the vendor SDK's version, a kernel module, a header another build
-installed): it runs like a validation check (``stages/validate/check_run``: its kind, its `needs`, its `when`, its
+installed): it runs like a validation check (``stages.validate.run_check``: its kind, its `needs`, its `when`, its
 timeout and log), but in the build's own environment and only when the build is about to run (an up-to-date build
 runs no gate). A required gate that fails stops the build with the check's words; one that is not required is
 a warning; one whose `needs` are absent here is skipped and said.
@@ -24,7 +24,7 @@ def run_gates(ctx: StageContext, options: RunOptions, name: str, build_env: Buil
     gates = [c for c in ctx.recipe.checks if c.before == name]
     if not gates:
         return
-    from ..validate.check_run import run_check
+    from ..validate import run_check
 
     env = dict(build_env.env)
     env.pop("PYTHONHOME", None)

@@ -5,6 +5,7 @@ and the JUnit report.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from ...errors import ValidationFailed
@@ -12,8 +13,10 @@ from ...stagekit.stage import Stage
 
 if TYPE_CHECKING:
     from ...lockfile import Lock
+    from ...recipe import Check
     from ...stagekit.plan import PlanItem
     from ...stagekit.stage import RunOptions, StageContext, StageResult
+    from .check_run import CheckResult
 
 
 def _plan(ctx: StageContext, lock: Lock | None, options: RunOptions, earlier: list[PlanItem]) -> list[PlanItem]:
@@ -28,6 +31,15 @@ def _run(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> StageR
     from .stage import validate_for_setup
 
     return validate_for_setup(ctx, options, plan)
+
+
+def run_check(ctx: StageContext, options: RunOptions, check: Check, env: dict[str, str],
+              unmet: Mapping[str, str | None]) -> CheckResult:
+    """One check, as validate runs it (its kind, `needs`, `when`, timeout and log), in the environment ``env``:
+    what the build stage's gate checks run through."""
+    from .check_run import run_check as run
+
+    return run(ctx, options, check, env, unmet)
 
 
 def _skip(options: RunOptions) -> str | None:
