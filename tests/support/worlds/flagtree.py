@@ -207,7 +207,7 @@ def build_flagtree_world(root: Path, server: LoopbackHTTPServer) -> FlagTreeWorl
             git("checkout", "--quiet", "--orphan", branch.name, cwd=tree, env=env)
             git("rm", "-r", "-q", "--cached", ".", cwd=tree, env=env)
             git("clean", "-fdq", cwd=tree, env=env)
-        _write_branch(tree, branch)
+        write_branch(tree, branch)
         world.commits[branch.name] = commit_all(tree, f"FlagTree {branch.name} (Triton {branch.triton})", env)
         for url, tarball in downloads(branch).items():
             world.serve(url, tarball)
@@ -231,7 +231,7 @@ def _reads(branch: Branch) -> str:
     return f'# reads os.path.join(get_base_dir(), "cmake", "llvm-hash.txt") and "{nvidia}"\n'
 
 
-def _write_branch(tree: Path, branch: Branch) -> None:
+def write_branch(tree: Path, branch: Branch) -> None:
     files = {"cmake/llvm-hash.txt": branch.llvm_hash + "\n",
              "python/requirements.txt": "\n".join(branch.requirements) + "\n",
              ("python/setup.py" if branch.setup_in_python else "setup.py"): SETUP_PY + _reads(branch),
