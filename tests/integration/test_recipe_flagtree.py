@@ -273,6 +273,18 @@ def test_a_provisioned_aipu_sdk_passes_preflight(here: World, tmp_path: Path,
     assert "FLAGTREE_BACKEND=aipu" in env.stdout.replace("'", "")
 
 
+def test_a_toolchain_fix_that_names_its_variable_is_not_told_it_twice(here: World, tmp_path: Path) -> None:
+    """The recipe's aipu-sdk fix names FLAGTREE_CPU_TOOLCHAIN_AIPU_SDK itself: preflight and build say it once."""
+    sets: tuple[str, ...] = ()
+    plan = run(here.world, tmp_path / "ws", "3_3-aipu", "--json", "setup", "--dry-run", sets=sets)
+    preflight = {c["id"]: c for c in result_of(plan.stdout)["preflight"]["checks"]}
+    assert preflight["toolchain.provisioned"]["fix"].count("FLAGTREE_CPU_TOOLCHAIN_AIPU_SDK") == 1
+    built = run(here.world, tmp_path / "ws", "3_3-aipu", "build", "--offline", sets=sets)
+    assert built.exit_code == 5
+    line = next(x for x in built.stderr.splitlines() if "toolchain aipu-sdk" in x)
+    assert line.count("FLAGTREE_CPU_TOOLCHAIN_AIPU_SDK") == 1, line
+
+
 # --- sync, fetch, lock, bundle per branch --------------------------------------------------------------------
 
 

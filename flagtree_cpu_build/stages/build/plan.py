@@ -294,10 +294,13 @@ def _toolchain_problems(ctx: StageContext) -> list[str]:
         listed = ", ".join(absent[:3]) + (f" and {len(absent) - 3} more" if len(absent) > 3 else "")
         what = f"{listed} {'is' if len(absent) == 1 else 'are'} missing" if absent else shortfall
         why = f" ({toolchain.why})" if toolchain.why else ""
+        override = toolchain_override_var(name)
+        if toolchain.fix and override in toolchain.fix:  # the recipe's fix already says it: not twice
+            problems.append(f"toolchain {name}{variant}: {what}{why} — {toolchain.fix}")
+            continue
         how = f"{toolchain.fix}, or" if toolchain.fix else "install it, or"
         problems.append(f"toolchain {name}{variant}: {what}{why} "
-                        f"— {how} point {toolchain_override_var(name)} at this host's copy "
-                        f"(export {toolchain_override_var(name)}=/path/to/{name})")
+                        f"— {how} point {override} at this host's copy (export {override}=/path/to/{name})")
     return problems
 
 
