@@ -363,4 +363,7 @@ def test_offline_build_on_a_fresh_workspace_lists_every_missing_input(here: Worl
         else:
             assert f"artifact {name}: not published and verified at" in text, name
     assert "torch: missing" in text  # the build prerequisites: torch first (install.md)
+    # and those python/requirements.txt names, which only the branch's checkout can say
+    at = next(i for i, e in enumerate(recipe.python.build) if e.requirements_file is not None)
+    assert f"python.build[{at}]: read from python/requirements.txt of source flagtree after sync" in text
     assert here.world.downloaded(before) == [] and not ws.joinpath("FlagTree").exists()
