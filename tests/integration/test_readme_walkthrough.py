@@ -16,8 +16,9 @@ What is substituted, because this machine has no network beyond 127.0.0.1 (tests
 - GitHub is each recipe's git world (the worlds of the recipes' own tests), through git's own
   `url.<world>.insteadOf=https://github.com/` rule in `GIT_CONFIG_GLOBAL`, which the test exports before each
   recipe's block (one config cannot hold every world: two of them have a `shibatch/sleef` of their own);
-- the downloads (LLVM prebuilts, nlohmann json, SpacemiT's toolchain, spine-mlir, LLVM and zlib) are stand-in
-  tarballs on the loopback HTTP server at their real paths, reached through `FLAGTREE_CPU_MIRRORS` rules;
+- the downloads (LLVM prebuilts, nlohmann json, SpacemiT's toolchain, spine-mlir, LLVM and zlib, flagtree's
+  NVIDIA tools) are stand-in tarballs on the loopback HTTP server at their real paths, reached through
+  `FLAGTREE_CPU_MIRRORS` rules, exported with each recipe's block (the flagtree world serves under `/<host>/`);
 - the recipes are copies of the bundled files in a `FLAGTREE_CPU_RECIPES` folder (a user recipe hides the
   bundled one of its name), changed only in what a fixture cannot have: the source commits and the stand-ins'
   digests. So `recipe list` shows them as user recipes, and the lines the tool prints carry `--recipe <the
