@@ -117,7 +117,8 @@ def toolchain_layers(recipe: Recipe, facts: SelectorFacts) -> list[EnvLayer]:
         if toolchain.env.is_empty():
             continue
         fix = toolchain.fix or f"install {name} at {toolchain.path}"
-        fix += f" (or point {toolchain_override_var(name)} at this host's copy)"
+        if toolchain_override_var(name) not in fix:  # the recipe's fix may already say it
+            fix += f" (or point {toolchain_override_var(name)} at this host's copy)"
         layers.append(EnvLayer(toolchain.env, f"toolchains.{name}.env", fix))
     return layers
 

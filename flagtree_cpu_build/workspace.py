@@ -115,12 +115,14 @@ def _forget_if_empty(ws: Workspace, made_root: bool) -> None:
 
 def default_workdir(recipe: str | None) -> str:
     """The folder a recipe's workspace gets outside every workspace without --workdir: ./flagtree-workspace for
-    the default recipe (where it always was), ./<name>-workspace for any other, so two recipes set up from the
-    same folder never share one workspace (or one .venv)."""
+    the default recipe (where it always was), ./<name>-workspace for any other (./flagtree-recipe-workspace for a
+    recipe named `flagtree`), so two recipes set up from the same folder never share one workspace (or one .venv)."""
     if recipe is None or recipe == DEFAULT_WORKDIR_RECIPE:
         return DEFAULT_WORKDIR
     safe = re.sub(r"[^A-Za-z0-9._-]+", "-", recipe).strip(".-")[:100]
-    return f"{safe or 'recipe'}-workspace"
+    folder = f"{safe or 'recipe'}-workspace"
+    # a recipe named `flagtree` (bundled) would land in the default recipe's folder: give it a name of its own
+    return f"{safe}-recipe-workspace" if folder == DEFAULT_WORKDIR else folder
 
 
 def located_workspace(workdir: str | Path | None, *, cwd: Path | None = None) -> Path | None:

@@ -263,8 +263,11 @@ def tool_provisioned(c: DoctorContext) -> Outcome:
         why = f"; {toolchain.why}" if toolchain.why else ""
         problems.append(f"toolchain {name}{variant}: {shortfall}{why}")
         override = toolchain_override_var(name)
-        fixes.append((c.root_fix(toolchain.fix) + ", or " if toolchain.fix else "")
-                     + f"export {override}=<where {name} is installed on this machine>")
+        if toolchain.fix and override in toolchain.fix:  # the recipe's fix already says it: not twice
+            fixes.append(c.root_fix(toolchain.fix))
+        else:
+            fixes.append((c.root_fix(toolchain.fix) + ", or " if toolchain.fix else "")
+                         + f"export {override}=<where {name} is installed on this machine>")
     if problems:
         return fail("; ".join(problems), "; ".join(fixes))
     return ok(", ".join(found))

@@ -33,7 +33,7 @@ from .locate import (  # noqa: F401  (re-exported: where recipes live is part of
     scan_recipes,
     user_recipe_dirs,
 )
-from .model import SCHEMA_VERSION, SUPPORTED_VERSIONS, Recipe
+from .model import SCHEMA_VERSION, SUPPORTED_VERSIONS, Recipe, for_variant
 from .overrides import apply_override
 from .schema import Context, suggest
 
@@ -147,6 +147,8 @@ def parse_recipe(text: str, origin: str, overrides: Sequence[str] = (),
         error = RecipeError(origin, _shown(problems))
         error.message = f"recipe {origin} has {len(problems)} problem{'' if len(problems) == 1 else 's'}"
         raise error
+    # a variant's checks are its own: several may share a name across variants (model._check_names)
+    recipe = replace(recipe, checks=for_variant(recipe.checks, recipe.variant))
     canonical = json.dumps(rs.to_data(recipe), sort_keys=True, separators=(",", ":"))
     return replace(recipe, file=origin, digest=hashlib.sha256(canonical.encode()).hexdigest(),
                    upgraded_from=upgraded_from)

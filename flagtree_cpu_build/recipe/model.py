@@ -206,12 +206,7 @@ class Recipe:
         if self.variant is not None and self.variant not in self.variants:
             ctx.report(path + ("variant",), f"there is no variant named {self.variant!r}",
                        f"the recipe's variants: {', '.join(self.variants) or 'none'}")
-        seen: dict[str, int] = {}
-        for i, check in enumerate(self.checks):
-            if check.label in seen:
-                ctx.report(path + ("checks", i, "name"), f"check name {check.label!r} is used twice (also "
-                           f"check {seen[check.label]})", "give each check its own name")
-            seen.setdefault(check.label, i)
+        _check_names(self.checks, ctx, path)
         steps: dict[str, int] = {}
         for i, step in enumerate(self.steps):
             if step.name in steps:
@@ -269,3 +264,40 @@ def check_file(value: str, ctx: Context, path: Path_) -> None:
     from .checks import check_file_in_source
 
     check_file_in_source(value, ctx, path)
+
+
+def _check_names(checks: tuple[Check, ...], ctx: Context, path: Path_) -> None:
+    """A check name is one check per variant: several checks may share it when their `when.variant` lists do not
+    overlap (`triton` at ==3.1.* for the 3.1 variants, at ==3.6.* for the 3.6 ones); a variant resolves to one."""
+    seen: dict[str, list[int]] = {}
+    for i, check in enumerate(checks):
+        for j in seen.get(check.label, []):
+            shared = _shared_variants(checks[j], check)
+            if shared is None:
+                ctx.report(path + ("checks", i, "name"), f"check name {check.label!r} is used twice (also check "
+                           f"{j}, and one of them applies to every variant)", "give each check its own name, or "
+                           "give both a `when: {variant: [...]}` with no variant in common")
+            elif shared:
+                ctx.report(path + ("checks", i, "name"), f"check name {check.label!r} is used twice for variant"
+                           f"{'s' if len(shared) > 1 else ''} {', '.join(shared)} (also check {j})",
+                           "give each check its own name, or take those variants out of one `when.variant` list")
+            else:
+                continue
+            break
+        seen.setdefault(check.label, []).append(i)
+
+
+def _shared_variants(first: Check, second: Check) -> list[str] | None:
+    """The variants both checks apply to; None when one of them names no variant (it applies to all)."""
+    a = first.when.variant if first.when is not None else ()
+    b = second.when.variant if second.when is not None else ()
+    if not a or not b:
+        return None
+    return [v for v in a if v in b]
+
+
+def for_variant(checks: tuple[Check, ...], variant: str | None) -> tuple[Check, ...]:
+    """The checks a recipe resolved to ``variant`` has: those whose `when.variant` names another are not its own."""
+    if variant is None:
+        return checks
+    return tuple(c for c in checks if c.when is None or not c.when.variant or variant in c.when.variant)

@@ -161,3 +161,16 @@ def test_a_malformed_entry_is_a_recipe_problem_at_its_key(world: World, entry: d
     assert result.exit_code == 2, result.stdout
     [problem] = error_of(result.stdout)["problems"]
     assert problem["key"].startswith("python.build[0]") and problem["line"], problem
+
+
+def test_a_requirement_both_a_requirements_file_and_the_run_time_list_name_is_planned_once(world: World) -> None:
+    """FlagTree's python/requirements.txt (python.build) and the recipe's python.runtime both name pytest: the plan
+    listed it twice ("missing: pytest ..., pytest ..."; "pip install ... pytest pytest")."""
+    world.files({"python/requirements.txt": "fixture-lib\nfixture-app\n"})
+    python = build_venv(world.root / "venv", ["pip"])
+    recipe = world.recipe({"build": [ENTRY], "runtime": ["fixture-app", "fixture-lib>=1"]})
+    result = world.run(recipe, "setup", "--dry-run", "--python", str(python))
+    [item] = [i for i in result_of(result.stdout)["items"] if i["area"] == "python" and i["subject"] == str(python)]
+    assert item["missing"].count("fixture-app") == 1, item
+    assert item["action"].split().count("fixture-app") == 1, item
+    assert "fixture-lib>=1" in item["action"].split()  # a different requirement of the same name stays

@@ -16,8 +16,9 @@ What is substituted, because this machine has no network beyond 127.0.0.1 (tests
 - GitHub is each recipe's git world (the worlds of the recipes' own tests), through git's own
   `url.<world>.insteadOf=https://github.com/` rule in `GIT_CONFIG_GLOBAL`, which the test exports before each
   recipe's block (one config cannot hold every world: two of them have a `shibatch/sleef` of their own);
-- the downloads (LLVM prebuilts, nlohmann json, SpacemiT's toolchain, spine-mlir, LLVM and zlib) are stand-in
-  tarballs on the loopback HTTP server at their real paths, reached through `FLAGTREE_CPU_MIRRORS` rules;
+- the downloads (LLVM prebuilts, nlohmann json, SpacemiT's toolchain, spine-mlir, LLVM and zlib, flagtree's
+  NVIDIA tools) are stand-in tarballs on the loopback HTTP server at their real paths, reached through
+  `FLAGTREE_CPU_MIRRORS` rules, exported with each recipe's block (the flagtree world serves under `/<host>/`);
 - the recipes are copies of the bundled files in a `FLAGTREE_CPU_RECIPES` folder (a user recipe hides the
   bundled one of its name), changed only in what a fixture cannot have: the source commits and the stand-ins'
   digests. So `recipe list` shows them as user recipes, and the lines the tool prints carry `--recipe <the
@@ -100,11 +101,11 @@ next_status() {
 """
 
 
-def recipe_step(name: str, body: str, gitconfig: Path) -> str:
+def recipe_step(name: str, body: str, gitconfig: Path, mirrors: str) -> str:
     """One recipe's block, its stderr kept to find the `next:` line, then that line run."""
     recipe = name.removeprefix("recipe-")
     return f"""echo '### {name}' >&2
-export GIT_CONFIG_GLOBAL={shlex.quote(str(gitconfig))}
+export GIT_CONFIG_GLOBAL={shlex.quote(str(gitconfig))} FLAGTREE_CPU_MIRRORS={shlex.quote(mirrors)}
 set +e; ( set -e
 {body}) 2> {name}.err; rc=$?; set -e
 cat {name}.err >&2; [ $rc = 0 ] || exit $rc
@@ -120,14 +121,15 @@ def test_the_readme_walkthrough_from_clone_to_a_set_up_workspace_of_each_recipe(
     blocks = walkthrough_blocks((repo / "README.md").read_text())
     script = "\n".join([
         "set -euo pipefail", NEXT_STATUS,
-        *(recipe_step(name, body, worlds.gitconfig[name.removeprefix("recipe-")]) if name.startswith("recipe-")
+        *(recipe_step(name, body, worlds.gitconfig[name.removeprefix("recipe-")],
+                      worlds.mirrors[name.removeprefix("recipe-")]) if name.startswith("recipe-")
           else f"echo '### {name}' >&2\n{body}" for name, body in blocks),
     ])
     (tmp_path / "home").mkdir()
     env = {**os.environ, "REPO_URL": str(repo), "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}",
            "PIP_NO_INDEX": "1", "PIP_CONFIG_FILE": os.devnull, "PIP_FIND_LINKS": str(TEST_WHEELS),
            "PIP_DISABLE_PIP_VERSION_CHECK": "1", "GIT_CONFIG_GLOBAL": str(worlds.gitconfig["flagtree-cpu-arm64"]),
-           "FLAGTREE_CPU_RECIPES": str(worlds.recipes), "FLAGTREE_CPU_MIRRORS": worlds.mirrors}
+           "FLAGTREE_CPU_RECIPES": str(worlds.recipes), "FLAGTREE_CPU_MIRRORS": worlds.mirrors["flagtree-cpu-arm64"]}
     env.pop("VIRTUAL_ENV", None)
     done = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=900)

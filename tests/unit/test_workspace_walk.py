@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from flagtree_cpu_build.workspace import STATE_DIRNAME, enclosing_workspace
+from flagtree_cpu_build.workspace import STATE_DIRNAME, default_workdir, enclosing_workspace
 
 
 def test_the_nearest_workspace_above_wins_and_a_state_file_is_not_a_workspace(tmp_path: Path) -> None:
@@ -34,3 +34,14 @@ def test_a_folder_above_that_cannot_be_looked_into_is_passed_over(tmp_path: Path
 
     monkeypatch.setattr(Path, "is_dir", is_dir)
     assert enclosing_workspace(here) == tmp_path
+
+
+def test_a_recipe_named_flagtree_does_not_get_the_default_recipes_workspace() -> None:
+    """`--recipe flagtree` would make ./flagtree-workspace, the default recipe's folder: a user who set up the
+    default recipe and then the bundled `flagtree` one from the same folder was refused (one workspace, two
+    recipes), and the refusal's "a workspace of its own" named that same folder."""
+    assert default_workdir(None) == default_workdir("flagtree-cpu-arm64") == "flagtree-workspace"
+    names = {default_workdir(name) for name in (None, "flagtree", "flagtree-cpu-arm64", "triton-cpu")}
+    assert len(names) == 3
+    assert default_workdir("flagtree") != "flagtree-workspace"
+    assert default_workdir("triton-cpu") == "triton-cpu-workspace"

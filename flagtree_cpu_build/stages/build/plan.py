@@ -266,10 +266,23 @@ def refusals(ctx: StageContext) -> tuple[str, ...]:
 
 
 def missing_inputs(ctx: StageContext) -> list[str]:
-    """Sources sync would still move, artifacts fetch would still publish, pre-provisioned toolchains that are not
-    on this host; a FetchContent dependency's input says so, and a FetchContent folder that is not usable is listed."""
+    """Sources sync would still move, artifacts fetch would still publish, build prerequisites a requirements file
+    of a source not checked out yet names, pre-provisioned toolchains that are not on this host; a FetchContent
+    dependency's input says so, and a FetchContent folder that is not usable is listed."""
     listed = fetchcontent_problems(ctx.recipe, ctx.workspace.root, _source_problems(ctx) + _artifact_problems(ctx))
-    return listed + _toolchain_problems(ctx)
+    return listed + _unread_requirements(ctx) + _toolchain_problems(ctx)
+
+
+def _unread_requirements(ctx: StageContext) -> list[str]:
+    """python.build entries whose requirements file is in a source sync has still to check out: what they name is
+    not known, so the prerequisites listed beside them cannot be all of them."""
+    from ...requirements_files import describe_unread, is_synced
+
+    python = ctx.recipe.python
+    files = dict(python.files)
+    return [f"{key}: {describe_unread(files[key])} — run `flagtree-cpu sync`" for key in python.unread
+            if key.startswith("python.build[") and key in files
+            and not is_synced(ctx.recipe, ctx.workspace.root, files[key].requirements_file)]  # type: ignore[arg-type]
 
 
 def _link_problems(ctx: StageContext) -> list[str]:
@@ -294,10 +307,13 @@ def _toolchain_problems(ctx: StageContext) -> list[str]:
         listed = ", ".join(absent[:3]) + (f" and {len(absent) - 3} more" if len(absent) > 3 else "")
         what = f"{listed} {'is' if len(absent) == 1 else 'are'} missing" if absent else shortfall
         why = f" ({toolchain.why})" if toolchain.why else ""
+        override = toolchain_override_var(name)
+        if toolchain.fix and override in toolchain.fix:  # the recipe's fix already says it: not twice
+            problems.append(f"toolchain {name}{variant}: {what}{why} — {toolchain.fix}")
+            continue
         how = f"{toolchain.fix}, or" if toolchain.fix else "install it, or"
         problems.append(f"toolchain {name}{variant}: {what}{why} "
-                        f"— {how} point {toolchain_override_var(name)} at this host's copy "
-                        f"(export {toolchain_override_var(name)}=/path/to/{name})")
+                        f"— {how} point {override} at this host's copy (export {override}=/path/to/{name})")
     return problems
 
 

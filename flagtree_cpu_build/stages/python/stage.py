@@ -43,7 +43,24 @@ def wanted(ctx: StageContext, runtime: bool, *, planning: bool = False) -> list[
         late[key.split("[")[0].removeprefix("python.")] += expanded(read, entry)
     # run-time ones only when the checks will run: torch is a large download from an index that may
     # not be reachable, and with --skip-validate nothing here uses it
-    return list(python.build) + late["build"] + (list(python.runtime) + late["runtime"] if runtime else [])
+    return once(list(python.build) + late["build"] + (list(python.runtime) + late["runtime"] if runtime else []))
+
+
+def once(requirements: list[Requirement]) -> list[Requirement]:
+    """Each requirement once, in its first place: a project's requirements file (python.build) and the recipe's
+    run-time list may both name pytest; the plan and pip are told it once. Requirements that only share a name
+    (pytest, pytest>=8) both stay: each is checked."""
+    from packaging.requirements import InvalidRequirement
+    from packaging.requirements import Requirement as Parsed
+
+    seen: dict[tuple[str, str | None, str | None], Requirement] = {}
+    for entry in requirements:
+        try:
+            text = str(Parsed(entry.requirement))  # one spelling of the same requirement (case, spaces)
+        except InvalidRequirement:  # the recipe check reports it; keep it as written
+            text = entry.requirement
+        seen.setdefault((text.lower(), entry.index_url, entry.system_command), entry)
+    return list(seen.values())
 
 
 def unread_note(ctx: StageContext) -> str:

@@ -25,7 +25,8 @@ from pathlib import Path
 
 from tests.support.gitworld import commit_all, git, git_env, publish_bare
 from tests.support.httpserver import LoopbackHTTPServer
-from tests.support.tarballs import Tarball, tarball_with, zip_with
+from tests.support.tarballs import Tarball, tarball_with
+from tests.support.worlds.triton_cpu import json_zip
 
 HOSTS = ("oaitriton.blob.core.windows.net", "github.com", "anaconda.org", "developer.download.nvidia.com",
          "baai-cp-web.ks3-cn-beijing.ksyuncs.com")
@@ -105,7 +106,7 @@ def downloads(branch: Branch) -> dict[str, Tarball]:
     out = {f"{LLVM_BUILDS}{llvm_top}.tar.gz": tarball_with({
         f"{llvm_top}/lib/cmake/mlir/MLIRConfig.cmake": b"# stand-in\n",
         f"{llvm_top}/include/llvm/Config/llvm-config.h": b"// stand-in\n"})}
-    out[JSON_URL] = zip_with({"include/nlohmann/json.hpp": b"// stand-in nlohmann/json 3.11.3\n"})
+    out[JSON_URL] = json_zip()  # the same zip as triton-cpu's world: one file upstream, shared in ~/.triton/json
     if isinstance(branch.nvidia, str):  # main: one version for every tool, and pybind11 from its tag
         out["https://github.com/pybind/pybind11/archive/refs/tags/v2.11.1.tar.gz"] = tarball_with(
             {"pybind11-2.11.1/include/pybind11/pybind11.h": b"// stand-in\n"})
@@ -188,7 +189,9 @@ class FlagTreeWorld:
         return ["https://" + r.path.lstrip("/") for r in self.server.requests[since:] if r.method == "GET"]
 
 
-def build_flagtree_world(root: Path, server: LoopbackHTTPServer) -> FlagTreeWorld:
+def build_flagtree_world(root: Path, server: LoopbackHTTPServer, only: tuple[str, ...] = ()) -> FlagTreeWorld:
+    """The world; ``only`` (keys of BRANCHES, e.g. ``("3_6",)``) builds just those branches and skips aipu's flir,
+    for a test that sets up one variant (the README walk-through)."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "home").mkdir(exist_ok=True)
     build_config = root / "build.gitconfig"
@@ -202,17 +205,24 @@ def build_flagtree_world(root: Path, server: LoopbackHTTPServer) -> FlagTreeWorl
     tree = root / "work" / "FlagTree"
     tree.mkdir(parents=True)
     git("init", "--quiet", cwd=tree, env=env)
-    for branch in BRANCHES.values():
-        if branch.name != "main":
+    for key, branch in BRANCHES.items():
+        if only and key not in only:
+            continue
+        if not world.commits:  # the first branch built: the unborn one git init made
+            git("symbolic-ref", "HEAD", f"refs/heads/{branch.name}", cwd=tree, env=env)
+        elif branch.name != "main":
             git("checkout", "--quiet", "--orphan", branch.name, cwd=tree, env=env)
             git("rm", "-r", "-q", "--cached", ".", cwd=tree, env=env)
             git("clean", "-fdq", cwd=tree, env=env)
-        _write_branch(tree, branch)
+        write_branch(tree, branch)
         world.commits[branch.name] = commit_all(tree, f"FlagTree {branch.name} (Triton {branch.triton})", env)
         for url, tarball in downloads(branch).items():
             world.serve(url, tarball)
-    git("checkout", "--quiet", "main", cwd=tree, env=env)
+    if "main" in world.commits:
+        git("checkout", "--quiet", "main", cwd=tree, env=env)
     publish_bare(tree, root / "bare" / "flagos-ai" / "FlagTree.git", env)
+    if only:
+        return world
 
     flir = root / "work" / "flir"
     flir.mkdir(parents=True)
@@ -231,7 +241,7 @@ def _reads(branch: Branch) -> str:
     return f'# reads os.path.join(get_base_dir(), "cmake", "llvm-hash.txt") and "{nvidia}"\n'
 
 
-def _write_branch(tree: Path, branch: Branch) -> None:
+def write_branch(tree: Path, branch: Branch) -> None:
     files = {"cmake/llvm-hash.txt": branch.llvm_hash + "\n",
              "python/requirements.txt": "\n".join(branch.requirements) + "\n",
              ("python/setup.py" if branch.setup_in_python else "setup.py"): SETUP_PY + _reads(branch),
