@@ -22,7 +22,7 @@ from .regular_file import read_regular
 if TYPE_CHECKING:
     from .lockfile import Lock, ReadLock
     from .recipe import Artifact, Recipe
-    from .recipe.pins import CommitFrom, SourcePin
+    from .recipe.pins import CommitFrom, RefFrom, SourcePin
 
 # a read file is a hash file, a JSON of pins, a version file: megabytes at most
 MAX_READ_BYTES = 16 << 20
@@ -165,7 +165,7 @@ def _from_lock(name: str, wanted: list[str], rule: SourcePin, recipe: Recipe,
     return found
 
 
-def _read_rule_file(rule: SourcePin | CommitFrom, recipe: Recipe, root: Path) -> tuple[str, bool, str | None]:
+def _read_rule_file(rule: SourcePin | CommitFrom | RefFrom, recipe: Recipe, root: Path) -> tuple[str, bool, str | None]:
     """The file's text, whether it is missing (not checked out yet), or why it cannot be read."""
     checkout = root / recipe.source_path(rule.source)
     path = checkout / rule.file
@@ -191,7 +191,8 @@ def read_text(path: Path) -> tuple[str, str | None]:
     return data.decode("utf-8", errors="replace"), None
 
 
-def capture(pin: SourcePin | CommitFrom, text: str, key: str) -> tuple[str, dict[str | None, str], str | None]:
+def capture(pin: SourcePin | CommitFrom | RefFrom, text: str,
+            key: str) -> tuple[str, dict[str | None, str], str | None]:
     """The piece of the file the rule reads, a regex's named groups, or why it cannot be read (with what to do)."""
     fix = f"correct {key}, or pin {pin.source} to a commit whose file has it"
     if pin.json_path is not None:
@@ -263,12 +264,40 @@ def read_locks(recipe: Recipe, root: Path, lock: Lock | None) -> dict[str, ReadL
             entries.update({v.key: ReadLock(source=v.source, file=v.file, commit=v.commit, value=v.value)
                             for v in values})
     for name, source in recipe.sources.items():
-        reader = source.commit_from
-        commit = read_commit(recipe, root, name)[0] if reader is not None else None
-        if reader is not None and commit is not None:
-            entries[f"sources.{name}.commit"] = ReadLock(source=reader.source, file=reader.file,
-                                                         commit=_source_commit(lock, reader.source), value=commit)
+        reader, key = source.pin_reader
+        if reader is None:
+            continue
+        value = (read_commit if key == "commit_from" else read_ref)(recipe, root, name)[0]
+        if value is not None:
+            entries[f"sources.{name}.{key[:-5]}"] = ReadLock(source=reader.source, file=reader.file,
+                                                             commit=_source_commit(lock, reader.source), value=value)
     return entries
+
+
+# a branch or tag name git takes as it is (git check-ref-format's rules, narrowed): never an option, never a path
+# that climbs, never a revision expression
+_REF = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+/-]{0,254}")
+
+
+def read_ref(recipe: Recipe, root: Path, name: str) -> tuple[str | None, str | None]:
+    """The branch or tag source ``name`` is to be at, read from another source's file (``ref_from``): the name, or
+    None with why not (None, None: the file is not checked out yet)."""
+    reader = recipe.sources[name].ref_from
+    assert reader is not None
+    key = f"sources.{name}.ref_from"
+    text, missing, problem = _read_rule_file(reader, recipe, root)
+    if missing:
+        return None, None
+    if problem is None:
+        value, _groups, problem = capture(reader, text, key)
+        value = value.strip().splitlines()[0].strip() if value.strip() else ""
+        if problem is None and (not _REF.fullmatch(value) or ".." in value or "//" in value or
+                                value.endswith(("/", ".", ".lock"))):
+            problem = (f"gives {value[:80]!r}, which is not a branch or tag name (letters, digits and . _ + - /, up "
+                       f"to 255) — correct {key}, or pin {reader.source} to a commit whose file names one")
+        if problem is None:
+            return value, None
+    return None, f"{key}: {reader.source}'s {reader.file} {problem}"
 
 
 def read_commit(recipe: Recipe, root: Path, name: str) -> tuple[str | None, str | None]:

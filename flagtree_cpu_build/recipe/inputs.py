@@ -31,7 +31,7 @@ from .checks import (
     find_patch,
 )
 from .link_values import check_link_placeholders
-from .pins import CommitFrom, SourcePin
+from .pins import CommitFrom, RefFrom, SourcePin
 from .reads import check_reads
 from .schema import Context, Path_, spec
 from .selector import HostSelector, Selector, SelectorFacts  # noqa: F401 (their home before selector.py)
@@ -91,6 +91,9 @@ class Source:
     commit_from: CommitFrom | None = spec("read the commit from another source's file after that one is checked "
                                           "out (e.g. llvm-project at FlagTree's cmake/llvm-hash.txt); recorded in "
                                           "the lock", default=None)
+    ref_from: RefFrom | None = spec("read the branch or tag from another source's file after that one is checked "
+                                    "out (e.g. googletest at the GIT_TAG of Triton's unittest/googletest.cmake); "
+                                    "resolved to a commit once and recorded in the lock", default=None)
     path: str | None = spec("checkout folder, relative to the workdir (or to the `inside` source);"
                             " default: the source name", default=None, checks=check_source_path)
     inside: str | None = spec("name of the source this one is checked out inside", default=None,
@@ -104,10 +107,22 @@ class Source:
                                       "under patches/, or {file, from, into}", default=())
     probes: tuple[Probe, ...] = spec("compatibility probes run after checkout", default=())
 
+    @property
+    def pin_reader(self) -> tuple[CommitFrom | RefFrom | None, str]:
+        """The rule that reads this source's pin from another source's file, and its key (none: None, "")."""
+        if self.commit_from is not None:
+            return self.commit_from, "commit_from"
+        if self.ref_from is not None:
+            return self.ref_from, "ref_from"
+        return None, ""
+
     def check(self, ctx: Context, path: Path_) -> None:
-        if self.ref is None and self.commit is None and self.commit_from is None:
-            ctx.report(path, "a source needs `ref` (a branch or tag), `commit`, or both (or `commit_from`)",
-                       "add `ref: main` to follow a branch (resolved once, then locked)")
+        if self.ref is None and self.commit is None and self.commit_from is None and self.ref_from is None:
+            ctx.report(path, "a source needs `ref` (a branch or tag), `commit`, or both (or `commit_from` or "
+                       "`ref_from`)", "add `ref: main` to follow a branch (resolved once, then locked)")
+        if self.ref_from is not None and (self.ref, self.commit, self.commit_from) != (None, None, None):
+            ctx.report(path + ("ref_from",), "give `ref_from` alone: the file names the branch or tag, and the lock "
+                       "the commit it resolved to", "delete ref, commit and commit_from from this source")
         if self.commit is not None and self.commit_from is not None:
             ctx.report(path + ("commit_from",), "give `commit` or `commit_from`, not both",
                        "keep commit_from to follow the file, or commit to pin by hand")
@@ -303,11 +318,11 @@ def check_source_tree(sources: Mapping[str, Source], ctx: Context, path: Path_) 
             seen.append(current)
             current = sources[current].inside
     for name, source in sources.items():  # a commit read from a source's file: that source is checked out first
-        reader = source.commit_from
+        reader, key = source.pin_reader
         if reader is None or reader.source not in sources:
             continue
-        if reader.source == name or sources[reader.source].commit_from is not None:
-            ctx.report(path + (name, "commit_from", "source"), f"{name}'s commit cannot be read from "
+        if reader.source == name or sources[reader.source].pin_reader[0] is not None:
+            ctx.report(path + (name, key, "source"), f"{name}'s {key[:-5]} cannot be read from "
                        f"{reader.source}, whose own commit " + ("is this one" if reader.source == name else
                                                                "is read from a file too"),
                        "read it from a source pinned by `commit` or `ref`")

@@ -302,8 +302,9 @@ class Recipe:
             if name in ordered or name in seen:  # a circle is the recipe check's to report
                 return
             source = self.sources[name]
-            # the parent, and the source whose file names this one's commit (commit_from), come first
-            for first in (source.inside, source.commit_from.source if source.commit_from else None):
+            # the parent, and the source whose file names this one's commit or ref (commit_from, ref_from), come first
+            reader = source.pin_reader[0]
+            for first in (source.inside, reader.source if reader else None):
                 if first in self.sources:
                     visit(first, seen + (name,))
             ordered.append(name)

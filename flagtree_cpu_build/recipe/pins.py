@@ -76,3 +76,32 @@ class CommitFrom:
         if self.regex is None and self.json_path is None:
             return self.chars or 40
         return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RefFrom:
+    """A source's branch or tag read from another source's file after that one is checked out (googletest at the
+    `GIT_TAG v1.17.0` of Triton's unittest/googletest.cmake): resolved to a commit once, then locked."""
+
+    source: str = spec("the source holding the file (checked out first)", checks=check_source_ref)
+    file: str = spec("file in that source", checks=check_file_in_source)
+    chars: int | None = spec("how many leading characters of the file (with json_path: of the value there) are the "
+                             "name (default: the first line)", default=None, json={"minimum": 1, "maximum": 255})
+    regex: str | None = spec("a regular expression; its first group (else the whole match) is the branch or tag",
+                             default=None, checks=check_regex)
+    json_path: str | None = spec("a dotted path into the file's JSON whose value is the branch or tag", default=None,
+                                 checks=check_json_path)
+
+    def check(self, ctx: Context, path: Path_) -> None:
+        given = [k for k in ("chars", "regex", "json_path") if getattr(self, k) is not None]
+        if len(given) > 1 and given != ["chars", "json_path"]:
+            ctx.report(path, f"give one of chars, regex and json_path, not {' and '.join(given)}",
+                       "keep the one that reads the file as it is written")
+        if self.chars is not None and not 1 <= self.chars <= 255:
+            ctx.report(path + ("chars",), f"chars must be between 1 and 255, got {self.chars}")
+
+    @property
+    def leading_chars(self) -> int | None:
+        if self.regex is None and self.json_path is None:
+            return self.chars  # None: the whole file, of which the first line is taken
+        return None
