@@ -61,6 +61,8 @@ class Patch:
                                    checks=check_source_ref)
     into: str | None = spec("folder of the patched checkout the patch applies to (e.g. a submodule); default: "
                             "the checkout's top", default=None, checks=check_file_in_source)
+    when: Selector | None = spec("the hosts (and variants) the patch is for; elsewhere it is not applied (and one "
+                                 "applied before is taken back), and the plan says why", default=None)
 
     def check(self, ctx: Context, path: Path_) -> None:
         if self.from_source is not None:  # a path in a checkout: it must stay inside it (found after sync)
@@ -106,6 +108,8 @@ class Source:
     patches: tuple[Patch, ...] = spec("patches applied after checkout (and submodules), each once: a file name "
                                       "under patches/, or {file, from, into}", default=())
     probes: tuple[Probe, ...] = spec("compatibility probes run after checkout", default=())
+    # filled in for a host (resolve.select_variants): the labels of the patches whose `when` does not hold there
+    skipped_patches: tuple[str, ...] = spec("patches not applied on this host", default=(), internal=True)
 
     @property
     def pin_reader(self) -> tuple[CommitFrom | RefFrom | None, str]:

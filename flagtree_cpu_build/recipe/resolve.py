@@ -13,10 +13,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from .checks import PLACEHOLDERS
+from .inputs import Source
 from .interpolated import map_interpolated
 from .link_values import check_filled_links
 from .model import Recipe
 from .reads import captures, marker, rules_of, with_markers, written
+from .selector import SelectorFacts
 
 TOOLCHAIN_ENV = "FLAGTREE_CPU_TOOLCHAIN_"  # FLAGTREE_CPU_TOOLCHAIN_CUDA=/opt/cuda-12.4: this host's own path
 
@@ -49,7 +51,18 @@ def select_variants(recipe: Recipe, os_id: str, arch: str, glibc: str | None = N
                 )
                 break
         artifacts[name] = artifact
-    return replace(recipe, artifacts=artifacts)
+    return replace(recipe, artifacts=artifacts, sources=_patches_for(recipe, facts))
+
+
+def _patches_for(recipe: Recipe, facts: SelectorFacts) -> dict[str, Source]:
+    """Each source with only the patches whose `when` holds on this host; the others are named in
+    ``skipped_patches`` (sync takes back one it applied before, as for a patch the recipe dropped)."""
+    sources = {}
+    for name, source in recipe.sources.items():
+        kept = tuple(p for p in source.patches if p.when is None or p.when.matches(facts))
+        skipped = tuple(p.label for p in source.patches if p not in kept)
+        sources[name] = replace(source, patches=kept, skipped_patches=skipped) if skipped else source
+    return sources
 
 
 def expand(text: str, values: Mapping[str, str], environ: Mapping[str, str] | None = None) -> str:

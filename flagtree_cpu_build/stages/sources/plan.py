@@ -43,7 +43,20 @@ def plan_sources(ctx: StageContext, lock: Lock | None, options: RunOptions, *,
 
     Planned for sync's run (``options.for_run``), the submodules are not asked either: the run brings them to
     their recorded commits itself, so the answer would decide nothing and cost a recursive git walk."""
-    return [_plan_one(ctx, name, lock, options, count_changes) for name in ctx.recipe.sources_in_order()]
+    return [_with_skipped(ctx, _plan_one(ctx, name, lock, options, count_changes))
+            for name in ctx.recipe.sources_in_order()]
+
+
+def skipped_note(labels: tuple[str, ...]) -> str:
+    """Why the patches a source's recipe entry lists are not applied on this host (``Patch.when``)."""
+    return "; ".join(f"patch {label} not applied: its `when` does not hold here" for label in labels)
+
+
+def _with_skipped(ctx: StageContext, item: PlanItem) -> PlanItem:
+    from dataclasses import replace
+
+    skipped = ctx.recipe.sources[item.subject].skipped_patches
+    return replace(item, detail=f"{item.detail}; {skipped_note(skipped)}") if skipped else item
 
 
 def _plan_one(ctx: StageContext, name: str, lock: Lock | None, options: RunOptions, count_changes: bool) -> PlanItem:

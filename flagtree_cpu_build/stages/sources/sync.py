@@ -45,7 +45,7 @@ from ...stagekit.stage import Action, RunOptions, StageContext, StageResult
 from ...workspace import Workspace
 from .checkouts import finish_move, interrupted_move, interrupted_submodule_moves, move_to, settle
 from .pins import Pin, lock_origin, read_pin, ref_pin, resolve_pins, same_repository, settle_pins, with_read_refs
-from .plan import planned_pin
+from .plan import planned_pin, skipped_note
 from .reads import record_reads
 from .source_patches import SourcePatches
 from .submodules import SubmoduleSync
@@ -197,6 +197,8 @@ class _SourceSync:
             status = "updated"
         if patches:
             detail += f"; {len(patches)} patch{'es' if len(patches) > 1 else ''}"
+        if self.source.skipped_patches:
+            detail += f"; {skipped_note(self.source.skipped_patches)}"
         warning = self._dirty_warning(checkout) if status == "ok" else None
         if self.options.git_cache:
             detail += " (git cache)"
