@@ -159,6 +159,9 @@ def resolve_for(loaded: Recipe, request: ContextRequest, ws: Workspace, host: Ho
                                 python=chosen_python(request, ws) if request.python else None,
                                 wheel_dir=request.wheel_dir)
     reads = reads_of(selected, ws)
+    if any(a.choosing for a in selected.artifacts.values()) and reads:  # a variant chosen by a value read
+        selected = select_variants(loaded, host.os_id, host.arch, host.glibc, host.os_version_id, reads)
+        reads = reads_of(selected, ws)
     # a project's own requirements files, read from its checkout (those not synced yet: by the python stage)
     resolved = with_requirements_files(resolve(selected, ws.root, values, os.environ, reads), ws.root)
     if request.sysroot != Path("/"):  # another machine's: its toolkits are not here

@@ -163,6 +163,8 @@ class ArtifactVariant:
                                      json={"minimum": 1})
     unpacked_entries: int | None = spec("approximate number of files, folders and links on those hosts",
                                         default=None, json={"minimum": 1})
+    root: ArtifactRoot | None = spec("which folder of the archive is published on those hosts (another archive "
+                                     "may hold its tree elsewhere)", default=None)
 
     def check(self, ctx: Context, path: Path_) -> None:
         check_digest_agrees(self, ctx, path)
@@ -231,6 +233,9 @@ class Artifact:
         "nvidia/ptxas/<version>): reused when the digests fit, never replaced nor cleaned", default="own")
     read_names: tuple[str, ...] = spec("the {match...} names url, path and digest use (set when resolved)",
                                        default=(), internal=True)
+    choosing: tuple[str, ...] = spec("the {match...} names a variant's `when.match` needs that are not read yet: "
+                                     "which variant applies is decided after sync (set when resolved)", default=(),
+                                     internal=True)
     read_in: dict[str, tuple[str, ...]] = spec("which of url, path, digest and variants use each {match...} "
                                                "name (set when resolved)", default_factory=dict, internal=True)
 

@@ -70,11 +70,22 @@ class Selector:
     glibc: str | None = spec("a version range the host's glibc must satisfy, e.g. '<=2.28'", default=None,
                              checks=check_specifier)
     variant: tuple[str, ...] = spec("variants of the recipe", default=(), checks=check_variant_names)
+    match: dict[str, str] = spec(
+        "only in an artifact's variants: version ranges the values its `matches` rules read must satisfy (NAME: "
+        "'>=13', compared as versions; NAME is a rule's `as` or a regex group), e.g. {cudacrt: '>=13'}",
+        default_factory=dict)
 
     def check(self, ctx: Context, path: Path_) -> None:
-        if not (self.arch or self.target_arch or self.os_id or self.os_version or self.glibc or self.variant):
-            ctx.report(path, "`when` needs at least one condition (arch, target_arch, os_id, os_version, glibc or "
-                       "variant)")
+        if not (self.arch or self.target_arch or self.os_id or self.os_version or self.glibc or self.variant
+                or self.match):
+            ctx.report(path, "`when` needs at least one condition (arch, target_arch, os_id, os_version, glibc, "
+                       "variant or match)")
+        if self.match and not (path[:1] == ("artifacts",) and "variants" in path):
+            ctx.report(path + ("match",), "`match` is allowed only in an artifact's variants (it compares the "
+                       "values that artifact reads from a source's file)",
+                       "move the condition into artifacts.NAME.variants[].when, or use a host condition here")
+        for name, wanted in self.match.items():
+            check_specifier(wanted, ctx, path + ("match", name))
         host_arches = ctx.facts.get("host_arches") or ()
         impossible = [a for a in self.arch if host_arches and a not in host_arches]
         if impossible:
