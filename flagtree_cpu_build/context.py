@@ -152,8 +152,15 @@ def resolve_for(loaded: Recipe, request: ContextRequest, ws: Workspace, host: Ho
     """``loaded`` for this workspace and host, and the jobs count its placeholders got."""
     from .placeholders import placeholder_values
     from .recipe import resolve, select_variants
+    from .recipe.selector import uses_compiler
     from .requirements_files import with_requirements_files
 
+    if uses_compiler(loaded) and request.sysroot == Path("/"):  # only this machine's compiler can be asked
+        from dataclasses import replace
+
+        from .compiler_facts import host_compiler
+
+        loaded = replace(loaded, host_compiler=host_compiler())
     selected = select_variants(loaded, host.os_id, host.arch, host.glibc, host.os_version_id)
     values = placeholder_values(selected, ws, host, os.environ, jobs=request.jobs,
                                 python=chosen_python(request, ws) if request.python else None,

@@ -261,6 +261,9 @@ class Recipe:
                                      internal=True)
     base: Recipe | None = spec("the recipe `extends` names, resolved for the same workspace and host (set when "
                                "a context is opened)", default=None, internal=True)
+    host_compiler: tuple[str, str] | None = spec("the C++ compiler's family and version, asked when a context is "
+                                                 "opened for a recipe whose `when:` has a compiler condition",
+                                                 default=None, internal=True)
 
     def check(self, ctx: Context, path: Path_) -> None:
         check_source_tree(self.sources, ctx, path + ("sources",))
@@ -323,7 +326,7 @@ class Recipe:
     def selector_facts(self, host_arch: str, os_id: str = "", glibc: str | None = None,
                        os_version: str = "") -> SelectorFacts:
         return SelectorFacts(arch=host_arch, target_arch=self.target_arch(host_arch), os_id=os_id, glibc=glibc,
-                             variant=self.variant, os_version=os_version)
+                             variant=self.variant, os_version=os_version, compiler=self.host_compiler)
 
     def facts_on(self, host: HostFacts) -> SelectorFacts:
         """What every `when:` of this recipe is judged against on ``host``."""
