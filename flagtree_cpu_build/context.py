@@ -170,13 +170,16 @@ def resolve_for(loaded: Recipe, request: ContextRequest, ws: Workspace, host: Ho
         selected = select_variants(loaded, host.os_id, host.arch, host.glibc, host.os_version_id, reads)
         reads = reads_of(selected, ws)
     # a project's own requirements files, read from its checkout (those not synced yet: by the python stage)
-    resolved = with_requirements_files(resolve(selected, ws.root, values, os.environ, reads), ws.root)
+    from .python_sources import with_source_entries
+
+    resolved = with_source_entries(with_requirements_files(resolve(selected, ws.root, values, os.environ, reads),
+                                                           ws.root))
     if request.sysroot != Path("/"):  # another machine's: its toolkits are not here
         return resolved, values["jobs"]
     from .toolchain_search import with_located
 
-    return with_located(resolved, lambda found: with_requirements_files(
-        resolve(selected, ws.root, values, os.environ, reads, located=found), ws.root),
+    return with_located(resolved, lambda found: with_source_entries(with_requirements_files(
+        resolve(selected, ws.root, values, os.environ, reads, located=found), ws.root)),
         host=host, python=Path(values["python"]), environ=os.environ), values["jobs"]
 
 
