@@ -51,6 +51,8 @@ def test_a_source_at_the_tag_another_sources_file_names_is_resolved_once_and_loc
         "value": "v1.16.0"}
     assert kit.run("sync", "--frozen").exit_code == 0
     assert kit.run("sync", "--offline").exit_code == 0  # the lock answers: no server asked
+    before = kit.lock()
+    assert kit.run("lock").exit_code == 0 and kit.lock() == before  # `lock` resolves it the same way
     advance(tr_work, tr_env, {"unittest/googletest.cmake": "  GIT_TAG v1.17.0\n"})  # triton bumps googletest
     moved = kit.run("sync", "--update")
     assert moved.exit_code == 0, moved.stderr
