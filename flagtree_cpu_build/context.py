@@ -152,21 +152,34 @@ def resolve_for(loaded: Recipe, request: ContextRequest, ws: Workspace, host: Ho
     """``loaded`` for this workspace and host, and the jobs count its placeholders got."""
     from .placeholders import placeholder_values
     from .recipe import resolve, select_variants
+    from .recipe.selector import uses_compiler
     from .requirements_files import with_requirements_files
 
+    if uses_compiler(loaded) and request.sysroot == Path("/"):  # only this machine's compiler can be asked
+        from dataclasses import replace
+
+        from .compiler_facts import host_compiler
+
+        loaded = replace(loaded, host_compiler=host_compiler())
     selected = select_variants(loaded, host.os_id, host.arch, host.glibc, host.os_version_id)
     values = placeholder_values(selected, ws, host, os.environ, jobs=request.jobs,
                                 python=chosen_python(request, ws) if request.python else None,
                                 wheel_dir=request.wheel_dir)
     reads = reads_of(selected, ws)
+    if any(a.choosing for a in selected.artifacts.values()) and reads:  # a variant chosen by a value read
+        selected = select_variants(loaded, host.os_id, host.arch, host.glibc, host.os_version_id, reads)
+        reads = reads_of(selected, ws)
     # a project's own requirements files, read from its checkout (those not synced yet: by the python stage)
-    resolved = with_requirements_files(resolve(selected, ws.root, values, os.environ, reads), ws.root)
+    from .python_sources import with_source_entries
+
+    resolved = with_source_entries(with_requirements_files(resolve(selected, ws.root, values, os.environ, reads),
+                                                           ws.root))
     if request.sysroot != Path("/"):  # another machine's: its toolkits are not here
         return resolved, values["jobs"]
     from .toolchain_search import with_located
 
-    return with_located(resolved, lambda found: with_requirements_files(
-        resolve(selected, ws.root, values, os.environ, reads, located=found), ws.root),
+    return with_located(resolved, lambda found: with_source_entries(with_requirements_files(
+        resolve(selected, ws.root, values, os.environ, reads, located=found), ws.root)),
         host=host, python=Path(values["python"]), environ=os.environ), values["jobs"]
 
 

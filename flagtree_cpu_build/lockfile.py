@@ -28,7 +28,12 @@ from .recipe.schema import spec
 if TYPE_CHECKING:
     from .recipe import Artifact
 
-LOCK_VERSION = 1
+# Version 2 added `reads` and `requirements_files` (and what later rounds add beside them). A lock that holds
+# none of them is written as version 1, so a workspace that uses none stays readable by an older flagtree-cpu;
+# one that holds them is version 2, which an older tool refuses by its version instead of by an unknown key.
+LOCK_VERSION = 2
+READ_VERSIONS = (1, 2)
+_V2_KEYS = ("reads", "requirements_files")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -163,8 +168,13 @@ def read_lock(path: Path) -> Lock | None:
     if loaded.problems:
         first = loaded.problems[0]
         raise UsageError(f"lock file {first.where} is damaged: {first.message}", fix=fix)
-    if not isinstance(loaded.data, dict) or loaded.data.get("lock_version") != LOCK_VERSION:
-        what = "empty" if loaded.data is None else f"not a version-{LOCK_VERSION} flagtree-cpu lock"
+    version = loaded.data.get("lock_version") if isinstance(loaded.data, dict) else None
+    if isinstance(version, int) and not isinstance(version, bool) and version > LOCK_VERSION:
+        raise UsageError(f"lock file {path} is lock version {version}, which is newer than this flagtree-cpu "
+                         f"({__version__} reads versions {' and '.join(map(str, READ_VERSIONS))})",
+                         fix=f"upgrade flagtree-cpu to the version that wrote it, or {fix}")
+    if version not in READ_VERSIONS or isinstance(version, bool):
+        what = "empty" if loaded.data is None else "not a flagtree-cpu lock (its lock_version is not 1 or 2)"
         raise UsageError(f"lock file {path} is {what}", fix=fix)
     ctx = rs.Context()
     lock = rs.convert(loaded.data, Lock, ctx)
@@ -199,8 +209,10 @@ def write_lock(path: Path, lock: Lock) -> None:
               "# Keep it next to the recipe to reproduce the workspace; `flagtree-cpu sync --update`\n"
               "# re-resolves, `--frozen` refuses to change it.\n")
     data = rs.to_data(lock)
-    if not data.get("reads"):
-        data.pop("reads", None)  # a recipe that reads nothing keeps the lock it had
+    for key in _V2_KEYS:
+        if not data.get(key):
+            data.pop(key, None)  # a recipe that reads nothing keeps the lock it had
+    data["lock_version"] = 2 if any(key in data for key in _V2_KEYS) else 1
     for entry in data.get("artifacts", {}).values():
         if not entry.get("digest"):
             entry.pop("digest", None)  # most artifacts state only a sha256: their entries stay as they were

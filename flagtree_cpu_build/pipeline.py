@@ -53,12 +53,17 @@ def run_setup(ctx: StageContext, options: RunOptions, bundle: dict[str, Any] | N
         if ctx.base is not None:
             current = ["base"]
             ctx = _set_up_base(ctx, options, report)
-        reads = _reads_sources(ctx)
-        for group in _in_turn(STAGES, apart=reads):
+        reading, others = _read_split(ctx)
+        reads = bool(reading)
+        for group in _in_turn(STAGES, apart=reads and not others):
             current = [stage.name for stage in group]
             with ctx.ui.group(f"flagtree-cpu setup: {group[0].name}"):
-                if len(group) > 1:
-                    _side_by_side(ctx, options, report, group)
+                if len(group) > 1:  # the artifacts that read a source's file wait for it; the others go beside
+                    _side_by_side(ctx, options, report, group, _only(ctx, others) if reads else ctx)
+                    if reads and ctx.reopen is not None:
+                        ctx = ctx.reopen()  # the values those artifacts read, from the files sync checked out
+                        current = [group[1].name]
+                        _then_reading(ctx, options, report, group[1], reading)
                     continue
                 stage, began = group[0], time.monotonic()
                 why = stage.skip(options)
@@ -184,6 +189,40 @@ def _reads_sources(ctx: StageContext) -> bool:
     return any(a.read_names for a in ctx.recipe.artifacts.values())
 
 
+def _read_split(ctx: StageContext) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The artifacts that read a source's file (fetched after sync), and the others (fetched beside it)."""
+    reading = tuple(n for n, a in ctx.recipe.artifacts.items() if a.read_names)
+    return reading, tuple(n for n in ctx.recipe.artifacts if n not in reading)
+
+
+def _only(ctx: StageContext, names: tuple[str, ...]) -> StageContext:
+    """``ctx`` whose recipe holds only the artifacts ``names`` (a stage run on part of them)."""
+    from dataclasses import replace
+
+    return replace(ctx, recipe=replace(ctx.recipe, artifacts={n: ctx.recipe.artifacts[n] for n in names}))
+
+
+def _then_reading(ctx: StageContext, options: RunOptions, report: SetupReport, stage: Stage,
+                  reading: tuple[str, ...]) -> None:
+    """The artifacts that read a source's file, fetched now that sync checked it out: their actions join those of
+    the artifacts fetched beside the clones, in the stage's one row."""
+    if stage.skip(options):
+        return
+    record = report.record(stage.name)
+    before, seconds = record.result, record.seconds or 0.0
+    began = time.monotonic()
+    try:
+        result = _run(stage, _only(ctx, reading), options, report)
+    except FlagtreeCpuError as exc:
+        record.status, record.detail = "failed", exc.message
+        record.seconds = seconds + time.monotonic() - began
+        raise
+    if before is not None:
+        result = StageResult(result.stage, before.actions + result.actions, before.warnings + result.warnings,
+                             before.seconds + result.seconds)
+    _finish(record, result, seconds + time.monotonic() - began, ctx)
+
+
 def _waiting_downloads(ctx: StageContext, options: RunOptions) -> str:
     """What a run without network did not try yet: the downloads that wait for the sources, by host (not asked:
     their names come from the sources' files)."""
@@ -208,7 +247,8 @@ def _in_turn(stages: tuple[Stage, ...], *, apart: bool = False) -> list[list[Sta
     return groups
 
 
-def _side_by_side(ctx: StageContext, options: RunOptions, report: SetupReport, group: list[Stage]) -> None:
+def _side_by_side(ctx: StageContext, options: RunOptions, report: SetupReport, group: list[Stage],
+                  second_ctx: StageContext | None = None) -> None:
     """The first stage (the clones) in this thread while the second (the LLVM download) runs in another;
     both finish before either fails.
 
@@ -224,7 +264,7 @@ def _side_by_side(ctx: StageContext, options: RunOptions, report: SetupReport, g
     def worker() -> None:
         began = time.monotonic()
         try:
-            fetched["result"] = _run(second, ctx, options, report)
+            fetched["result"] = _run(second, second_ctx or ctx, options, report)
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which decides
             fetched["error"] = exc
         finally:

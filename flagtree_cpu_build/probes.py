@@ -15,7 +15,7 @@ from .errors import SourceError
 from .recipe import Recipe
 from .recipe.pins import SourcePin
 from .recipe.reads import checking_rules, rules_of
-from .source_reads import capture, read_artifact, read_text
+from .source_reads import capture, read_artifact, read_rule_text, read_text
 from .workspace import Workspace
 
 
@@ -58,22 +58,21 @@ def artifact_pin_failures(recipe: Recipe, ws: Workspace, *, missing_ok: bool = F
 
 def _checked(name: str, url: str, pin: SourcePin, key: str, checkout: Path, missing_ok: bool) -> list[str]:
     """Why a checking rule fails: its file missing or unreadable, or its value not in ``url``."""
-    path = checkout / pin.file
-    if not path.is_file():
+    text, missing, problem = read_rule_text(pin, checkout)
+    if missing:
         if missing_ok:
             return []
-        return [f"artifacts.{name}: {pin.source} has no {pin.file} to check the artifact against "
-                f"— check out {pin.source} (flagtree-cpu sync), or fix {key}.file"]
-    text, problem = read_text(path)
+        return [f"artifacts.{name}: {pin.source} has no {pin.what} to check the artifact against "
+                f"— check out {pin.source} (flagtree-cpu sync), or fix {key}{'.file' if pin.file else '.sha256_of'}"]
     if problem is None:
         wanted, _groups, problem = capture(pin, text, key)
     if problem is not None:
-        return [f"artifacts.{name}: {pin.source}'s {pin.file} {problem}"]
+        return [f"artifacts.{name}: {pin.source}'s {pin.what} {problem}"]
     if wanted in url:
         return []
-    return [f"artifacts.{name}: {pin.source}'s {pin.file} asks for {wanted!r} ({_rule(pin)}), but the recipe "
+    return [f"artifacts.{name}: {pin.source}'s {pin.what} asks for {wanted!r} ({_rule(pin)}), but the recipe "
             f"downloads {url} — update artifacts.{name}.url (and its digest) to the {wanted} build, write the URL "
-            f"with {{match}} to read it from the file, or pin {pin.source} to a commit whose {pin.file} names the "
+            f"with {{match}} to read it from the file, or pin {pin.source} to a commit whose {pin.what} names the "
             "build in that URL"]
 
 

@@ -22,7 +22,7 @@ from .regular_file import read_regular
 if TYPE_CHECKING:
     from .lockfile import Lock, ReadLock
     from .recipe import Artifact, Recipe
-    from .recipe.pins import CommitFrom, SourcePin
+    from .recipe.pins import CommitFrom, RefFrom, SourcePin
 
 # a read file is a hash file, a JSON of pins, a version file: megabytes at most
 MAX_READ_BYTES = 16 << 20
@@ -92,7 +92,7 @@ def read_artifact(name: str, artifact: Artifact, names: tuple[str, ...], recipe:
         wanted = [n for n in names if n in named and named[n].rule == i]
         if not wanted:
             continue  # a checking rule: probes compares it with the URL
-        where = f"{rule.source}'s {rule.file}"
+        where = f"{rule.source}'s {rule.what}"
         key = f"artifacts.{name}.matches" + (f".{i}" if isinstance(artifact.matches, tuple) else "")
         text, missing, problem = _read_rule_file(rule, recipe, root)
         commit = _source_commit(lock, rule.source)
@@ -119,7 +119,7 @@ def read_artifact(name: str, artifact: Artifact, names: tuple[str, ...], recipe:
                 problems.append(f"{where} gives {value[:80]!r} for {{match{'.' + n if n else ''}}}, {why} — "
                                 f"correct {key}, or pin {rule.source} to a commit whose file has it")
             else:
-                values.append(ReadValue(name, n, rule.source, rule.file, value, commit))
+                values.append(ReadValue(name, n, rule.source, rule.what, value, commit))
         if problem is not None:
             problems.append(f"{where} {problem}")
     return values, tuple(waiting), tuple(problems)
@@ -159,24 +159,76 @@ def _from_lock(name: str, wanted: list[str], rule: SourcePin, recipe: Recipe,
     found = []
     for n in wanted:
         entry = lock.reads.get(marker(name, n))
-        if entry is None or (entry.source, entry.file) != (rule.source, rule.file) or entry.commit != commit:
+        if entry is None or (entry.source, entry.file) != (rule.source, rule.what) or entry.commit != commit:
             return None
-        found.append(ReadValue(name, n, rule.source, rule.file, entry.value, entry.commit, "lock"))
+        found.append(ReadValue(name, n, rule.source, rule.what, entry.value, entry.commit, "lock"))
     return found
 
 
-def _read_rule_file(rule: SourcePin | CommitFrom, recipe: Recipe, root: Path) -> tuple[str, bool, str | None]:
+def _read_rule_file(rule: SourcePin | CommitFrom | RefFrom, recipe: Recipe,
+                    root: Path) -> tuple[str, bool, str | None]:
     """The file's text, whether it is missing (not checked out yet), or why it cannot be read."""
-    checkout = root / recipe.source_path(rule.source)
+    return read_rule_text(rule, root / recipe.source_path(rule.source))
+
+
+def read_rule_text(rule: SourcePin | CommitFrom | RefFrom, checkout: Path) -> tuple[str, bool, str | None]:
+    """The text a rule captures from (a file's, or the digest of the files ``sha256_of`` names), whether it is
+    missing (the source is not checked out yet), or why it cannot be read."""
+    hashed = getattr(rule, "sha256_of", None)
+    if hashed is not None:
+        if not checkout.is_dir():
+            return "", True, None
+        return hash_of_files(checkout, hashed.glob)
+    assert rule.file is not None
     path = checkout / rule.file
     if not path.exists() and not path.is_symlink():
         return "", True, None
-    try:  # a link in the checkout may point anywhere; only the checkout's own files are read
-        path.resolve().relative_to(checkout.resolve())
-    except (ValueError, OSError):
+    if not _inside(path, checkout):  # a link in the checkout may point anywhere; only its own files are read
         return "", False, "leads outside the checkout (a symbolic link), so it is not read"
     text, problem = read_text(path)
     return text, False, problem
+
+
+def _inside(path: Path, checkout: Path) -> bool:
+    try:
+        path.resolve().relative_to(checkout.resolve())
+    except (ValueError, OSError):
+        return False
+    return True
+
+
+# the patches a project names its LLVM after: a few dozen small files
+MAX_HASHED_FILES = 1000
+
+
+def hash_of_files(checkout: Path, pattern: str) -> tuple[str, bool, str | None]:
+    """The sha256 (hex) of the files ``pattern`` matches in ``checkout``: sorted by path, contents concatenated
+    (triton-ascend's formula for its LLVM's name); or why not. Each file is read as a regular file inside the
+    checkout, and the count and the bytes in all are capped."""
+    from .digest import Hasher
+
+    try:
+        found = sorted(p for p in checkout.glob(pattern) if not p.is_dir())
+    except (OSError, ValueError) as exc:
+        return "", False, f"cannot be listed ({exc})"
+    if not found:
+        return "", False, "matches no file"
+    if len(found) > MAX_HASHED_FILES:
+        return "", False, f"matches {len(found)} files, more than the {MAX_HASHED_FILES} a recipe hashes"
+    hasher, total = Hasher("sha256"), 0
+    for path in found:
+        rel = path.relative_to(checkout).as_posix()
+        if not _inside(path, checkout):
+            return "", False, f"has {rel}, which leads outside the checkout (a symbolic link), so it is not read"
+        try:
+            data = read_regular(path, MAX_READ_BYTES - total)
+        except OSError as exc:
+            return "", False, f"has {rel}, which cannot be read ({exc.strerror or exc})"
+        total += len(data)
+        if total > MAX_READ_BYTES:
+            return "", False, f"adds up to more than {MAX_READ_BYTES >> 20} MiB, which no files a recipe hashes do"
+        hasher.update(data)
+    return hasher.hexdigest(), False, None
 
 
 def read_text(path: Path) -> tuple[str, str | None]:
@@ -191,7 +243,8 @@ def read_text(path: Path) -> tuple[str, str | None]:
     return data.decode("utf-8", errors="replace"), None
 
 
-def capture(pin: SourcePin | CommitFrom, text: str, key: str) -> tuple[str, dict[str | None, str], str | None]:
+def capture(pin: SourcePin | CommitFrom | RefFrom, text: str,
+            key: str) -> tuple[str, dict[str | None, str], str | None]:
     """The piece of the file the rule reads, a regex's named groups, or why it cannot be read (with what to do)."""
     fix = f"correct {key}, or pin {pin.source} to a commit whose file has it"
     if pin.json_path is not None:
@@ -263,12 +316,40 @@ def read_locks(recipe: Recipe, root: Path, lock: Lock | None) -> dict[str, ReadL
             entries.update({v.key: ReadLock(source=v.source, file=v.file, commit=v.commit, value=v.value)
                             for v in values})
     for name, source in recipe.sources.items():
-        reader = source.commit_from
-        commit = read_commit(recipe, root, name)[0] if reader is not None else None
-        if reader is not None and commit is not None:
-            entries[f"sources.{name}.commit"] = ReadLock(source=reader.source, file=reader.file,
-                                                         commit=_source_commit(lock, reader.source), value=commit)
+        reader, key = source.pin_reader
+        if reader is None:
+            continue
+        value = (read_commit if key == "commit_from" else read_ref)(recipe, root, name)[0]
+        if value is not None:
+            entries[f"sources.{name}.{key[:-5]}"] = ReadLock(source=reader.source, file=reader.file,
+                                                             commit=_source_commit(lock, reader.source), value=value)
     return entries
+
+
+# a branch or tag name git takes as it is (git check-ref-format's rules, narrowed): never an option, never a path
+# that climbs, never a revision expression
+_REF = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+/-]{0,254}")
+
+
+def read_ref(recipe: Recipe, root: Path, name: str) -> tuple[str | None, str | None]:
+    """The branch or tag source ``name`` is to be at, read from another source's file (``ref_from``): the name, or
+    None with why not (None, None: the file is not checked out yet)."""
+    reader = recipe.sources[name].ref_from
+    assert reader is not None
+    key = f"sources.{name}.ref_from"
+    text, missing, problem = _read_rule_file(reader, recipe, root)
+    if missing:
+        return None, None
+    if problem is None:
+        value, _groups, problem = capture(reader, text, key)
+        value = value.strip().splitlines()[0].strip() if value.strip() else ""
+        if problem is None and (not _REF.fullmatch(value) or ".." in value or "//" in value or
+                                value.endswith(("/", ".", ".lock"))):
+            problem = (f"gives {value[:80]!r}, which is not a branch or tag name (letters, digits and . _ + - /, up "
+                       f"to 255) — correct {key}, or pin {reader.source} to a commit whose file names one")
+        if problem is None:
+            return value, None
+    return None, f"{key}: {reader.source}'s {reader.file} {problem}"
 
 
 def read_commit(recipe: Recipe, root: Path, name: str) -> tuple[str | None, str | None]:

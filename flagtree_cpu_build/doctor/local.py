@@ -88,10 +88,10 @@ def tool_build_commands(c: DoctorContext) -> Outcome:
 def _compiler_name(path: str, command: str) -> tuple[str, str, tuple[int, ...]]:
     """(family, printable name, version) of a compiler: GCC or Clang, from its --version (9.3.1 -> (9, 3, 1);
     () when it does not say)."""
+    from ..compiler_facts import parse_version_text
+
     text = capture([path, "--version"], timeout_s=10).stdout
-    clang = re.search(r"clang version (\d+(?:\.\d+)*)", text)
-    gcc = re.search(r"\) (\d+(?:\.\d+)+)", text.splitlines()[0] if text else "")
-    family, found = ("Clang", clang.group(1)) if clang else ("GCC", gcc.group(1) if gcc else "")
+    family, found = parse_version_text(text)  # what a recipe's `when: {compiler: ...}` is judged by, too
     version = tuple(int(part) for part in found.split(".")) if found else ()
     name = f"{family} {found}" if found else text.splitlines()[0] if text else command
     return family, name, version

@@ -31,7 +31,7 @@ from .checks import (
     find_patch,
 )
 from .link_values import check_link_placeholders
-from .pins import CommitFrom, SourcePin
+from .pins import CommitFrom, RefFrom, SourcePin
 from .reads import check_reads
 from .schema import Context, Path_, spec
 from .selector import HostSelector, Selector, SelectorFacts  # noqa: F401 (their home before selector.py)
@@ -61,6 +61,8 @@ class Patch:
                                    checks=check_source_ref)
     into: str | None = spec("folder of the patched checkout the patch applies to (e.g. a submodule); default: "
                             "the checkout's top", default=None, checks=check_file_in_source)
+    when: Selector | None = spec("the hosts (and variants) the patch is for; elsewhere it is not applied (and one "
+                                 "applied before is taken back), and the plan says why", default=None)
 
     def check(self, ctx: Context, path: Path_) -> None:
         if self.from_source is not None:  # a path in a checkout: it must stay inside it (found after sync)
@@ -91,6 +93,9 @@ class Source:
     commit_from: CommitFrom | None = spec("read the commit from another source's file after that one is checked "
                                           "out (e.g. llvm-project at FlagTree's cmake/llvm-hash.txt); recorded in "
                                           "the lock", default=None)
+    ref_from: RefFrom | None = spec("read the branch or tag from another source's file after that one is checked "
+                                    "out (e.g. googletest at the GIT_TAG of Triton's unittest/googletest.cmake); "
+                                    "resolved to a commit once and recorded in the lock", default=None)
     path: str | None = spec("checkout folder, relative to the workdir (or to the `inside` source);"
                             " default: the source name", default=None, checks=check_source_path)
     inside: str | None = spec("name of the source this one is checked out inside", default=None,
@@ -103,11 +108,25 @@ class Source:
     patches: tuple[Patch, ...] = spec("patches applied after checkout (and submodules), each once: a file name "
                                       "under patches/, or {file, from, into}", default=())
     probes: tuple[Probe, ...] = spec("compatibility probes run after checkout", default=())
+    # filled in for a host (resolve.select_variants): the labels of the patches whose `when` does not hold there
+    skipped_patches: tuple[str, ...] = spec("patches not applied on this host", default=(), internal=True)
+
+    @property
+    def pin_reader(self) -> tuple[CommitFrom | RefFrom | None, str]:
+        """The rule that reads this source's pin from another source's file, and its key (none: None, "")."""
+        if self.commit_from is not None:
+            return self.commit_from, "commit_from"
+        if self.ref_from is not None:
+            return self.ref_from, "ref_from"
+        return None, ""
 
     def check(self, ctx: Context, path: Path_) -> None:
-        if self.ref is None and self.commit is None and self.commit_from is None:
-            ctx.report(path, "a source needs `ref` (a branch or tag), `commit`, or both (or `commit_from`)",
-                       "add `ref: main` to follow a branch (resolved once, then locked)")
+        if self.ref is None and self.commit is None and self.commit_from is None and self.ref_from is None:
+            ctx.report(path, "a source needs `ref` (a branch or tag), `commit`, or both (or `commit_from` or "
+                       "`ref_from`)", "add `ref: main` to follow a branch (resolved once, then locked)")
+        if self.ref_from is not None and (self.ref, self.commit, self.commit_from) != (None, None, None):
+            ctx.report(path + ("ref_from",), "give `ref_from` alone: the file names the branch or tag, and the lock "
+                       "the commit it resolved to", "delete ref, commit and commit_from from this source")
         if self.commit is not None and self.commit_from is not None:
             ctx.report(path + ("commit_from",), "give `commit` or `commit_from`, not both",
                        "keep commit_from to follow the file, or commit to pin by hand")
@@ -144,6 +163,8 @@ class ArtifactVariant:
                                      json={"minimum": 1})
     unpacked_entries: int | None = spec("approximate number of files, folders and links on those hosts",
                                         default=None, json={"minimum": 1})
+    root: ArtifactRoot | None = spec("which folder of the archive is published on those hosts (another archive "
+                                     "may hold its tree elsewhere)", default=None)
 
     def check(self, ctx: Context, path: Path_) -> None:
         check_digest_agrees(self, ctx, path)
@@ -212,6 +233,9 @@ class Artifact:
         "nvidia/ptxas/<version>): reused when the digests fit, never replaced nor cleaned", default="own")
     read_names: tuple[str, ...] = spec("the {match...} names url, path and digest use (set when resolved)",
                                        default=(), internal=True)
+    choosing: tuple[str, ...] = spec("the {match...} names a variant's `when.match` needs that are not read yet: "
+                                     "which variant applies is decided after sync (set when resolved)", default=(),
+                                     internal=True)
     read_in: dict[str, tuple[str, ...]] = spec("which of url, path, digest and variants use each {match...} "
                                                "name (set when resolved)", default_factory=dict, internal=True)
 
@@ -303,11 +327,11 @@ def check_source_tree(sources: Mapping[str, Source], ctx: Context, path: Path_) 
             seen.append(current)
             current = sources[current].inside
     for name, source in sources.items():  # a commit read from a source's file: that source is checked out first
-        reader = source.commit_from
+        reader, key = source.pin_reader
         if reader is None or reader.source not in sources:
             continue
-        if reader.source == name or sources[reader.source].commit_from is not None:
-            ctx.report(path + (name, "commit_from", "source"), f"{name}'s commit cannot be read from "
+        if reader.source == name or sources[reader.source].pin_reader[0] is not None:
+            ctx.report(path + (name, key, "source"), f"{name}'s {key[:-5]} cannot be read from "
                        f"{reader.source}, whose own commit " + ("is this one" if reader.source == name else
                                                                "is read from a file too"),
                        "read it from a source pinned by `commit` or `ref`")

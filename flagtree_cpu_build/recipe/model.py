@@ -193,6 +193,9 @@ class Recipe:
                                      internal=True)
     base: Recipe | None = spec("the recipe `extends` names, resolved for the same workspace and host (set when "
                                "a context is opened)", default=None, internal=True)
+    host_compiler: tuple[str, str] | None = spec("the C++ compiler's family and version, asked when a context is "
+                                                 "opened for a recipe whose `when:` has a compiler condition",
+                                                 default=None, internal=True)
 
     def check(self, ctx: Context, path: Path_) -> None:
         check_source_tree(self.sources, ctx, path + ("sources",))
@@ -229,8 +232,9 @@ class Recipe:
             if name in ordered or name in seen:  # a circle is the recipe check's to report
                 return
             source = self.sources[name]
-            # the parent, and the source whose file names this one's commit (commit_from), come first
-            for first in (source.inside, source.commit_from.source if source.commit_from else None):
+            # the parent, and the source whose file names this one's commit or ref (commit_from, ref_from), come first
+            reader = source.pin_reader[0]
+            for first in (source.inside, reader.source if reader else None):
                 if first in self.sources:
                     visit(first, seen + (name,))
             ordered.append(name)
@@ -249,7 +253,7 @@ class Recipe:
     def selector_facts(self, host_arch: str, os_id: str = "", glibc: str | None = None,
                        os_version: str = "") -> SelectorFacts:
         return SelectorFacts(arch=host_arch, target_arch=self.target_arch(host_arch), os_id=os_id, glibc=glibc,
-                             variant=self.variant, os_version=os_version)
+                             variant=self.variant, os_version=os_version, compiler=self.host_compiler)
 
     def facts_on(self, host: HostFacts) -> SelectorFacts:
         """What every `when:` of this recipe is judged against on ``host``."""

@@ -39,6 +39,12 @@ class Requirement:
     requirements_file: RequirementsFile | None = spec(
         "instead of `requirement`: every requirement a source's file lists (read after sync; -e, URLs and pip "
         "options are refused)", default=None)
+    source: str | None = spec(
+        "instead of `requirement`: pip installs this recipe source's checkout (a test dependency pinned by a git "
+        "tag), at the source's commit, once per commit; built with the target Python's own build tools (list "
+        "setuptools before it), so --offline works", default=None, checks=check_source_ref)
+    subdir: str | None = spec("with `source`: the folder of the checkout holding its setup.py or pyproject.toml",
+                              default=None, checks=check_file_in_source)
     index_url: str | None = spec("package index to install from", default=None,
                                  checks=check_download_url)
     system_command: str | None = spec(
@@ -46,11 +52,19 @@ class Requirement:
         "requirement", default=None)
 
     def check(self, ctx: Context, path: Path_) -> None:
-        if bool(self.requirement) == (self.requirements_file is not None):
-            ctx.report(path, "an entry is either a `requirement` or a `requirements_file`, and this one has "
-                       + ("both" if self.requirement else "neither"),
-                       "e.g. `- ninja>=1.11.1` or `- {requirements_file: {source: NAME, file: "
-                       "python/requirements.txt}}`")
+        given = sum((bool(self.requirement), self.requirements_file is not None, self.source is not None))
+        if given != 1:
+            ctx.report(path, "an entry is either a `requirement`, a `requirements_file` or a `source`, and this one "
+                       "has " + ("several" if given else "none"),
+                       "e.g. `- ninja>=1.11.1`, `- {requirements_file: {source: NAME, file: "
+                       "python/requirements.txt}}` or `- {source: NAME, subdir: python}`")
+        if self.subdir is not None and self.source is None:
+            ctx.report(path + ("subdir",), "subdir goes with source: it names a folder of that source's checkout",
+                       "add `source: NAME`, or remove subdir")
+        if self.source is not None and (self.system_command or self.index_url):
+            ctx.report(path + ("system_command" if self.system_command else "index_url",), "a source entry is "
+                       "installed from its checkout: it has no command to look for nor an index",
+                       "remove the key from this entry")
         elif self.requirements_file is not None and self.system_command:
             ctx.report(path + ("system_command",), "system_command names one requirement's command, and a "
                        "requirements_file has many", "give that requirement its own entry")
@@ -92,12 +106,15 @@ class PythonSpec:
     # its key (python.build[2]), and the keys of those whose source is not checked out yet
     files: tuple[tuple[str, Requirement], ...] = spec("requirements_file entries", default=(), internal=True)
     unread: tuple[str, ...] = spec("requirements_file entries read after sync", default=(), internal=True)
+    # filled in for a workspace (python_sources.with_source_entries): the `source` entries, by key, taken out of
+    # build/runtime (what reads those lists names distributions; these install a folder)
+    from_sources: tuple[tuple[str, Requirement], ...] = spec("source entries", default=(), internal=True)
 
     def check(self, ctx: Context, path: Path_) -> None:
         from packaging.utils import canonicalize_name
 
         for i, entry in enumerate(self.preinstalled):
-            if entry.requirements_file is not None:
+            if entry.requirements_file is not None or entry.source is not None:
                 ctx.report(path + ("preinstalled", i), "a preinstalled package is one requirement, not a file",
                            "write the vendor's package as `requirement: NAME==VERSION`")
         kept = {canonicalize_name(_name_of(r.requirement)): f"python.{key}[{i}]"

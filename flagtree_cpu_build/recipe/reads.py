@@ -92,6 +92,12 @@ def check_reads(artifact: Artifact, ctx: Context, path: Path_) -> None:
         ctx.report(path + ("matches", i), f"{{match.{name}}} is captured twice in artifacts' matches",
                    "give each rule's `as:` and each named group its own name")
     known = [f"{{match.{n}}}" if n else "{match}" for n in names]
+    for i, variant in enumerate(getattr(artifact, "variants", ())):
+        for name in variant.when.match:
+            if name not in names or not name:
+                ctx.report(path + ("variants", i, "when", "match"), f"{name!r} is not a value the artifact's "
+                           f"matches rules capture{suggest(name, [n for n in names if n])}",
+                           "name a rule's value with `as: NAME` (or a regex group) and compare that")
     for where, text in template_fields(artifact, path):
         for name in used_names(text):
             shown = f"{{match.{name}}}" if name else "{match}"
@@ -119,6 +125,8 @@ def names_used(artifact: Artifact) -> tuple[str, ...]:
     found: list[str] = []
     for _where, text in template_fields(replace(artifact, variants=())):
         found += [n for n in used_names(text) if n not in found]
+    # and those a variant's `when.match` compares: read even when no field carries them
+    found += [n for v in artifact.variants for n in v.when.match if n not in found]
     return tuple(found)
 
 
@@ -170,7 +178,8 @@ def checking_rules(artifact: Artifact) -> list[int]:
 def unread(artifact: Artifact) -> list[str]:
     """The read names whose value the resolved ``artifact`` does not have yet (still written as a placeholder)."""
     texts = [artifact.url, artifact.path, *artifact.digest.values()]
-    return [n for n in artifact.read_names if any(written(n) in t for t in texts)]
+    found = [n for n in artifact.read_names if any(written(n) in t for t in texts)]
+    return found + [n for n in artifact.choosing if n not in found]
 
 
 def _rewrite(template: str, replacement: Callable[[str], str]) -> str:

@@ -13,10 +13,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from .checks import PLACEHOLDERS
+from .inputs import Artifact, ArtifactVariant, Source
 from .interpolated import map_interpolated
 from .link_values import check_filled_links
 from .model import Recipe
 from .reads import captures, marker, rules_of, with_markers, written
+from .selector import SelectorFacts
 
 TOOLCHAIN_ENV = "FLAGTREE_CPU_TOOLCHAIN_"  # FLAGTREE_CPU_TOOLCHAIN_CUDA=/opt/cuda-12.4: this host's own path
 
@@ -25,31 +27,78 @@ def toolchain_override_var(name: str) -> str:
     return TOOLCHAIN_ENV + name.upper().replace("-", "_")
 
 
-def select_variants(recipe: Recipe, os_id: str, arch: str, glibc: str | None = None, os_version: str = "") -> Recipe:
-    """Apply, per artifact, the first variant whose `when` matches this host (and the recipe's variant)."""
+def select_variants(recipe: Recipe, os_id: str, arch: str, glibc: str | None = None, os_version: str = "",
+                    reads: Mapping[str, str] | None = None) -> Recipe:
+    """Apply, per artifact, the first variant whose `when` matches this host (and the recipe's variant), and whose
+    `when.match` ranges hold for the values the artifact read (``reads``, by marker). A variant whose values are not
+    read yet stops the choice: the artifact keeps its default fields, and ``choosing`` names what it waits for."""
     facts = recipe.selector_facts(arch, os_id, glibc, os_version)
     artifacts = {}
     for name, artifact in recipe.artifacts.items():
-        for variant in artifact.variants:
-            if variant.when.matches(facts):
-                new_file = bool(variant.url or variant.sha256 or variant.digest)
-                artifact = replace(
-                    artifact,
-                    url=variant.url or artifact.url,
-                    # another URL is another file: the default's digests cannot apply to it
-                    sha256=variant.sha256 if new_file else artifact.sha256,
-                    digest=dict(variant.digest) if new_file else artifact.digest,
-                    path=variant.path or artifact.path,
-                    size=variant.size if variant.size is not None else artifact.size,
-                    # another URL is another tarball: the default's expectations cannot apply to it
-                    unpacked_size=variant.unpacked_size if variant.url or variant.unpacked_size
-                    else artifact.unpacked_size,
-                    unpacked_entries=variant.unpacked_entries if variant.url or variant.unpacked_entries
-                    else artifact.unpacked_entries,
-                )
+        for i, variant in enumerate(artifact.variants):
+            if not variant.when.matches(facts):
+                continue
+            missing = tuple(n for n in variant.when.match if marker(name, n) not in (reads or {}))
+            if missing:
+                artifact = replace(artifact, choosing=missing)
                 break
+            if not all(_holds(name, artifact, i, n, wanted, (reads or {})[marker(name, n)])
+                       for n, wanted in variant.when.match.items()):
+                continue
+            artifact = _with_variant(artifact, variant)
+            break
         artifacts[name] = artifact
-    return replace(recipe, artifacts=artifacts)
+    return replace(recipe, artifacts=artifacts, sources=_patches_for(recipe, facts))
+
+
+def _with_variant(artifact: Artifact, variant: ArtifactVariant) -> Artifact:
+    new_file = bool(variant.url or variant.sha256 or variant.digest)
+    return replace(
+        artifact,
+        url=variant.url or artifact.url,
+        # another URL is another file: the default's digests cannot apply to it
+        sha256=variant.sha256 if new_file else artifact.sha256,
+        digest=dict(variant.digest) if new_file else artifact.digest,
+        path=variant.path or artifact.path,
+        root=variant.root or artifact.root,
+        size=variant.size if variant.size is not None else artifact.size,
+        # another URL is another tarball: the default's expectations cannot apply to it
+        unpacked_size=variant.unpacked_size if variant.url or variant.unpacked_size
+        else artifact.unpacked_size,
+        unpacked_entries=variant.unpacked_entries if variant.url or variant.unpacked_entries
+        else artifact.unpacked_entries,
+    )
+
+
+def _holds(name: str, artifact: Artifact, i: int, read: str, wanted: str, value: str) -> bool:
+    """Whether the value read satisfies the variant's range, compared as versions; one that is no version stops."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    from ..errors import ArtifactError
+
+    try:
+        return SpecifierSet(wanted).contains(Version(value), prereleases=True)
+    except InvalidVersion:
+        rules = rules_of(artifact.matches)
+        rule = rules[captures(rules)[0][read].rule]
+        key = f"artifacts.{name}.variants[{i}].when.match.{read}"
+        raise ArtifactError(f"{key}: {rule.source}'s {rule.what} gives {value[:80]!r} for {{match.{read}}}, which is "
+                            f"not a version to compare with {wanted!r}",
+                            fix=f"correct the artifacts.{name}.matches rule that reads {read} so it reads a version "
+                            f"(e.g. a regex group of the digits), or pin {rule.source} to a commit whose "
+                            f"{rule.what} has one") from None
+
+
+def _patches_for(recipe: Recipe, facts: SelectorFacts) -> dict[str, Source]:
+    """Each source with only the patches whose `when` holds on this host; the others are named in
+    ``skipped_patches`` (sync takes back one it applied before, as for a patch the recipe dropped)."""
+    sources = {}
+    for name, source in recipe.sources.items():
+        kept = tuple(p for p in source.patches if p.when is None or p.when.matches(facts))
+        skipped = tuple(p.label for p in source.patches if p not in kept)
+        sources[name] = replace(source, patches=kept, skipped_patches=skipped) if skipped else source
+    return sources
 
 
 def expand(text: str, values: Mapping[str, str], environ: Mapping[str, str] | None = None) -> str:

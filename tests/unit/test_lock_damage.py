@@ -124,7 +124,7 @@ def test_lock_with_wrong_types_names_the_key_and_its_line(lock_path: Path) -> No
 
 
 @pytest.mark.parametrize("text, what", [("", "is empty"), ("# only a comment\n", "is empty"),
-                                        ("- a\n- b\n", "is not a version-1 flagtree-cpu lock")])
+                                        ("- a\n- b\n", "is not a flagtree-cpu lock")])
 def test_empty_or_foreign_lock(lock_path: Path, text: str, what: str) -> None:
     lock_path.write_text(text)
     assert what in damage_of(lock_path).message

@@ -30,7 +30,7 @@ def waiting_item(name: str, artifact: Artifact, recipe: Recipe, root: Path, lock
         return None
     rules = rules_of(artifact.matches)
     named, _twice = captures(rules)
-    files = sorted({f"{rules[named[n].rule].source}'s {rules[named[n].rule].file}" for n in names if n in named})
+    files = sorted({f"{rules[named[n].rule].source}'s {rules[named[n].rule].what}" for n in names if n in named})
     where = " and ".join(files)
     url_known = not any(written(n) in artifact.url for n in names)
     data: dict[str, Any] = {"path": artifact.path, "url": artifact.url, "sha256": None,

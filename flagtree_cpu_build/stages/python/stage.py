@@ -92,7 +92,11 @@ def plan_python(ctx: StageContext, options: RunOptions) -> list[PlanItem]:
     if note:
         items = [replace(item, detail=f"{item.detail}; {note}") for item in items]
     # after the prerequisites (which may pull in what it removes), unless the stage stops before them
-    return items if any(i.will == "stop" for i in items) else items + plan_uninstall(ctx, options.python)
+    if any(i.will == "stop" for i in items):
+        return items
+    from ...python_sources import plan_source_entries
+
+    return items + plan_source_entries(ctx, options.python, options.validating) + plan_uninstall(ctx, options.python)
 
 
 def _plan_items(ctx: StageContext, options: RunOptions) -> list[PlanItem]:
@@ -189,6 +193,9 @@ def run_python(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> 
                               {"wheelhouse": str(wheelhouse)} if wheelhouse else {}))
     else:
         actions.append(Action("prerequisites", "ok", f"Python {report.version}; all {len(requirements)} present"))
+    from ...python_sources import install_source_entries
+
+    actions += install_source_entries(ctx, python, options)  # built with the prerequisites' build tools
     actions += run_uninstall(ctx, python)  # after the prerequisites: what they pulled in goes too
     if recipe.python.runtime and not options.validating:
         actions.append(Action("run-time prerequisites", "skipped", f"{options.runtime_flag}: not installed "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -37,7 +37,7 @@ def pinned(source: Source, entry: SourceLock | None, *, update: bool = False) ->
     again, ``update``), else the ref's tip on the server — None here: only the caller knows whether it may ask."""
     if source.commit:
         return source.commit.lower(), "recipe"
-    if source.commit_from is not None:  # read from the file once its source is checked out (sync, read_pin)
+    if source.pin_reader[0] is not None:  # read from the file once its source is checked out (sync, read_pin)
         if entry is not None and not update and same_repository(entry.url, source.url) and \
                 entry.resolved_from == "read":
             return entry.commit, "lock"
@@ -53,8 +53,15 @@ def resolve_pins(recipe: Recipe, lock: Lock | None, options: RunOptions, *, root
     another source's file (``commit_from``) is read in ``root``'s checkout of it."""
     decided = {name: pinned(recipe.sources[name], lock.sources.get(name) if lock else None, update=options.update)
                for name in recipe.sources_in_order()}
+    refs: dict[str, str] = {}
     for name, (commit, _origin) in decided.items():
-        if recipe.sources[name].commit_from is not None and root is not None:
+        if recipe.sources[name].ref_from is not None and root is not None:
+            got, origin, ref = ref_pin(recipe, root, name, lock, options, may_ask=True)
+            if ref is not None:
+                decided[name], refs[name] = (got, origin), ref
+            elif commit is None:  # not there, and the lock has nothing: raises, saying why
+                read_pin(recipe, root, name, lock, options)
+        elif recipe.sources[name].commit_from is not None and root is not None:
             from ...source_reads import read_commit
 
             read, problem = read_commit(recipe, root, name)  # the file as checked out now
@@ -62,7 +69,54 @@ def resolve_pins(recipe: Recipe, lock: Lock | None, options: RunOptions, *, root
                 decided[name] = (read, "read")
             elif problem is not None or commit is None:  # not there: the lock's, when it has one
                 read_pin(recipe, root, name)  # raises, saying why
-    return settle_pins(recipe, lock, decided, options)
+    return with_read_refs(settle_pins(recipe, lock, decided, options), refs, lock)
+
+
+def with_read_refs(pins: dict[str, Pin], refs: Mapping[str, str], lock: Lock | None) -> dict[str, Pin]:
+    """The pins of ``ref_from`` sources carry the branch or tag read (the lock's entry records it): the one read now,
+    else the one the lock recorded with the commit."""
+    out = dict(pins)
+    for name, pin in pins.items():
+        entry = lock.sources.get(name) if lock else None
+        ref = refs.get(name) or (entry.ref if entry is not None and pin.resolved_from == "lock" else None)
+        if ref is not None:
+            out[name] = replace(pin, ref=ref)
+    return out
+
+
+def ref_pin(recipe: Recipe, root: Path, name: str, lock: Lock | None, options: RunOptions, *,
+            may_ask: bool) -> tuple[str | None, Origin, str | None]:
+    """A ``ref_from`` source's commit: the branch or tag its file names, resolved once: the lock's commit when the
+    lock recorded that name for this repository (and --update is not resolving again), else the server's answer
+    (``may_ask``; --frozen and --offline refuse to ask). Returns (commit, origin, ref); ref None: the file is not
+    checked out. Raises SourceError when the file names no branch or tag, or the name cannot be resolved."""
+    from ...source_reads import read_ref
+
+    source = recipe.sources[name]
+    reader = source.ref_from
+    assert reader is not None
+    ref, problem = read_ref(recipe, root, name)
+    if problem is not None:
+        raise SourceError(problem, fix=f"correct sources.{name}.ref_from, or pin {reader.source} to a commit whose "
+                          f"{reader.file} names a branch or tag of {source.url}")
+    if ref is None:
+        return None, "read", None
+    entry = lock.sources.get(name) if lock else None
+    if entry is not None and same_repository(entry.url, source.url) and entry.ref == ref and \
+            entry.resolved_from == "read" and not (options.update and not options.frozen):
+        return entry.commit, "lock", ref
+    where = f"{reader.source}'s {reader.file} names {ref!r}"
+    if options.frozen:
+        locked = f"{entry.ref!r} at {entry.commit[:12]}" if entry is not None else "nothing"
+        raise SourceError("--frozen: the lock file does not match the recipe",
+                          details=(f"{name}: the lock records {locked}, {where}",),
+                          fix="run `flagtree-cpu lock` (without --frozen) and commit the updated lock file")
+    if options.offline:
+        raise SourceError(f"source {name}: {where}, which needs the network to resolve, and --offline forbids it",
+                          fix="run `flagtree-cpu lock` once with network")
+    if not may_ask:
+        return None, "read", ref
+    return ls_remote(source.url, ref, name), "read", ref
 
 
 def settle_pins(recipe: Recipe, lock: Lock | None, decided: Mapping[str, tuple[str | None, Origin]],
@@ -78,8 +132,9 @@ def settle_pins(recipe: Recipe, lock: Lock | None, decided: Mapping[str, tuple[s
         if origin in ("recipe", "read") and commit is not None:
             if options.frozen and (entry is None or entry.commit != commit):
                 locked = entry.commit[:12] if entry else "nothing"
-                by = "the recipe pins" if origin == "recipe" else \
-                    f"{source.commit_from.source}'s {source.commit_from.file} names"  # type: ignore[union-attr]
+                reader = source.pin_reader[0]
+                by = "the recipe pins" if origin == "recipe" or reader is None else \
+                    f"{reader.source}'s {reader.file} names"
                 frozen_problems.append(f"{name}: the lock records {locked}, {by} {commit[:12]}")
             pins[name] = Pin(name, source.url, source.ref, commit, origin)
         elif origin == "lock" and commit is not None:
@@ -102,26 +157,34 @@ def settle_pins(recipe: Recipe, lock: Lock | None, decided: Mapping[str, tuple[s
     return pins
 
 
-def read_pin(recipe: Recipe, root: Path, name: str) -> tuple[str, Origin]:
-    """The commit of a source that reads it from another source's file (``commit_from``), read now that the other
-    one is checked out. Raises SourceError when the file is not there or names no commit."""
+def read_pin(recipe: Recipe, root: Path, name: str, lock: Lock | None = None,
+             options: RunOptions | None = None) -> tuple[str, Origin]:
+    """The commit of a source that reads it from another source's file (``commit_from``; ``ref_from``: the branch or
+    tag it names, resolved by ``ref_pin``), read now that the other one is checked out. Raises SourceError when the
+    file is not there or names no commit."""
     from ...source_reads import read_commit
 
-    commit, problem = read_commit(recipe, root, name)
-    if commit is not None:
-        return commit, "read"
-    reader = recipe.sources[name].commit_from
+    reader, key = recipe.sources[name].pin_reader
     assert reader is not None
-    raise SourceError(problem or f"source {name} reads its commit from {reader.source}'s {reader.file}, which is not "
-                      "there", fix=f"check {reader.source} out (flagtree-cpu sync), or correct "
-                      f"sources.{name}.commit_from")
+    problem = None
+    if key == "ref_from" and options is not None:
+        commit, origin, _ref = ref_pin(recipe, root, name, lock, options, may_ask=True)
+        if commit is not None:
+            return commit, origin
+    else:
+        commit, problem = read_commit(recipe, root, name)
+        if commit is not None:
+            return commit, "read"
+    raise SourceError(problem or f"source {name} reads its {key[:-5]} from {reader.source}'s {reader.file}, which "
+                      "is not there", fix=f"check {reader.source} out (flagtree-cpu sync), or correct "
+                      f"sources.{name}.{key}")
 
 
 def lock_origin(pin: Pin, source: Source) -> Literal["recipe", "ref", "read"]:
     """What the lock records as the commit's origin (a commit taken from the lock was resolved or read then)."""
     if pin.resolved_from == "recipe":
         return "recipe"
-    return "read" if source.commit_from is not None else "ref"
+    return "read" if source.pin_reader[0] is not None else "ref"
 
 
 def lock_applies(entry: SourceLock, source: Source) -> bool:

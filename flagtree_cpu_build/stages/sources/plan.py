@@ -43,7 +43,20 @@ def plan_sources(ctx: StageContext, lock: Lock | None, options: RunOptions, *,
 
     Planned for sync's run (``options.for_run``), the submodules are not asked either: the run brings them to
     their recorded commits itself, so the answer would decide nothing and cost a recursive git walk."""
-    return [_plan_one(ctx, name, lock, options, count_changes) for name in ctx.recipe.sources_in_order()]
+    return [_with_skipped(ctx, _plan_one(ctx, name, lock, options, count_changes))
+            for name in ctx.recipe.sources_in_order()]
+
+
+def skipped_note(labels: tuple[str, ...]) -> str:
+    """Why the patches a source's recipe entry lists are not applied on this host (``Patch.when``)."""
+    return "; ".join(f"patch {label} not applied: its `when` does not hold here" for label in labels)
+
+
+def _with_skipped(ctx: StageContext, item: PlanItem) -> PlanItem:
+    from dataclasses import replace
+
+    skipped = ctx.recipe.sources[item.subject].skipped_patches
+    return replace(item, detail=f"{item.detail}; {skipped_note(skipped)}") if skipped else item
 
 
 def _plan_one(ctx: StageContext, name: str, lock: Lock | None, options: RunOptions, count_changes: bool) -> PlanItem:
@@ -54,23 +67,28 @@ def _plan_one(ctx: StageContext, name: str, lock: Lock | None, options: RunOptio
     source = ctx.recipe.sources[name]
     checkout = ctx.workspace.root / ctx.recipe.source_path(name)
     wanted, pinned_by = pinned(source, lock.sources.get(name) if lock else None, update=options.update)
-    if source.commit_from is not None:
-        read = _read_item(ctx, name, checkout)
+    read_ref = None
+    if source.commit_from is not None or source.ref_from is not None:
+        read = _read_item(ctx, name, checkout, lock, options)
         if isinstance(read, PlanItem):
             return read
-        wanted, pinned_by = read or (wanted, pinned_by)
+        wanted, pinned_by, read_ref = read or (wanted, pinned_by, None)
     tip = None
     if wanted is None and pinned_by != "read" and options.ask_network and not options.offline:
         tip = _tip(source.url, source.ref or "HEAD", name, for_run=options.for_run)
     data: dict[str, object] = {"path": str(checkout), "pin": wanted or tip, "pinned_by": pinned_by}
     if wanted is None and pinned_by == "read":  # its commit is read once the other source is checked out
-        reader = source.commit_from
+        reader, key = source.pin_reader
         assert reader is not None
         there = (checkout / ".git").exists()
+        what = "commit" if key == "commit_from" else "branch or tag"
+        named = f"{what} {read_ref!r} {reader.source}'s {reader.file} names" if read_ref else \
+            f"{what} {reader.source}'s {reader.file} names"
         return PlanItem("sources", name, "differs" if there else "missing",
-                        f"its commit is read from {reader.source}'s {reader.file} after {reader.source} is synced",
-                        f"{'move' if there else 'clone'} {name} to the commit {reader.source}'s {reader.file} names",
-                        f"commit read from {reader.source}'s {reader.file}", data, "updated" if there else "created")
+                        f"its {what} is read from {reader.source}'s {reader.file} after {reader.source} is synced"
+                        if read_ref is None else f"the {named}, resolved when synced",
+                        f"{'move' if there else 'clone'} {name} to the {named}",
+                        f"{what} read from {reader.source}'s {reader.file}", data, "updated" if there else "created")
     if wanted is None and options.offline:  # only the server can say the ref's tip: the run stops (pins.settle_pins)
         return PlanItem("sources", name, "differs", f"follows {source.ref!r}; nothing locked for it",
                         f"stop: {name} follows {source.ref!r}, which needs the network to resolve, and --offline "
@@ -123,17 +141,30 @@ def _plan_one(ctx: StageContext, name: str, lock: Lock | None, options: RunOptio
     return PlanItem("sources", name, "ok", f"at {at[:12]}{dirty}", data=data)
 
 
-def _read_item(ctx: StageContext, name: str, checkout: Path) -> tuple[str, Origin] | PlanItem | None:
-    """A source whose commit another source's file names (``commit_from``): the commit read now, an item that
-    stops (the file names no commit), or None (the file is not there yet: the lock's, else read during sync)."""
+def _read_item(ctx: StageContext, name: str, checkout: Path, lock: Lock | None, options: RunOptions
+               ) -> tuple[str | None, Origin, str | None] | PlanItem | None:
+    """A source whose commit (``commit_from``) or branch or tag (``ref_from``) another source's file names: the
+    commit read now, an item that stops (the file names no commit, or no ref that can be resolved), or None (the file
+    is not there yet: the lock's, else read during sync)."""
     from ...source_reads import read_commit
+    from .pins import ref_pin
 
+    if ctx.recipe.sources[name].ref_from is not None:
+        try:
+            commit, origin, ref = ref_pin(ctx.recipe, ctx.workspace.root, name, lock, options,
+                                          may_ask=options.ask_network and not options.offline)
+        except SourceError as exc:
+            said = ": ".join([exc.message, *exc.details])
+            return PlanItem("sources", name, "conflict", said, f"stop: {said}",
+                            "the branch or tag cannot be resolved", {"path": str(checkout), "pin": None,
+                                                                     "pinned_by": "read"}, "stop", SourceError)
+        return (commit, origin, ref) if ref is not None else None
     commit, problem = read_commit(ctx.recipe, ctx.workspace.root, name)
     if problem is not None:
         return PlanItem("sources", name, "conflict", problem, "stop: correct the rule or pin the other source",
                         "the commit cannot be read", {"path": str(checkout), "pin": None, "pinned_by": "read"},
                         "stop", SourceError)
-    return (commit, "read") if commit is not None else None
+    return (commit, "read", None) if commit is not None else None
 
 
 def _offline_without(ctx: StageContext, url: str, *, target: str | None, options: RunOptions) -> str | None:

@@ -35,17 +35,17 @@ from ...errors import SourceError
 from ...gitcache import GitCache, chosen_git_cache
 from ...gitcmd import effective_url, has_commit, head, modified_files, remote_url, unkept_commits
 from ...gitops import clone, fetch_commit, fetch_origin, init_with_origin, set_ref
-from ...lockfile import PatchLock, SourceLock, empty_lock, read_lock, update_lock, write_lock
+from ...lockfile import Lock, PatchLock, SourceLock, empty_lock, read_lock, update_lock, write_lock
 from ...partials import PartialFolder, clear_leftovers
 from ...probes import check_sources
-from ...recipe import Source
+from ...recipe import Recipe, Source
 from ...source_reads import read_locks
 from ...stagekit.plan import PlanItem
 from ...stagekit.stage import Action, RunOptions, StageContext, StageResult
 from ...workspace import Workspace
 from .checkouts import finish_move, interrupted_move, interrupted_submodule_moves, move_to, settle
-from .pins import Pin, lock_origin, read_pin, resolve_pins, same_repository, settle_pins
-from .plan import planned_pin
+from .pins import Pin, lock_origin, read_pin, ref_pin, resolve_pins, same_repository, settle_pins, with_read_refs
+from .plan import planned_pin, skipped_note
 from .reads import record_reads
 from .source_patches import SourcePatches
 from .submodules import SubmoduleSync
@@ -102,7 +102,7 @@ def run_sync(ctx: StageContext, options: RunOptions, plan: Sequence[PlanItem]) -
         raise ValueError(f"the sources plan names {[i.subject for i in items]}, the recipe {list(recipe.sources)}")
     old = read_lock(ws.lock_file)
     # a commit read from another source's file (commit_from) is read when that source is checked out, below
-    reading = {i.subject for i in items if recipe.sources[i.subject].commit_from is not None}
+    reading = {i.subject for i in items if recipe.sources[i.subject].pin_reader[0] is not None}
     pins = settle_pins(recipe, old, {i.subject: planned_pin(i) for i in items if i.subject not in reading}, options)
     options = replace(options, git_cache=chosen_git_cache(ws, options.git_cache))
     cache = GitCache(options.git_cache, ctx.ui) if options.git_cache else None
@@ -110,7 +110,7 @@ def run_sync(ctx: StageContext, options: RunOptions, plan: Sequence[PlanItem]) -
     syncers = []
     for i in items:  # in order: the source whose file names a commit is checked out before the one it names
         if i.subject in reading:
-            pins.update(settle_pins(recipe, old, {i.subject: read_pin(recipe, ws.root, i.subject)}, options))
+            pins.update(_read_pin(recipe, ws.root, i.subject, old, options))
         syncer = _SourceSync(recipe.sources[i.subject], pins[i.subject], Path(i.data["path"]), ctx, options, cache,
                              old.sources.get(i.subject) if old else None)
         syncer.checkout()
@@ -130,6 +130,15 @@ def run_sync(ctx: StageContext, options: RunOptions, plan: Sequence[PlanItem]) -
     actions.append(Action("compatibility checks", "ok", "; ".join([f"{checks} passed", *read]),
                           {"check": True}))  # not an item
     return StageResult("sync", tuple(actions), tuple(warnings), time.monotonic() - start)
+
+
+def _read_pin(recipe: Recipe, root: Path, name: str, old: Lock | None, options: RunOptions) -> dict[str, Pin]:
+    """The pin of a source whose commit (commit_from) or branch or tag (ref_from) another checkout's file names."""
+    if recipe.sources[name].ref_from is not None:
+        commit, origin, ref = ref_pin(recipe, root, name, old, options, may_ask=True)
+        if commit is not None and ref is not None:
+            return with_read_refs(settle_pins(recipe, old, {name: (commit, origin)}, options), {name: ref}, old)
+    return settle_pins(recipe, old, {name: read_pin(recipe, root, name, old, options)}, options)
 
 
 def _origin_word(pin: Pin) -> str:
@@ -188,6 +197,8 @@ class _SourceSync:
             status = "updated"
         if patches:
             detail += f"; {len(patches)} patch{'es' if len(patches) > 1 else ''}"
+        if self.source.skipped_patches:
+            detail += f"; {skipped_note(self.source.skipped_patches)}"
         warning = self._dirty_warning(checkout) if status == "ok" else None
         if self.options.git_cache:
             detail += " (git cache)"
