@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 
 from .checks import check_file_in_source, check_json_path, check_regex, check_source_ref
-from .reads import NAME_PATTERN
+from .match_names import NAME_PATTERN
 from .schema import Context, Path_, spec
 
 
