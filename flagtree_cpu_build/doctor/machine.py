@@ -9,9 +9,11 @@ comes from the recipe's ``platform`` (host arches and requirements, the target's
 
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 from pathlib import Path
+from typing import Any
 
 from ..buildenv import compute_jobs
 from ..cpuinfo import SVE_FILE, SVE_PRCTL, cpu_list, sve_length_from_prctl
@@ -23,6 +25,7 @@ from ..gpu_facts import (
     recorded_device_matches,
     recorded_gpu,
 )
+from ..recipe.reads import unread
 from ..system_packages import (  # the one reading of dpkg's status file and of rpm's answer
     missing_apt_packages,
     missing_rpm_packages,
@@ -42,13 +45,24 @@ def host_os(c: DoctorContext) -> Outcome:
     if not h.os_id:
         return warn("no /etc/os-release: the distribution is unknown, so is which of the recipe's download "
                     "variants applies", "check that this is a regular Linux installation (cat /etc/os-release)")
-    tarballs = ", ".join(Path(a.url).name for a in c.recipe.artifacts.values()) or "no downloads"
+    tarballs = _download_names(c.recipe.artifacts) or "no downloads"
     # an artifact variant chosen for this distribution: say so, the download differs from the default one
     facts = selector_facts(c)
     chosen = [name for name, a in c.recipe.artifacts.items()
               if any(v.when.os_id and v.when.matches(facts) for v in a.variants)]
     note = f" ({', '.join(chosen)}: the recipe's variant for {h.os_id})" if chosen else ""
     return ok(f"{h.os_pretty_name or h.os_id} (ID={h.os_id}): {tarballs}{note}")
+
+
+def _download_names(artifacts: dict[str, Any]) -> str:
+    """The files the artifacts download; a part of a name read from a source's file after sync (``{match}``) shows
+    as `…`, not as the recipe's placeholder."""
+    names = [_UNREAD.sub("…", Path(a.url).name) for a in artifacts.values()]
+    later = any(unread(a) for a in artifacts.values())
+    return ", ".join(names) + (" (… is read from the sources' files after sync)" if later else "")
+
+
+_UNREAD = re.compile(r"\{match(\.[A-Za-z0-9_]+)?\}")
 
 
 @check("host.arch", "host", "Architecture the recipe builds on", blocks=BUILD)

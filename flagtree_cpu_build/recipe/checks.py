@@ -17,7 +17,7 @@ from typing import Any
 from ..cache_url import CompileCacheUrlError, parse_url
 from ..digest import HEX_LENGTHS
 from . import schema as rs
-from .reads import DIGEST_PLACEHOLDER, name_of
+from .match_names import DIGEST_PLACEHOLDER, name_of
 from .schema import Context, Path_, json_rule, suggest
 
 # Placeholders every recipe may use in fields marked "interpolate". The values come from

@@ -335,7 +335,13 @@ def recipe_warnings(recipe: Recipe) -> list[RecipeWarning]:
     """Things that are allowed but weaken reproducibility."""
     warnings = []
     for name, source in recipe.sources.items():
-        if source.commit is None:
+        if source.commit is not None or source.commit_from is not None:  # a commit read from a pinned file is one
+            continue
+        if source.ref_from is not None:
+            warnings.append(RecipeWarning(f"sources.{name}", f"no pinned commit: the branch or tag "
+                                          f"{source.ref_from.source}'s {source.ref_from.file} names is resolved at "
+                                          "the first sync and recorded in the lock file"))
+        else:
             warnings.append(RecipeWarning(f"sources.{name}", f"no pinned commit: {source.ref!r} is "
                                           "resolved at the first sync and recorded in the lock file"))
     for name, artifact in recipe.artifacts.items():

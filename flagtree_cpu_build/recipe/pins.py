@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 
 from .checks import check_file_in_source, check_json_path, check_regex, check_source_ref
-from .reads import NAME_PATTERN
+from .match_names import NAME_PATTERN
 from .schema import Context, Path_, spec
 
 
@@ -89,10 +89,7 @@ class CommitFrom:
                                  checks=check_json_path)
 
     def check(self, ctx: Context, path: Path_) -> None:
-        given = [k for k in ("chars", "regex", "json_path") if getattr(self, k) is not None]
-        if len(given) > 1 and given != ["chars", "json_path"]:
-            ctx.report(path, f"give one of chars, regex and json_path, not {' and '.join(given)}",
-                       "keep the one that reads the file as it is written")
+        _one_way_of_reading(self, ctx, path)
 
     @property
     def leading_chars(self) -> int | None:
@@ -116,10 +113,7 @@ class RefFrom:
                                  checks=check_json_path)
 
     def check(self, ctx: Context, path: Path_) -> None:
-        given = [k for k in ("chars", "regex", "json_path") if getattr(self, k) is not None]
-        if len(given) > 1 and given != ["chars", "json_path"]:
-            ctx.report(path, f"give one of chars, regex and json_path, not {' and '.join(given)}",
-                       "keep the one that reads the file as it is written")
+        _one_way_of_reading(self, ctx, path)
         if self.chars is not None and not 1 <= self.chars <= 255:
             ctx.report(path + ("chars",), f"chars must be between 1 and 255, got {self.chars}")
 
@@ -128,3 +122,12 @@ class RefFrom:
         if self.regex is None and self.json_path is None:
             return self.chars  # None: the whole file, of which the first line is taken
         return None
+
+
+def _one_way_of_reading(reader: CommitFrom | RefFrom, ctx: Context, path: Path_) -> None:
+    """A value is read one way: leading characters, a regular expression or a JSON path (chars may cut a JSON
+    value)."""
+    given = [k for k in ("chars", "regex", "json_path") if getattr(reader, k) is not None]
+    if len(given) > 1 and given != ["chars", "json_path"]:
+        ctx.report(path, f"give one of chars, regex and json_path, not {' and '.join(given)}",
+                   "keep the one that reads the file as it is written")

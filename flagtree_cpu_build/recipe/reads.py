@@ -18,15 +18,15 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from .match_names import DIGEST_PLACEHOLDER, MATCH, NAME_PATTERN, name_of  # noqa: F401 (their users import them here)
 from .schema import Context, Path_, suggest
 
 if TYPE_CHECKING:
-    from .inputs import Artifact, SourcePin
+    from .pins import SourcePin
 
-MATCH = "match"
-NAME_PATTERN = r"[A-Za-z_][A-Za-z0-9_]*"
-_PLACEHOLDER = re.compile(rf"match(?:\.({NAME_PATTERN}))?")  # a placeholder's name: match, match.NAME
-DIGEST_PLACEHOLDER = rf"\{{match(\.{NAME_PATTERN})?\}}"  # a digest value that is read: exactly one placeholder
+# recipe.inputs.Artifact: ``inputs`` calls ``check_reads``, so naming its class here would close an import circle
+Artifact = Any
+
 
 
 @dataclass(frozen=True)
@@ -56,12 +56,6 @@ def captures(rules: tuple[SourcePin, ...]) -> tuple[dict[str, Capture], list[tup
                 twice.append((i, name))
             names.setdefault(name, Capture(i, group))
     return names, twice
-
-
-def name_of(placeholder: str) -> str | None:
-    """``match`` -> "", ``match.hash`` -> "hash", anything else -> None."""
-    found = _PLACEHOLDER.fullmatch(placeholder)
-    return None if found is None else found.group(1) or ""
 
 
 def template_fields(artifact: Artifact | Any, path: Path_ = ()) -> Iterable[tuple[Path_, str]]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from .checks import PLACEHOLDERS
 from .inputs import Artifact, ArtifactVariant, Source
 from .interpolated import map_interpolated
-from .link_values import check_filled_links
+from .link_filled import check_filled_links
 from .model import Recipe
 from .reads import captures, marker, rules_of, with_markers, written
 from .selector import SelectorFacts

@@ -222,16 +222,27 @@ def test_install_wheels_matching_nothing_stops_the_build_naming_the_key(bench: B
     assert not (site_packages(bench.python) / "fwdemo").exists()
 
 
-def test_two_wheels_of_one_distribution_are_refused_before_pip_runs(bench: Bench) -> None:
+def test_a_wheel_an_earlier_build_left_is_passed_over_and_said(bench: Bench) -> None:
+    """A pin moved and dist/ still holds the old wheel: the one this run wrote is installed, the old one named."""
     assert bench.build().exit_code == 0
-    shutil.copy(bench.ws / "framework" / "dist" / "fwdemo-1.0-py3-none-any.whl",
-                bench.ws / "framework" / "dist" / "fwdemo-0.9-py3-none-any.whl")
+    old = bench.ws / "framework" / "dist" / "fwdemo-0.9-py3-none-any.whl"
+    shutil.copy(bench.ws / "framework" / "dist" / "fwdemo-1.0-py3-none-any.whl", old)
     bench.touch("framework")
-    result = bench.build("--json")
+    result = bench.build()
+    assert result.exit_code == 0, result.stderr
+    assert f"passing over {old}, an earlier build's wheel" in result.stderr
+    assert "framework 2" in (site_packages(bench.python) / "fwdemo" / "__init__.py").read_text()
+
+
+def test_two_wheels_of_one_distribution_this_build_wrote_are_refused_before_pip_runs(bench: Bench) -> None:
+    assert bench.build().exit_code == 0
+    # a command that writes two wheels of fwdemo (next to the one the first build left)
+    two = ("builds.framework.argv=[\"{python}\", -c, \"import shutil as s; w = 'dist/fwdemo-'; "
+           "[s.copy(w + '1.0-py3-none-any.whl', w + v + '-py3-none-any.whl') for v in ('0.8', '0.7')]\"]")
+    result = bench.run("--set", two, "build", "--ignore-host", "--python", str(bench.python), "--json")
     assert result.exit_code == 5, result.stderr
     error = error_of(result.stdout)
-    assert "matched 2 wheels of fwdemo" in error["message"]
-    assert "framework 1" in (site_packages(bench.python) / "fwdemo" / "__init__.py").read_text()
+    assert "matched 3 wheels of fwdemo (2 of them written by this build): pip installs one" in error["message"]
 
 
 def test_a_failing_gate_check_stops_the_build_with_its_words(bench: Bench) -> None:

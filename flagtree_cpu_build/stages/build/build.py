@@ -59,7 +59,7 @@ from . import prebuilt
 from .gates import run_gates
 from .plan import BuildItem, BuildPlan, check_prerequisites, judge, stored_components, view_of
 from .watch import duration, new_wheel, run_command, wheels_in
-from .wheels import install_wheels
+from .wheels import install_wheels, wheel_marks
 
 
 def run_build(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> StageResult:
@@ -299,12 +299,14 @@ def _build(ctx: StageContext, options: RunOptions, facts: BuildPlan, ready: _Rea
     steps = run_steps("pre-build", recipe, ctx.host, **step_options)
     for link in place_links(recipe, ws.root):  # a FetchContent dependency at the project's own folder (`at`)
         ui.info(f"linked {link} -> {os.readlink(link)}")
+    # the wheels there before the command: afterwards, one it did not write or rewrite is an earlier build's
+    before = wheel_marks(recipe.build.install_wheels, Path(recipe.build.cwd)) if recipe.build.install_wheels else {}
     result = run_command(argv, recipe, ws.logs_dir, ready.build_env, ui, options, cache.env if cache else {},
                          which.name)
     if not result.ok:
         raise failure(result, recipe, options.jobs, f"{which.called()} failed")
     if recipe.build.install_wheels:
-        install_wheels(ctx, options, which.name, ready.build_env)
+        install_wheels(ctx, options, which.name, ready.build_env, before)
     steps += run_steps("post-install", recipe, ctx.host, **step_options)
     return _Built(result, steps, cache, wheel_dir, wheels_before)
 

@@ -4,8 +4,9 @@ A build that makes wheels (a framework's ``setup.py bdist_wheel``) names them wi
 its cwd (``["{sources.pytorch.path}/dist/*.whl"]``); after its command succeeds, every match is installed by one
 ``pip install --no-deps --force-reinstall`` (a rebuilt wheel of the same version must replace the one installed;
 its dependencies are the recipe's ``python`` requirements). A glob that matches nothing, a match that is not a
-regular ``.whl`` file, or two wheels of one distribution (an old build left next to the new one) stop the build
-naming the recipe key, before pip runs.
+regular ``.whl`` file, or two wheels of one distribution that this run's command both wrote, stop the build naming
+the recipe key, before pip runs. A wheel an earlier build left next to the one this run wrote (a pin moved from
+1.0 to 1.1, and `dist/` still holds the 1.0 wheel) is passed over, and said so.
 """
 
 from __future__ import annotations
@@ -26,12 +27,33 @@ if TYPE_CHECKING:
     from ...stagekit.stage import RunOptions, StageContext
 
 
-def install_wheels(ctx: StageContext, options: RunOptions, name: str, build_env: BuildEnv) -> Path:
-    """Install the build's `install_wheels` matches into the target Python; returns the pip log."""
+Marks = dict[Path, tuple[int, int, int]]  # a wheel file -> (inode, size, mtime in ns): what was there before
+
+
+def wheel_marks(patterns: tuple[str, ...], cwd: Path) -> Marks:
+    """The files the globs match now, as they are: taken before the build's command, so that afterwards a wheel it
+    wrote or rewrote can be told from one an earlier build left (no clock is compared)."""
+    marks: Marks = {}
+    for pattern in patterns:
+        for path in matching(cwd, pattern):
+            try:
+                st = path.lstat()
+            except OSError:
+                continue
+            marks[path] = (st.st_ino, st.st_size, st.st_mtime_ns)
+    return marks
+
+
+def install_wheels(ctx: StageContext, options: RunOptions, name: str, build_env: BuildEnv, before: Marks) -> Path:
+    """Install the build's `install_wheels` matches into the target Python; returns the pip log. ``before``: the
+    matches as they were before the build's command ran (``wheel_marks``)."""
     recipe = ctx.recipe
     assert recipe.build is not None
     cwd = Path(recipe.build.cwd)
-    wheels = found_wheels(recipe.build.install_wheels, cwd, _key(name), recipe.file)
+    wheels, stale = found_wheels(recipe.build.install_wheels, cwd, _key(name), recipe.file, before=before)
+    for old in stale:
+        ctx.ui.info(f"{_key(name)}.install_wheels: passing over {old}, an earlier build's wheel (this build wrote "
+                    "a newer one of the same distribution)")
     argv = [str(options.python), "-m", "pip", "install", "--no-deps", "--force-reinstall",
             "--disable-pip-version-check", "--no-input", *map(str, wheels)]
     log = log_path(ctx.workspace.logs_dir, "install-wheels" if name == MAIN else f"install-wheels-{name}")
@@ -46,9 +68,11 @@ def install_wheels(ctx: StageContext, options: RunOptions, name: str, build_env:
     return log
 
 
-def found_wheels(patterns: tuple[str, ...], cwd: Path, key: str, origin: str = "") -> list[Path]:
-    """The wheels the globs match, in pattern order; every glob must match, only regular .whl files, one wheel per
-    distribution."""
+def found_wheels(patterns: tuple[str, ...], cwd: Path, key: str, origin: str = "", *,
+                 before: Marks | None = None) -> tuple[list[Path], list[Path]]:
+    """The wheels the globs match, in pattern order, and those passed over; every glob must match, only regular .whl
+    files, one wheel per distribution: of several, the one the command wrote (not in ``before``, or changed since)
+    when there is exactly one such, the others passed over."""
     where = f" (recipe {origin})" if origin else ""
     wheels: list[Path] = []
     for i, pattern in enumerate(patterns):
@@ -65,13 +89,23 @@ def found_wheels(patterns: tuple[str, ...], cwd: Path, key: str, origin: str = "
     by_project: dict[str, list[Path]] = {}
     for wheel in wheels:
         by_project.setdefault(_project(wheel.name), []).append(wheel)
+    stale: list[Path] = []
     for project, paths in by_project.items():
-        if len(paths) > 1:
-            raise BuildError(f"{key}.install_wheels{where} matched {len(paths)} wheels of {project}: pip installs "
-                             "one", details=tuple(str(p) for p in paths),
+        fresh = [p for p in paths if before is not None and _mark(p) != before.get(p)]
+        if len(paths) > 1 and len(fresh) == 1:
+            stale += [p for p in paths if p not in fresh]
+        elif len(paths) > 1:
+            written = f"{len(fresh)} of them written by this build" if fresh else "none written by this build"
+            raise BuildError(f"{key}.install_wheels{where} matched {len(paths)} wheels of {project} ({written}): "
+                             "pip installs one", details=tuple(str(p) for p in paths),
                              fix="remove the wheels an earlier build left (or clean the folder in the build "
                              "command), then build again")
-    return wheels
+    return [w for w in wheels if w not in stale], stale
+
+
+def _mark(path: Path) -> tuple[int, int, int]:
+    st = path.lstat()
+    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def _project(filename: str) -> str:
