@@ -8,15 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from .checks import (
-    INTERPOLATED,
-    _known,
-    check_compile_cache_url,
-    check_env_names,
-    check_wheelhouse_location,
-)
+from .checks import _known, check_compile_cache_url, check_env_names, check_wheelhouse_location
 from .cmake import CMakeSpec
 from .environment import EnvHazard, EnvOps
+from .placeholder_checks import INTERPOLATED
 from .schema import Context, Path_, spec
 
 _source_known = _known("sources", "source")

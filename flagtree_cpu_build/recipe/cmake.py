@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .checks import ENV_NAME_PATTERN, INTERPOLATED, _relative_path_check, check_artifact_ref, check_source_ref
+from .checks import ENV_NAME_PATTERN, _relative_path_check, check_artifact_ref, check_source_ref
+from .placeholder_checks import INTERPOLATED
 from .schema import Context, Path_, json_rule, spec
 
 # CMake's own variable names (-DNAME or -DNAME:TYPE=VALUE), and FetchContent's content names

@@ -7,16 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .checks import (
-    INTERPOLATED,
-    check_env_names,
-    check_env_patterns,
-    check_placeholders,
-    check_placeholders_globs,
-    check_regex,
-    check_script_path,
-    escapes,
-)
+from .checks import check_env_names, check_env_patterns, check_regex, check_script_path, escapes
+from .placeholder_checks import INTERPOLATED, check_placeholders, check_placeholders_globs
 from .schema import Context, Path_, spec
 
 ENV_CHECKS = (check_env_names, check_placeholders_globs)  # values may hold {glob:PATTERN}

@@ -15,7 +15,6 @@ from typing import Literal
 
 from ..artifact_kinds import DEFAULT_KIND, FOLDER_KINDS, KINDS, KINDS_SUMMARY, ArtifactKind
 from .checks import (
-    check_artifact_placeholders,
     check_commit,
     check_digest_agrees,
     check_digests,
@@ -23,7 +22,6 @@ from .checks import (
     check_file_in_source,
     check_git_url,
     check_link_path,
-    check_no_artifact_placeholders,
     check_sha256,
     check_source_path,
     check_source_ref,
@@ -32,6 +30,7 @@ from .checks import (
 )
 from .link_values import check_link_placeholders
 from .pins import CommitFrom, RefFrom, SourcePin
+from .placeholder_checks import check_artifact_placeholders, check_no_artifact_placeholders
 from .reads import check_reads
 from .schema import Context, Path_, spec
 from .selector import HostSelector, Selector, SelectorFacts  # noqa: F401 (their home before selector.py)

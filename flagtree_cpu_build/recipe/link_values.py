@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import string
 
-from .checks import placeholder_catalog
+from .placeholder_checks import placeholder_catalog
 from .schema import Context, Path_, suggest
 
 LINK_PLACEHOLDERS = ("python.version", "python.tag", "platform.tag", "arch", "host.arch", "target.arch", "variant")

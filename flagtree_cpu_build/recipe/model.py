@@ -20,14 +20,10 @@ from .artifact_paths import check_artifact_paths
 # the field types below name these: typing.get_type_hints resolves them in this module
 from .build_spec import BuildInputs, BuildSpec  # noqa: F401 (BuildInputs: a field type of BuildSpec's)
 from .builds import check_builds
-from .checks import (
-    INTERPOLATED,
-    check_env_names,
-    check_name,
-    check_names,
-)
+from .checks import check_env_names, check_name, check_names
 from .environment import EnvHazard, EnvOps
 from .inputs import Artifact, Links, Source, check_source_tree, checkout_path
+from .placeholder_checks import INTERPOLATED
 from .platform import (
     Platform,
 )

@@ -12,11 +12,11 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from .checks import PLACEHOLDERS
 from .inputs import Artifact, ArtifactVariant, Source
 from .interpolated import map_interpolated
 from .link_filled import check_filled_links
 from .model import Recipe
+from .placeholder_checks import PLACEHOLDERS
 from .reads import captures, marker, rules_of, with_markers, written
 from .selector import SelectorFacts
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .checks import INTERPOLATED, check_file_in_source, check_regex, check_specifier
+from .checks import check_file_in_source, check_regex, check_specifier
 from .environment import EnvOps
+from .placeholder_checks import INTERPOLATED
 from .schema import Context, Path_, spec
 from .selector import Selector
 

@@ -9,17 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from .checks import (
-    GLOBBED,
-    INTERPOLATED,
-    check_arch,
-    check_arches,
-    check_device_path,
-    check_name,
-    check_regex,
-    check_specifier,
-)
+from .checks import check_arch, check_arches, check_device_path, check_name, check_regex, check_specifier
 from .environment import EnvOps
+from .placeholder_checks import GLOBBED, INTERPOLATED
 from .schema import Context, Path_, json_rule, spec, suggest
 from .selector import Selector
 

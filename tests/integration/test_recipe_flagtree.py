@@ -19,8 +19,8 @@ from typer.testing import CliRunner, Result
 
 from flagtree_cpu_build.cli import app
 from flagtree_cpu_build.recipe import resolve, select_variants
-from flagtree_cpu_build.recipe.checks import PLACEHOLDERS
 from flagtree_cpu_build.recipe.files import load_recipe
+from flagtree_cpu_build.recipe.placeholder_checks import PLACEHOLDERS
 from flagtree_cpu_build.source_reads import read_all
 from tests.support.envelope import result_of
 from tests.support.hermetic import make_hermetic

@@ -22,8 +22,8 @@ from typer.testing import CliRunner, Result
 
 from flagtree_cpu_build.cli import app
 from flagtree_cpu_build.recipe import resolve, select_variants
-from flagtree_cpu_build.recipe.checks import PLACEHOLDERS
 from flagtree_cpu_build.recipe.files import load_recipe
+from flagtree_cpu_build.recipe.placeholder_checks import PLACEHOLDERS
 from flagtree_cpu_build.source_reads import read_all
 from tests.conftest import REPO_ROOT
 from tests.support.envelope import error_of, result_of

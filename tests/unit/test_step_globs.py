@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flagtree_cpu_build.recipe.checks import PLACEHOLDERS
 from flagtree_cpu_build.recipe.files import parse_recipe
+from flagtree_cpu_build.recipe.placeholder_checks import PLACEHOLDERS
 from flagtree_cpu_build.recipe.resolve import resolve
 from flagtree_cpu_build.steps import matching
 
