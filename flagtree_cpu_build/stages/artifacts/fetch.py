@@ -37,11 +37,11 @@ from typing import Any
 from ...archive import TarballProblem, limits_for
 from ...artifact_cache import ArtifactCache, url_key
 from ...artifact_kinds import kind_of
-from ...artifact_tree import finish, tree_differences
+from ...artifact_tree import finish
 from ...digest import hash_file_all, mismatches
 from ...diskspace import require_free, tree_hint
 from ...errors import ArtifactError, SourceError, UsageError
-from ...extract import STAMP_NAME, read_stamp, stamp_problem, write_markers
+from ...extract import read_stamp, write_markers
 from ...invocation import elsewhere
 from ...lockfile import ArtifactLock, Lock, locked_artifact, read_lock, update_lock
 from ...partials import PartialFolder, sweep
@@ -51,6 +51,7 @@ from ...recipe import Artifact
 from ...source_reads import read_locks
 from ...stagekit.plan import PlanItem
 from ...stagekit.stage import Action, RunOptions, StageContext, StageResult
+from .adopt import adopt, foreign_tree_error, is_foreign
 from .failures import all_failures
 from .ownership import Owner, record_user, refusal
 from .plan import FetchFacts, is_current, keep_served_from, other_digests, stamp_layout
@@ -204,7 +205,7 @@ def _fetch_one(item: PlanItem, artifact: Artifact, facts: FetchFacts, cache: Art
         got = _local_tarball(name, artifact, facts, cache)  # under the lock: another process may have cached it
         if got is None:
             if facts.tree == "foreign":
-                raise _foreign_tree_error(name, dest, artifact)
+                raise foreign_tree_error(name, dest, artifact)
             if options.offline:
                 known = _shown(expected) if expected else "sha256 unknown (trusted on first use)"
                 missing_offline.append(f"{name}: {artifact.url} ({known})")
@@ -244,8 +245,8 @@ def _install(name: str, artifact: Artifact, dest: Path, got: Tarball, expected: 
             raise refused
         owner = publisher.us.to_stamp(artifact.publish)
         try:
-            if _is_foreign(dest):  # what the plan foresaw ("foreign"), or a tree unpacked since: checked, adopted
-                _adopt(name, dest, got, artifact, ctx, owner)
+            if is_foreign(dest):  # what the plan foresaw ("foreign"), or a tree unpacked since: checked, adopted
+                adopt(name, dest, got, artifact, ctx, owner)
                 _keep(got, cache, artifact)
                 return _Outcome(Action(name, "updated", f"existing tree at {dest} matches the tarball; adopted",
                                        data), lock, warning)
@@ -345,56 +346,6 @@ def _imported(cache: ArtifactCache, source: Path, artifact: Artifact, expected: 
         holder.remove()
         return Tarball(sha, blob, origin, "cache", digests=digests)
     return Tarball(sha, copy, origin, "import", holder=holder, digests=digests)
-
-
-def _is_foreign(dest: Path) -> bool:
-    return (dest.exists() or dest.is_symlink()) and read_stamp(dest) is None
-
-
-def _foreign_tree_error(name: str, dest: Path, artifact: Artifact) -> ArtifactError:
-    damaged = stamp_problem(dest)
-    return ArtifactError(
-        f"{dest} already exists and " + (f"its flagtree-cpu stamp cannot be read ({damaged})" if damaged else
-                                         "was not published by flagtree-cpu")
-        + "; without the tarball it cannot be verified, so it is left alone",
-        fix=f"verify it against the tarball by listing (no re-extraction): flagtree-cpu fetch --from {name}=FILE; "
-        f"or move it away (mv {dest} {dest}.manual) to let flagtree-cpu download {artifact.url} and publish it")
-
-
-def _adopt(name: str, dest: Path, got: Tarball, artifact: Artifact, ctx: StageContext, owner: dict[str, Any]) -> None:
-    """A tree someone else unpacked (or whose stamp was damaged): keep it if it matches the tarball, else
-    leave it alone and say so."""
-    limits = limits_for(name, artifact.unpacked_size, artifact.unpacked_entries)
-    listing = kind_of(artifact).differences
-    if listing is not None and not artifact.root.find and not artifact.after_unpack:
-        differences = listing(artifact, got.path, dest, label=name, limits=limits)
-    else:  # no listing maps onto the published tree: unpack it beside, then compare the two trees
-        differences = _differences_by_unpacking(name, dest, got, artifact, ctx, limits)
-    version = dest / artifact.version_file if artifact.version_file else None
-    if version is not None and version.is_file() and version.read_text() != artifact.url:
-        differences.append(f"{artifact.version_file} names {version.read_text()!r}, not {artifact.url}")
-    if differences:
-        raise ArtifactError(
-            f"{dest} was not published by flagtree-cpu and differs from the verified tarball; it is left alone",
-            details=tuple(differences),
-            fix=f"move it away (mv {dest} {dest}.manual) so flagtree-cpu can publish the verified tree there")
-    write_markers(dest, url=artifact.url, sha256=got.sha, size=got.path.stat().st_size,
-                  version_file=artifact.version_file, digests=other_digests(artifact, got.digests),
-                  layout={**stamp_layout(artifact), "owner": owner})
-
-
-def _differences_by_unpacking(name: str, dest: Path, got: Tarball, artifact: Artifact, ctx: StageContext,
-                              limits: Any) -> list[str]:
-    folder = PartialFolder.create(dest)
-    try:
-        with folder.writing():
-            kind_of(artifact).unpack(artifact, got.path, folder.tree, ui=ctx.ui, label=name, limits=limits,
-                                     stop=folder.stop)
-        finish(folder.tree, artifact, label=name, ui=ctx.ui)
-        ours = (STAMP_NAME, artifact.version_file) if artifact.version_file else (STAMP_NAME,)
-        return tree_differences(folder.tree, dest, ignore=ours)
-    finally:
-        folder.remove()
 
 
 def _repair_version_file(dest: Path, artifact: Artifact) -> None:
