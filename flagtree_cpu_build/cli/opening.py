@@ -8,7 +8,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -53,3 +53,14 @@ def opened(ctx: typer.Context, *, python: Path | None = None, jobs: int | None =
     request = request or opts.request(python=python, jobs=jobs, wheel_dir=wheel_dir)
     stage_ctx = open_context(request, opts.ui)
     return opts, stage_ctx, chosen_python(request, stage_ctx.workspace)
+
+
+def carried_recipe(ctx: typer.Context, bundle: Path, trust: Any, *, python: Path | None, jobs: int | None) -> Any:
+    """setup --bundle on a workspace that records no recipe: the recipe the bundle carries, as `bundle import`
+    takes it (bundle.recipes.with_carried_recipe), so a bundle of a user's recipe file sets up in one command."""
+    from ..bundle.importer import verified
+    from ..bundle.recipes import with_carried_recipe
+
+    opts = options(ctx)
+    return with_carried_recipe(opts.request(python=python, jobs=jobs), absolute(bundle) or bundle, opts.ui, trust,
+                               verified)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -25,10 +25,9 @@ from .app import (
     app,
     check_compile_cache,
     examples,
-    options,
 )
 from .bundle_trust import ExpectDigestOption, TrustedKeysOption, import_for_setup, trust_of
-from .opening import absolute, build_jobs, exclusive, opened
+from .opening import absolute, build_jobs, carried_recipe, exclusive, opened
 from .session import Verdict, artifact_names, named_paths
 from .stage_dry_run import DryRunOption, dry_run_stage
 
@@ -96,7 +95,8 @@ def setup(
     from ..stagekit.stage import FetchExtras, RunOptions
 
     trust = trust_of(trusted_keys, expect_digest) if bundle is not None else None
-    carried = _carried(ctx, bundle, trust, python=python, jobs=jobs) if bundle is not None and not dry_run else None
+    carried = (carried_recipe(ctx, bundle, trust, python=python, jobs=jobs)
+               if bundle is not None and not dry_run else None)
     # a setup refused before it ran leaves no recipe file the bundle brought (nor a workspace made for it)
     undone_on_failure = carried.undone_on_failure if carried is not None else contextlib.nullcontext
     with undone_on_failure():
@@ -142,17 +142,6 @@ def setup(
     render.setup(opts.ui, report)
     if report.error is not None:
         raise report.error
-
-
-def _carried(ctx: typer.Context, bundle: Path, trust: Any, *, python: Path | None, jobs: int | None) -> Any:
-    """setup --bundle on a workspace that records no recipe: the recipe the bundle carries, as `bundle import`
-    takes it (bundle.recipes.with_carried_recipe), so a bundle of a user's recipe file sets up in one command."""
-    from ..bundle.importer import verified
-    from ..bundle.recipes import with_carried_recipe
-
-    opts = options(ctx)
-    return with_carried_recipe(opts.request(python=python, jobs=jobs), absolute(bundle) or bundle, opts.ui, trust,
-                               verified)
 
 
 @app.command(cls=FlagtreeCommand, epilog=examples(
