@@ -55,7 +55,9 @@ def machine(tmp_path: Path, http_server: LoopbackHTTPServer) -> dict[str, object
                             sets=("artifacts.llvm.path={triton_home}/.triton/llvm/llvm-slow",))
     wait_for(lambda: [p for p in cache_root().glob("partial/*.part") if p.stat().st_size > 50_000], 20, "a part")
     process.send_signal(signal.SIGINT)
-    process.communicate(timeout=30)
+    # generous: only a hang hits it (one CI run on 2 busy cores saw this stop take more than 30 s)
+    _out, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err
     # last, as every fetch sweeps them: a run killed while unpacking left its half-made folder, with the
     # owner record of a process now gone
     killed = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
