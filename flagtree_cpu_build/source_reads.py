@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -334,38 +335,42 @@ _REF = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+/-]{0,254}")
 def read_ref(recipe: Recipe, root: Path, name: str) -> tuple[str | None, str | None]:
     """The branch or tag source ``name`` is to be at, read from another source's file (``ref_from``): the name, or
     None with why not (None, None: the file is not checked out yet)."""
-    reader = recipe.sources[name].ref_from
-    assert reader is not None
-    key = f"sources.{name}.ref_from"
-    text, missing, problem = _read_rule_file(reader, recipe, root)
-    if missing:
-        return None, None
-    if problem is None:
-        value, _groups, problem = capture(reader, text, key)
+    def judged(value: str, key: str, holder: str) -> tuple[str, str | None]:
         value = value.strip().splitlines()[0].strip() if value.strip() else ""
-        if problem is None and (not _REF.fullmatch(value) or ".." in value or "//" in value or
-                                value.endswith(("/", ".", ".lock"))):
-            problem = (f"gives {value[:80]!r}, which is not a branch or tag name (letters, digits and . _ + - /, up "
-                       f"to 255) — correct {key}, or pin {reader.source} to a commit whose file names one")
-        if problem is None:
-            return value, None
-    return None, f"{key}: {reader.source}'s {reader.file} {problem}"
+        if not _REF.fullmatch(value) or ".." in value or "//" in value or value.endswith(("/", ".", ".lock")):
+            return value, (f"gives {value[:80]!r}, which is not a branch or tag name (letters, digits and . _ + - /, "
+                           f"up to 255) — correct {key}, or pin {holder} to a commit whose file names one")
+        return value, None
+
+    return _read_pin(recipe, root, name, "ref_from", judged)
 
 
 def read_commit(recipe: Recipe, root: Path, name: str) -> tuple[str | None, str | None]:
     """The commit source ``name`` is to be at, read from another source's file (``commit_from``): the commit, or
     None with why not (None, None: the file is not checked out yet)."""
-    reader = recipe.sources[name].commit_from
+    def judged(value: str, key: str, holder: str) -> tuple[str, str | None]:
+        if not re.fullmatch(r"[0-9a-fA-F]{40}", value):
+            return value, (f"gives {value[:80]!r}, which is not a commit id (40 hexadecimal characters) — correct "
+                           f"{key}, or pin {holder} to a commit whose file names one")
+        return value.lower(), None
+
+    return _read_pin(recipe, root, name, "commit_from", judged)
+
+
+def _read_pin(recipe: Recipe, root: Path, name: str, field: str,
+              judged: Callable[[str, str, str], tuple[str, str | None]]) -> tuple[str | None, str | None]:
+    """What source ``name``'s ``field`` (commit_from or ref_from) reads, judged: the value, or None with why not
+    (None, None: the file is not checked out yet)."""
+    reader = getattr(recipe.sources[name], field)
     assert reader is not None
-    key = f"sources.{name}.commit_from"
+    key = f"sources.{name}.{field}"
     text, missing, problem = _read_rule_file(reader, recipe, root)
     if missing:
         return None, None
     if problem is None:
         value, _groups, problem = capture(reader, text, key)
-        if problem is None and not re.fullmatch(r"[0-9a-fA-F]{40}", value):
-            problem = (f"gives {value[:80]!r}, which is not a commit id (40 hexadecimal characters) — correct {key}, "
-                       f"or pin {reader.source} to a commit whose file names one")
         if problem is None:
-            return value.lower(), None
+            value, problem = judged(value, key, reader.source)
+        if problem is None:
+            return value, None
     return None, f"{key}: {reader.source}'s {reader.file} {problem}"
