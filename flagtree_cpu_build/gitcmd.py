@@ -246,7 +246,12 @@ def gitmodules(repo: Path) -> list[tuple[str, str]]:
     return [(paths[n], urls[n]) for n in paths if n in urls]
 
 
-def refs_under(repo: Path, prefix: str) -> set[str]:
-    """The names of the refs under ``prefix`` (empty when git cannot list them)."""
-    status, out, _ = git_result(["for-each-ref", "--format=%(refname)", prefix], cwd=repo)
-    return set(out.split()) if status == 0 else set()
+def parents_missing(repo: Path, commit: str) -> bool:
+    """Whether a parent of ``commit`` (which ``repo`` holds) is not in ``repo``: its history stops there."""
+    parents = git_result(["rev-parse", f"{commit}^@"], cwd=repo)[1].split()
+    return any(not git_succeeds(["cat-file", "-e", p], cwd=repo) for p in parents)
+
+
+def whole_trees(repo: Path, commits: Sequence[str]) -> bool:
+    """Whether ``repo`` holds every tree and file of ``commits`` (their history may stop at shallow roots)."""
+    return git_succeeds(["rev-list", "--objects", "--quiet", "--no-walk", *commits], cwd=repo) if commits else True

@@ -9,6 +9,7 @@ checkout, one pack thread for a reproducible bundle) are written once.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -21,6 +22,11 @@ Config = Sequence[tuple[str, str]]
 _MIRROR_REFSPECS = ("+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
 # a bundle file is a local path: git must be allowed to read it whatever protocol.allow says
 _LOCAL_FILES = (("protocol.file.allow", "always"),)
+# from a shallow upstream (or a mirror a pins-only bundle seeded), git refuses the refs whose history stops at a
+# shallow root yet keeps their objects: commits without parents in a repository that does not know it is shallow,
+# which `git bundle` and later fetches then stumble on ("Failed to traverse parents"). Accepting the shallow roots
+# records them; from a complete upstream it changes nothing.
+_ACCEPT_SHALLOW = ("--update-shallow",)
 
 
 # --- clones and fetches ------------------------------------------------------------------------------------
@@ -44,15 +50,15 @@ def fetch_commit(repo: Path, commit: str, *, url: str, depth: int | None = None,
                  progress: ProgressTask | None = None) -> bool:
     """Fetch ``commit`` by its id from ``origin``; False when the server refused (not every server serves a
     commit by id). A stalled server still raises."""
-    args = ["fetch", "--progress", *(["--depth", str(depth)] if depth else []), "origin", commit]
+    args = ["fetch", "--progress", *(["--depth", str(depth)] if depth else _ACCEPT_SHALLOW), "origin", commit]
     return git_result(args, cwd=repo, config=config, url=url, progress=progress)[0] == 0
 
 
 def fetch_origin(repo: Path, *, url: str, config: Config = (), progress: ProgressTask | None = None,
                  source: str | None = None, prune: bool = False) -> None:
     """Fetch what ``origin``'s fetch refspecs name."""
-    run_git(["fetch", "--progress", *(["--prune"] if prune else []), "origin"], cwd=repo, config=config, url=url,
-            source=source, progress=progress)
+    run_git(["fetch", "--progress", *_ACCEPT_SHALLOW, *(["--prune"] if prune else []), "origin"], cwd=repo,
+            config=config, url=url, source=source, progress=progress)
 
 
 # --- moving a checkout -------------------------------------------------------------------------------------
@@ -74,10 +80,6 @@ def submodule_update(repo: Path, *, config: Config, url: str, progress: Progress
 
 def set_ref(repo: Path, ref: str, commit: str) -> None:
     run_git(["update-ref", ref, commit], cwd=repo)
-
-
-def delete_ref(repo: Path, ref: str) -> None:
-    run_git(["update-ref", "-d", ref], cwd=repo)
 
 
 # --- patches -----------------------------------------------------------------------------------------------
@@ -139,8 +141,39 @@ def fetch_bundle(mirror: Path, bundle: Path) -> None:
     run_git(["fetch", "--quiet", str(bundle), "+refs/*:refs/*"], cwd=mirror, config=_LOCAL_FILES)
 
 
-def write_bundle(mirror: Path, target: Path, *, url: str) -> None:
-    """Every ref of ``mirror`` into the git bundle file ``target``."""
-    # one pack thread: the same mirror gives the same bytes (a --since bundle leaves it out then)
-    run_git(["bundle", "create", "--quiet", str(target), "--all"], cwd=mirror, config=(("pack.threads", "1"),),
+# --- pins-only packs (bundles of pinned commits) --------------------------------------------------------------
+
+
+def pinned_pack(mirror: Path, commits: Sequence[str], scratch: Path, *, url: str) -> Path:
+    """One git pack holding exactly ``commits`` of ``mirror`` with their whole trees and none of their history,
+    made in the new folder ``scratch`` (a depth-1 fetch of the commits by id, packed whole). Works from a shallow
+    mirror too, where `git bundle` fails."""
+    run_git(["init", "--quiet", "--bare", str(scratch)])
+    # a local upload-pack serves commits by id only when allowed; the mirror is ours
+    local = (*_LOCAL_FILES, ("uploadpack.allowAnySHA1InWant", "true"))
+    # each under a ref: repack packs what refs reach
+    wanted = [f"{c}:refs/pins/{c}" for c in commits]
+    run_git(["fetch", "--quiet", "--no-tags", "--depth", "1", mirror.as_uri(), *wanted], cwd=scratch, config=local,
             url=url)
+    # one pack thread: the same commits give the same bytes (a --since bundle leaves it out then)
+    run_git(["repack", "-a", "-d", "-q"], cwd=scratch, config=(("pack.threads", "1"),), url=url)
+    packs = sorted((scratch / "objects" / "pack").glob("pack-*.pack"))
+    if len(packs) != 1:  # pragma: no cover - repack -a -d leaves one pack
+        raise RuntimeError(f"git repack left {len(packs)} packs in {scratch}")
+    return packs[0]
+
+
+def index_pack(repo: Path, pack: Path) -> None:
+    """The pack file ``pack`` (somewhere in ``repo``'s file system) indexed into ``repo``'s objects; every object
+    checked as git reads it (``--fsck-objects``: a malformed one is refused, nothing is added)."""
+    packs = repo / "objects" / "pack"
+    packs.mkdir(parents=True, exist_ok=True)
+    incoming = packs / "incoming-flagtree-cpu.pack"
+    os.replace(pack, incoming)
+    try:
+        name = run_git(["index-pack", "--fsck-objects", str(incoming)], cwd=repo).split()[-1]
+        os.replace(incoming.with_suffix(".idx"), packs / f"pack-{name}.idx")
+        os.replace(incoming, packs / f"pack-{name}.pack")
+    finally:
+        incoming.unlink(missing_ok=True)
+        incoming.with_suffix(".idx").unlink(missing_ok=True)

@@ -3,8 +3,8 @@
 The recipe is resolved for the TARGET (``--sysroot``: a board's snapshot; else ``--platform``: a wheel tag's
 arch and glibc; else this machine), so artifact variants and wheel platforms are the board's. Then, per part:
 
-- git: the stack synced as `sync` does (pins, lock) through a git cache of its own; one git bundle per
-  repository (``bundle.sources``);
+- git: the stack synced as `sync` does (pins, lock) through a git cache of its own; one pack of the pinned
+  commits (no history) per repository (``bundle.sources``, ``bundle.pins``);
 - artifacts: each by its digest, from the download cache, downloaded into it when missing (verified like
   fetch, never unpacked here); a digest learned now is recorded in the lock as fetch would;
 - wheels: ``pip download`` for the target's platforms and Python (``bundle.wheelhouse``);
@@ -166,6 +166,7 @@ def _collect(ctx: StageContext, target: dict[str, Any], options: CreateOptions, 
              old: Manifest | None) -> tuple[Manifest, dict[str, Path], list[str]]:
     """Every part of the bundle, sealed (hashed); with ``old``, its members marked as carried."""
     from .artifacts import collect_artifacts
+    from .pins import pins_meta
     from .sources import bundle_cache, bundle_mirrors, sync_stack
 
     ui, stack = ctx.ui, _stack(ctx)
@@ -177,8 +178,7 @@ def _collect(ctx: StageContext, target: dict[str, Any], options: CreateOptions, 
             ui.info("sources: " + ", ".join(f"{a.subject} {a.detail}" for a in result.actions
                                             if not a.data.get("check")))
         for git in bundle_mirrors(stack, bundle_cache(stack), scratch / "git"):
-            draft.add("git", git.path.name, git.path, {"url": git.url, "mirror": git.mirror,
-                                                        "commits": list(git.commits)})
+            draft.add("git", f"{git.mirror}.pack", git.path, pins_meta(git.url, git.mirror, git.commits))
     if ctx.reopen is not None and any(a.read_names for layer in stack for a in layer.recipe.artifacts.values()):
         stack = _stack(ctx.reopen())  # the values artifacts read from the sources' files, now checked out
     with ui.group("bundle: artifacts"):

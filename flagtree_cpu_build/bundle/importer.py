@@ -11,10 +11,12 @@ Each step runs only once the one before it succeeded, so a damaged or wrong bund
    (BundleIncomplete, exit 4);
 4. what is lacking (and the locks) is extracted into a partial folder of ours, hashed again as written;
    a bundled lock that disagrees with the workspace's stops here (BundleMismatch, unless ``update_lock``);
-5. then the seeding: bare git mirrors in ``<workdir>/.flagtree-cpu/bundle/git`` (sync's git cache from
-   then on), artifacts into the download cache (found by ``fetch --offline`` through the lock's sha256 and
-   the URL note), wheels into ``<workdir>/.flagtree-cpu/wheelhouse`` (pip's only source with --offline),
-   and each recipe's lock where that recipe keeps it.
+   and the git members must carry every commit the bundle's locks pin (``pins``: BundleDamaged, exit 4);
+5. then the seeding, git first: bare git mirrors (whole-history `git bundle`s of older bundles, or shallow ones
+   of the pinned commits) in ``<workdir>/.flagtree-cpu/bundle/git`` (sync's git cache from then on), artifacts
+   into the download cache (found by ``fetch --offline`` through the lock's sha256 and the URL note), wheels into
+   ``<workdir>/.flagtree-cpu/wheelhouse`` (pip's only source with --offline), and each recipe's lock where that
+   recipe keeps it.
 
 Importing the same bundle again finds nothing lacking, extracts nothing and says so.
 """
@@ -48,6 +50,7 @@ from .archive import extract_members, read_bundle
 from .errors import BundleDamaged, BundleIncomplete, BundleMismatch
 from .fit import check_made_for, stack_of
 from .manifest import Manifest, Member
+from .pins import PINS_FORM, check_pins_carried, form_of, seed_pins
 from .trust import Authenticity, Trust, authenticate, check_digest
 
 
@@ -175,8 +178,16 @@ class _Seeder:
                 extracted = extract_members(self.path, self.manifest, names, staging.tree,
                                             progress=lambda done, _all: task.update(done, total))
             lock_steps = [self._plan_lock(m, extracted[m.name]) for m in locks]
-            actions = [item.seed(extracted[item.member.name]) for item in items]  # nothing was refused: seed
+            self._check_pins(extracted)
+            # nothing was refused: seed, the git members first (a pack found wanting then stops the import
+            # before anything reaches the download cache outside the workspace)
+            actions = [item.seed(extracted[item.member.name])
+                       for item in sorted(items, key=lambda i: i.member.kind != "git")]
             actions += [step() for step in lock_steps]
+        except BaseException:
+            if made_state:
+                _discard_unseeded(self.git_root)
+            raise
         finally:
             staging.remove()
             if made_state:
@@ -184,14 +195,29 @@ class _Seeder:
                     state.rmdir()  # a refused import leaves no trace (bundle/git is made only when seeded)
         return actions
 
+    def _check_pins(self, extracted: dict[str, Path]) -> None:
+        """Before anything is seeded: the git members carry every commit the bundle's locks pin."""
+        locks = {}
+        for member in self.manifest.of_kind("lock"):
+            file = extracted.get(member.name) or self._lock_path(member)  # not extracted: the workspace's, same bytes
+            lock = read_lock(file) if file.is_file() else None
+            if lock is not None:
+                locks[member.name] = lock
+        check_pins_carried(self.manifest, locks, self.path)
+
     def _seed_git(self, member: Member, bundle: Path) -> Action:
         url, commits = _meta(member, "url"), _commits(member)
+        pins = form_of(member) == PINS_FORM
         with self.mirrors.locked(url) as mirror, self.ui.progress(f"seeding the git mirror of {url}"):
             if (mirror / "HEAD").is_file():
-                fetch_bundle(mirror, bundle)
+                if pins:
+                    seed_pins(bundle, mirror, url, commits, member.name, new=False)
+                else:
+                    fetch_bundle(mirror, bundle)
                 status = "updated"
             else:
-                self.mirrors.create(url, lambda tree: _mirror_of_bundle(bundle, tree, url, member))
+                self.mirrors.create(url, (lambda tree: seed_pins(bundle, tree, url, commits, member.name, new=True))
+                                    if pins else (lambda tree: _mirror_of_bundle(bundle, tree, url, member)))
                 status = "created"
             missing = [c for c in commits if not has_commit(mirror, c)]
         if missing:
@@ -318,6 +344,16 @@ def _mirror_of_bundle(bundle: Path, tree: Path, url: str, member: Member) -> Non
         raise BundleDamaged(f"{member.name} does not hold commit {missing[0]} of {url} that the bundle's manifest "
                             "lists", details=tuple(missing),
                             fix=f"make the bundle again ({elsewhere('bundle', 'create')})")
+
+
+def _discard_unseeded(git_root: Path) -> None:
+    """The git cache folder a refused first import made, when it holds no mirror: only the mirrors' lock files."""
+    if not git_root.is_dir() or any(p.suffix != ".lock" for p in git_root.iterdir()):
+        return
+    for lock in git_root.iterdir():
+        lock.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        git_root.rmdir()
 
 
 def _bound(seed: Callable[[Member, Path], Action], member: Member) -> Callable[[Path], Action]:

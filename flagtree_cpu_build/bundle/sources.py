@@ -6,10 +6,10 @@ so the lock in the bundle is the one `setup` would write, and every repository t
 mirror here. A checkout that was already at its pin did not go through the cache, so each mirror is then
 made sure to hold its pinned commits (a fetch only when one is missing).
 
-Each pinned commit gets a ref of its own in its mirror (``refs/flagtree-cpu/pins/<sha>``; pins that are no
-longer pins lose theirs), so ``git bundle create --all`` carries it even when no branch or tag holds it.
-Bundles are written with one pack thread: the same mirror then gives the same bytes, and an incremental
-bundle (``--since``) can leave out what did not change.
+Each repository becomes one git pack of its pinned commits only, their whole trees and none of their history
+(``pins``): what a board needs to set up, and a form a shallow upstream's mirror can give (`git bundle` of it fails
+with "Failed to traverse parents"). Packs are written with one pack thread: the same pins then give the same bytes,
+and an incremental bundle (``--since``) can leave out what did not change.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 
 from ..errors import SourceError
 from ..gitcache import GitCache
-from ..gitcmd import has_commit, refs_under
-from ..gitops import delete_ref, set_ref, write_bundle
+from ..gitcmd import has_commit
+from ..gitops import pinned_pack
 from ..lockfile import read_lock
 from ..stagekit.stage import RunOptions
 from ..stages.registry import run_stage, stage_named
@@ -29,12 +29,10 @@ from ..stages.registry import run_stage, stage_named
 if TYPE_CHECKING:
     from ..stagekit.stage import StageContext, StageResult
 
-PINS_PREFIX = "refs/flagtree-cpu/pins/"
-
 
 @dataclass(frozen=True)
 class GitBundle:
-    path: Path  # the bundle file, in the staging folder
+    path: Path  # the pack file, in the staging folder
     url: str  # the mirror's origin (the recipe's or .gitmodules' URL)
     mirror: str  # the mirror's folder name in a git cache (GitCache.mirror_path(url).name)
     commits: tuple[str, ...]  # the pinned commits it holds, sorted
@@ -72,7 +70,7 @@ def pinned_commits(stack: list[StageContext]) -> dict[str, set[str]]:
 
 
 def bundle_mirrors(stack: list[StageContext], cache_root: Path, staging: Path) -> list[GitBundle]:
-    """One git bundle per repository the stack pins, in ``staging``; sorted by mirror name."""
+    """One pack of pinned commits per repository the stack pins, in ``staging``; sorted by mirror name."""
     ui = stack[-1].ui
     cache = GitCache(cache_root, ui)
     wanted = pinned_commits(stack)
@@ -81,11 +79,8 @@ def bundle_mirrors(stack: list[StageContext], cache_root: Path, staging: Path) -
     with ui.progress("bundling git mirrors", total=len(wanted), unit="repositories") as task:
         for done, (url, commits) in enumerate(sorted(wanted.items(), key=lambda i: cache.mirror_path(i[0]).name)):
             mirror = _holding(cache, url, sorted(commits))
-            _pin(mirror, commits)
-            target = staging / f"{mirror.name}.bundle"
-            target.unlink(missing_ok=True)
-            write_bundle(mirror, target, url=url)  # the same mirror gives the same bytes
-            bundles.append(GitBundle(target, url, mirror.name, tuple(sorted(commits))))
+            pack = pinned_pack(mirror, sorted(commits), staging / mirror.name, url=url)
+            bundles.append(GitBundle(pack, url, mirror.name, tuple(sorted(commits))))
             task.update(done + 1, len(wanted), detail=mirror.name)
     return bundles
 
@@ -102,14 +97,3 @@ def _holding(cache: GitCache, url: str, commits: list[str]) -> Path:
                           fix="check the recipe's pins and the lock (it may have been force-pushed away); "
                           "`flagtree-cpu sync --update` resolves unpinned refs again")
     return mirror
-
-
-def _pin(mirror: Path, commits: set[str]) -> None:
-    """Exactly one ref per pinned commit under PINS_PREFIX (old pins dropped: the bundle carries what is pinned
-    now, and the branches and tags the mirror has)."""
-    have = refs_under(mirror, PINS_PREFIX)
-    for ref in sorted(have - {PINS_PREFIX + c for c in commits}):
-        delete_ref(mirror, ref)
-    for commit in sorted(commits):
-        if PINS_PREFIX + commit not in have:
-            set_ref(mirror, PINS_PREFIX + commit, commit)

@@ -104,19 +104,23 @@ def bundle_verify(ctx: typer.Context, bundle: BundleArgument, trusted_keys: Trus
     """Check every member of a bundle against its manifest (integrity), and its origin against the trust policy
     (authenticity).
 
-    Reads the whole file once and writes nothing. A changed byte, a cut-short copy, a member missing, extra or
-    twice, or a name that would leave its folder is refused (exit 4) naming the member. With trusted keys
-    (--trusted-keys, $FLAGTREE_CPU_TRUSTED_KEYS, ~/.config/flagtree-cpu/allowed_signers) a bundle not signed by
-    one of them is refused (exit 4) naming the key that signed it; with --expect-digest, any other file. Without
-    either, only integrity is proven, and the output says so.
+    Reads the whole file once (and its locks again) and writes nothing. A bundle whose git members do not carry
+    every commit its locks pin is refused (exit 4) naming the pin. A changed byte, a cut-short copy, a member
+    missing, extra or twice, or a name that would leave its folder is refused (exit 4) naming the member. With
+    trusted keys (--trusted-keys, $FLAGTREE_CPU_TRUSTED_KEYS, ~/.config/flagtree-cpu/allowed_signers) a bundle not
+    signed by one of them is refused (exit 4) naming the key that signed it; with --expect-digest, any other file.
+    Without either, only integrity is proven, and the output says so.
     """
     from ..bundle.importer import verified
+    from ..bundle.pins import verify_pins
     from .opening import absolute
 
     trust = trust_of(trusted_keys, expect_digest)
     opts = options(ctx)
     path = absolute(bundle) or bundle
-    render_verified(opts.ui, path, *verified(path, opts.ui, trust))
+    manifest, authenticity = verified(path, opts.ui, trust)
+    verify_pins(path, manifest)  # a board could sync from it: its git members carry every commit its locks pin
+    render_verified(opts.ui, path, manifest, authenticity)
 
 
 def render_verified(ui: UI, path: Path, manifest: Manifest, authenticity: Authenticity) -> None:

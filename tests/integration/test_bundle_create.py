@@ -136,20 +136,20 @@ def test_the_bundle_holds_every_source_artifact_wheel_lock_and_recipe(made: Made
     assert read.manifest["recipe"] == "flagtree-cpu-arm64" and read.manifest["stack"] == ["flagtree-cpu-arm64"]
     assert read.manifest["target"]["python"] == f"{sys.version_info.major}.{sys.version_info.minor}"
 
-    # every source and the sleef submodule, as git bundles git itself accepts, holding the pinned commits
+    # every source and the sleef submodule, as a pack git itself indexes, of the pinned commit and nothing else
     pinned = {"FlagTree": git_world["flagtree"].commits["cpu-backend"],
               "flagtree-cpu": git_world["flagtree-cpu"].commits["v33"],
               "sleef": git_world["sleef"].commits["first"]}
-    scratch = tmp_path / "repo"
-    git("init", "--quiet", str(scratch), cwd=tmp_path)
     for member in read.members("git"):
         stem = member["meta"]["mirror"].rsplit("-", 1)[0]
-        assert member["name"] == f"git/{member['meta']['mirror']}.bundle"
-        path = tmp_path / member["meta"]["mirror"]
+        assert member["name"] == f"git/{member['meta']['mirror']}.pack" and member["meta"]["form"] == "pins"
+        scratch = tmp_path / member["meta"]["mirror"]
+        git("init", "--quiet", "--bare", str(scratch), cwd=tmp_path)
+        path = scratch / "objects" / "pack" / "pack-read.pack"
         path.write_bytes(read.data[member["name"]])
-        git("bundle", "verify", "--quiet", str(path), cwd=scratch)
-        heads = git("bundle", "list-heads", str(path), cwd=scratch)
-        assert f"{pinned[stem]} refs/flagtree-cpu/pins/{pinned[stem]}" in heads, heads
+        git("index-pack", str(path), cwd=scratch)
+        listed = git("verify-pack", "-v", str(path.with_suffix(".idx")), cwd=scratch).splitlines()
+        assert [line.split()[0] for line in listed if line.split()[1:2] == ["commit"]] == [pinned[stem]]
         assert member["meta"]["commits"] == [pinned[stem]]
         assert member["meta"]["url"].startswith("https://github.com/")
     assert {m["meta"]["mirror"].rsplit("-", 1)[0] for m in read.members("git")} == set(pinned)
