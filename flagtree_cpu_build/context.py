@@ -36,6 +36,7 @@ class ContextRequest:
     lock_file: str | None = None  # --lock-file / FLAGTREE_CPU_LOCK_FILE
     python: Path | None = None  # --python; None: the active venv, else the workspace venv
     jobs: int | None = None  # --jobs; None: from cores and memory
+    farm_slots: int = 0  # a compile farm's slots in use, added to each build's {jobs} (compile_farm.py)
     wheel_dir: Path | None = None  # build --wheel DIR
     sysroot: Path = Path("/")  # whose /etc and /proc describe the host (doctor --sysroot: a board's snapshot)
     variant: str | None = None  # --variant; None: the recipe's default
@@ -162,7 +163,7 @@ def resolve_for(loaded: Recipe, request: ContextRequest, ws: Workspace, host: Ho
 
         loaded = replace(loaded, host_compiler=host_compiler())
     selected = select_variants(loaded, host.os_id, host.arch, host.glibc, host.os_version_id)
-    values = placeholder_values(selected, ws, host, os.environ, jobs=request.jobs,
+    values = placeholder_values(selected, ws, host, os.environ, jobs=request.jobs, farm_slots=request.farm_slots,
                                 python=chosen_python(request, ws) if request.python else None,
                                 wheel_dir=request.wheel_dir)
     reads = reads_of(selected, ws)
@@ -219,8 +220,11 @@ def _context_of(loaded: Recipe, request: ContextRequest, ws: Workspace, host: Ho
     when sync moves a source)."""
     from dataclasses import replace
 
-    return replace(_resolved_context(loaded, request, ws, host, ui),
-                   reopen=lambda: _context_of(loaded, request, ws, host, ui))
+    def reopen(farm_slots: int | None = None) -> StageContext:
+        asked = request if farm_slots is None else replace(request, farm_slots=farm_slots)
+        return _context_of(loaded, asked, ws, host, ui)
+
+    return replace(_resolved_context(loaded, request, ws, host, ui), reopen=reopen)
 
 
 def _resolved_context(loaded: Recipe, request: ContextRequest, ws: Workspace, host: HostFacts,

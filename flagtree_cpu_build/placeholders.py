@@ -104,18 +104,20 @@ def uses_computed(recipe: Recipe) -> bool:
     return any(f"{{{name}}}" in text for _path, text in iter_interpolated(recipe) for name in COMPUTED)
 
 
-def build_jobs(recipe: Recipe, host: HostFacts, jobs: int | None = None) -> dict[str, tuple[int, int]]:
+def build_jobs(recipe: Recipe, host: HostFacts, jobs: int | None = None,
+               farm_slots: int = 0) -> dict[str, tuple[int, int]]:
     """Each build's compile and link job counts on this host, from its own memory limits (``jobs``: --jobs, which
-    holds for every build; the link jobs stay within the build's own link limit)."""
-    return {name: _jobs_of(build, host, jobs) for name, build in named_builds(recipe).items()}
+    holds for every build; the link jobs stay within the build's own link limit). A compile farm in use adds its
+    ``farm_slots`` to the compile jobs: those compile elsewhere; links stay here."""
+    return {name: _jobs_of(build, host, jobs, farm_slots) for name, build in named_builds(recipe).items()}
 
 
-def _jobs_of(build: BuildSpec | None, host: HostFacts, jobs: int | None) -> tuple[int, int]:
+def _jobs_of(build: BuildSpec | None, host: HostFacts, jobs: int | None, farm_slots: int = 0) -> tuple[int, int]:
     counts = compute_jobs(host.cpu_count, host.mem_available, build.memory_per_job_gb if build else 2.0,
                           build.memory_per_link_job_gb if build else 4.0,
                           cores_per_job=build.cores_per_job if build else None)
     job_count = jobs if jobs is not None else counts.jobs
-    return job_count, min(counts.link_jobs, job_count)
+    return job_count + farm_slots, min(counts.link_jobs, job_count)
 
 
 def placeholder_values(
@@ -127,13 +129,14 @@ def placeholder_values(
     jobs: int | None = None,
     python: Path | None = None,
     wheel_dir: Path | None = None,
+    farm_slots: int = 0,
 ) -> dict[str, str]:
     """Values for recipe.PLACEHOLDERS in this workspace, on this host; {jobs} and {link_jobs} are the final build's
     (the recipe's steps and checks run around it), and each named build's own are under ``builds.NAME.jobs`` and
     ``builds.NAME.link_jobs`` (``recipe.resolve`` fills them into that build's fields)."""
-    per_build = build_jobs(recipe, host, jobs)
+    per_build = build_jobs(recipe, host, jobs, farm_slots)
     final = final_build(recipe)
-    job_count, link_jobs = per_build[final] if final is not None else _jobs_of(None, host, jobs)
+    job_count, link_jobs = per_build[final] if final is not None else _jobs_of(None, host, jobs, farm_slots)
     target = python or target_python(ws, environ)
     tags = interpreter_tags(target) if uses_computed(recipe) else running_tags()
     return {

@@ -338,6 +338,23 @@ def check_compile_cache(option: Optional[str], stage_ctx: StageContext, python: 
     check_configured(option, os.environ, build.compile_cache if build else None, python)
 
 
+def _farm_hosts(value: str) -> object:
+    from ..farm_hosts import parse_hosts
+
+    return parse_hosts(value, "--compile-farm")
+
+
+def check_compile_farm(option: Optional[str], stage_ctx: StageContext) -> None:
+    """Hosts from $FLAGTREE_CPU_COMPILE_FARM that distcc would misread are exit 2 when `build` or `setup` starts
+    (the recipe's were checked when it loaded, the option's when it was read)."""
+    import os
+
+    from ..compile_farm import check_configured
+
+    build = stage_ctx.recipe.build
+    check_configured(option, os.environ, build.compile_farm if build else None)
+
+
 def _wheelhouse_location(value: str) -> object:
     from ..wheelhouse import parse_location
 
@@ -350,6 +367,13 @@ CompileCacheOption = Annotated[Optional[str], typer.Option(
     help="Share compiled objects through ccache's remote storage: redis://\\[PASSWORD@]HOST\\[:PORT]\\[/DB] or "
     "http://\\[USER:PASSWORD@]HOST\\[:PORT]/PATH (also FLAGTREE_CPU_COMPILE_CACHE). A server that does not answer "
     "within 2 s is one warning and a build with the local ccache only. Never a build input.")]
+
+
+CompileFarmOption = Annotated[Optional[str], typer.Option(
+    "--compile-farm", metavar="HOSTS", callback=_checked_by(_farm_hosts),
+    help="Compile the build's C++ on distcc helpers through ccache (CCACHE_PREFIX=distcc): 'HOST\\[:PORT]\\[/LIMIT] "
+    "...' (also FLAGTREE_CPU_COMPILE_FARM). Each host is probed with a one-line compile first; none answers: one "
+    "warning and a local build. The hosts' slots are added to {jobs}. Never a build input.")]
 
 
 WheelhouseOption = Annotated[Optional[str], typer.Option(

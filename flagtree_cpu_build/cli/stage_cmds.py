@@ -13,6 +13,7 @@ from . import render
 from .app import (
     CacheDirOption,
     CompileCacheOption,
+    CompileFarmOption,
     FlagtreeCommand,
     GitCacheOption,
     JobsOption,
@@ -24,6 +25,7 @@ from .app import (
     WheelhouseOption,
     app,
     check_compile_cache,
+    check_compile_farm,
     examples,
 )
 from .bundle_trust import ExpectDigestOption, TrustedKeysOption, import_for_setup, trust_of
@@ -82,6 +84,7 @@ def setup(
     trusted_keys: TrustedKeysOption = None,
     expect_digest: ExpectDigestOption = None,
     compile_cache: CompileCacheOption = None,
+    compile_farm: CompileFarmOption = None,
     wheelhouse: WheelhouseOption = None,
     replace: ReplaceOption = None,
 ) -> None:
@@ -103,6 +106,7 @@ def setup(
         opts, stage_ctx, target = opened(ctx, python=python, jobs=jobs,
                                          request=carried.request if carried is not None else None)
     check_compile_cache(compile_cache, stage_ctx, target)
+    check_compile_farm(compile_farm, stage_ctx)
     if bundle is not None and dry_run:
         from ..errors import UsageError
 
@@ -116,7 +120,7 @@ def setup(
         git_cache=git_cache.expanduser() if git_cache else None,
         cache_dir=cache_dir.expanduser() if cache_dir else None, mirrors=tuple(parse_mirrors(mirrors or [])),
         jobs=build_jobs(stage_ctx), model=absolute(model), junit=absolute(junit), timeout=timeout,
-        verbose=opts.ui.verbose, compile_cache=compile_cache, wheelhouse=wheelhouse,
+        verbose=opts.ui.verbose, compile_cache=compile_cache, compile_farm=compile_farm, wheelhouse=wheelhouse,
         fetch=FetchExtras(replace=artifact_names("--replace", replace or [], list(stage_ctx.recipe.artifacts))))
     if dry_run:
         from ..setup_plan import plan_setup
@@ -329,6 +333,7 @@ def build(
     ignore_host: Annotated[bool, typer.Option("--ignore-host", help="Build even though this machine is not a "
                                               "target of the recipe (testing).")] = False,
     compile_cache: CompileCacheOption = None,
+    compile_farm: CompileFarmOption = None,
     wheelhouse: WheelhouseOption = None,
     publish: Annotated[Optional[str], typer.Option(
         "--publish", metavar="DIR", help="Build the wheel (as --wheel; into <workdir>/dist unless --wheel says) and "
@@ -351,6 +356,7 @@ def build(
     wheel_dir = absolute(wheel)
     opts, stage_ctx, target = opened(ctx, python=python, jobs=jobs, wheel_dir=wheel_dir)
     check_compile_cache(compile_cache, stage_ctx, target)
+    check_compile_farm(compile_farm, stage_ctx)
     if publish is not None:
         from ..stages.build.prebuilt import publish_folder
 
@@ -358,7 +364,8 @@ def build(
         wheel_dir = wheel_dir or stage_ctx.workspace.root / "dist"  # the {wheel_dir} default
     build_options = RunOptions(python=target, offline=offline, force=force, ignore_host=ignore_host,
                                verbose=opts.ui.verbose, jobs=build_jobs(stage_ctx), compile_cache=compile_cache,
-                               wheelhouse=wheelhouse, build=BuildExtras(wheel_dir, publish, only))
+                               compile_farm=compile_farm, wheelhouse=wheelhouse, build=BuildExtras(wheel_dir,
+                                                                                                   publish, only))
     with exclusive(opts, stage_ctx, "build"):
         # doctor's rules that block the build, as setup's preflight runs them: every host problem at once (exit 7)
         ignored = check_host_for_build(stage_ctx, build_options)

@@ -55,7 +55,7 @@ class DoctorReport:
 
 
 def all_checks() -> list[Check]:
-    from . import interpreter, local, machine, network, workspace  # noqa: F401 - importing registers the checks
+    from . import farm, interpreter, local, machine, network, workspace  # noqa: F401 - importing registers the checks
 
     checks = kit.CHECKS  # looked up now, not bound at import: the registry may be replaced (tests do)
     # Within an area, checks keep the order of their module in _MODULES, then their order in it: the order

@@ -8,7 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from .checks import _known, check_compile_cache_url, check_env_names, check_wheelhouse_location
+from .checks import (
+    _known,
+    check_compile_cache_url,
+    check_compile_farm_hosts,
+    check_env_names,
+    check_wheelhouse_location,
+)
 from .cmake import CMakeSpec
 from .environment import EnvHazard, EnvOps
 from .placeholder_checks import INTERPOLATED
@@ -73,6 +79,12 @@ class BuildSpec:
         "a compile cache shared by machines (ccache >= 4.4 remote storage: redis://HOST:PORT or http://HOST/PATH); "
         "$FLAGTREE_CPU_COMPILE_CACHE and --compile-cache take precedence; never a build input", default=None,
         checks=check_compile_cache_url)
+    compile_farm: str | None = spec(
+        "distcc helpers that compile the build's C++ through ccache's prefix command (CCACHE_PREFIX=distcc): "
+        "HOST[:PORT][/LIMIT][,lzo], separated by spaces; each host is probed with a one-line compile before the "
+        "build (none answers: a warning and a local build); $FLAGTREE_CPU_COMPILE_FARM and --compile-farm take "
+        "precedence; needs ccache and distcc; adds the hosts' slots to {jobs}; never a build input", default=None,
+        checks=check_compile_farm_hosts)
     wheelhouse: str | None = spec(
         "where finished builds are published for a fleet (a folder, file:// or http(s)://): `build` and `setup` "
         "install a wheel from there whose build key and target class fit instead of building; "

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..cache_url import CompileCacheUrlError, parse_url
 from ..digest import HEX_LENGTHS
+from ..farm_hosts import CompileFarmError, parse_hosts
 from . import schema as rs
 from .match_names import DIGEST_PLACEHOLDER
 from .schema import Context, Path_, json_rule, suggest
@@ -67,6 +68,15 @@ def _url_check(schemes: tuple[str, ...], what: str) -> rs.Check:
 check_git_url = _url_check(_GIT_SCHEMES, "git")
 check_download_url = _url_check(_DOWNLOAD_SCHEMES, "download")
 _check_wheelhouse_url = _url_check(("file", "http", "https"), "wheelhouse")
+
+
+def check_compile_farm_hosts(value: str, ctx: Context, path: Path_) -> None:
+    """distcc's hosts as farm_hosts reads them: a word distcc would misread (or the tool cannot probe) is a recipe
+    error. Whether a host answers is `build`'s question."""
+    try:
+        parse_hosts(value)
+    except CompileFarmError as err:
+        ctx.report(path, err.message, err.fix)
 
 
 def check_compile_cache_url(value: str, ctx: Context, path: Path_) -> None:

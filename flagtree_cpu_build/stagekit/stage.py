@@ -68,8 +68,9 @@ class StageContext:
     # a stacked recipe's base (``extends``), opened for the same workspace: `setup` sets it up first
     base: StageContext | None = None
     # the same context opened again, reading the workspace anew: `setup` asks it once the sources are synced, when
-    # an artifact reads its url or path from a source's file (``recipe/reads``)
-    reopen: Callable[[], StageContext] | None = field(default=None, compare=False, repr=False)
+    # an artifact reads its url or path from a source's file (``recipe/reads``); the build asks it with a compile
+    # farm's slots (``reopen(farm_slots=N)``: each build's {jobs} grows by N)
+    reopen: Callable[..., StageContext] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,7 @@ class RunOptions:
     cache_dir: Path | None = None  # the per-user cache root; downloads live in <root>/downloads
     mirrors: tuple[MirrorRule, ...] = ()  # asked before the original URL
     compile_cache: str | None = None  # --compile-cache URL (compile_cache.py; never a stamp input)
+    compile_farm: str | None = None  # --compile-farm HOSTS (compile_farm.py; never a stamp input)
     wheelhouse: str | None = None  # --wheelhouse DIR|URL: install a fitting published build instead (prebuilt.py)
     model: Path | None = None  # the validation's model kernel
     junit: Path | None = None  # write the validation as JUnit XML

@@ -85,14 +85,15 @@ Started = tuple[subprocess.Popen[bytes], int, ServerOutput]  # the server, its p
 
 
 def start_on_free_port(start: Callable[[int], subprocess.Popen[bytes]], ready: bytes, *, what: str,
-                       attempts: int = 20, timeout_s: float = 30.0) -> Started:
+                       attempts: int = 20, timeout_s: float = 30.0, keep: int | None = 50) -> Started:
     """``start(port)`` (a process whose stdout carries its log, stderr merged) on a port the kernel just handed out,
-    until the server prints ``ready``; a server that exits first (it lost the port) is started again elsewhere."""
+    until the server prints ``ready``; a server that exits first (it lost the port) is started again elsewhere.
+    ``keep``: the lines of its output kept (None: all, for a test that counts what the server did)."""
     last = ""
     for _ in range(attempts):
         port = _bound_port()
         process = start(port)
-        output = ServerOutput(process)
+        output = ServerOutput(process, keep=keep)
         if output.wait_for(ready, timeout_s):
             return process, port, output
         if process.poll() is None:  # neither ready nor gone: stuck, not a lost race

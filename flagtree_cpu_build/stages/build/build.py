@@ -46,6 +46,7 @@ from ...build_stamp import (
 )
 from ...buildenv import BuildEnv, build_environment
 from ...cmakeargs import place_links
+from ...compile_farm import FarmSession
 from ...envops import EnvFileError, EnvLayer, SourceScriptError
 from ...errors import BuildError, UsageError
 from ...recipe.builds import MAIN, final_build, named_builds
@@ -56,6 +57,7 @@ from ...steps import failure, run_steps, unverified
 from ...ui import UI
 from ..links import plan_links
 from . import prebuilt
+from .farm import farm_for
 from .gates import run_gates
 from .plan import BuildItem, BuildPlan, check_prerequisites, judge, stored_components, view_of
 from .watch import duration, new_wheel, run_command, wheels_in
@@ -140,6 +142,7 @@ class _Built:
     result: Any  # proc.run_logged's result (ok, log, seconds)
     steps: list[dict[str, Any]]
     cache: compile_cache.CacheSession | None
+    farm: FarmSession | None
     wheel_dir: Path | None
     wheels_before: dict[Path, float]
 
@@ -288,7 +291,10 @@ def _build(ctx: StageContext, options: RunOptions, facts: BuildPlan, ready: _Rea
     pythonenv.constraints_file(recipe, ws)  # PIP_CONSTRAINT names it: the build's own pip runs keep to it
     wheel_dir = _wheel_dir(ctx, options, facts.mode)
     wheels_before = wheels_in(wheel_dir)
-    argv = list(recipe.build.wheel_argv if facts.mode == "wheel" else recipe.build.argv)
+    # with a farm, the command runs resolved with its slots in {jobs} (the stamp's components are the local ones)
+    farm, run, run_env = farm_for(ctx, options, which.name, ready.build_env)
+    assert run.recipe.build is not None
+    argv = list(run.recipe.build.wheel_argv if facts.mode == "wheel" else run.recipe.build.argv)
     if facts.mode == "wheel" and not argv:
         raise BuildError(f"recipe {recipe.name} has no build.wheel_argv", fix="add it to the recipe's build section")
     if wheel_dir is not None:
@@ -301,14 +307,14 @@ def _build(ctx: StageContext, options: RunOptions, facts: BuildPlan, ready: _Rea
         ui.info(f"linked {link} -> {os.readlink(link)}")
     # the wheels there before the command: afterwards, one it did not write or rewrite is an earlier build's
     before = wheel_marks(recipe.build.install_wheels, Path(recipe.build.cwd)) if recipe.build.install_wheels else {}
-    result = run_command(argv, recipe, ws.logs_dir, ready.build_env, ui, options, cache.env if cache else {},
-                         which.name)
+    result = run_command(argv, run.recipe, ws.logs_dir, run_env, ui, options,
+                         {**(cache.env if cache else {}), **(farm.env if farm else {})}, which.name)
     if not result.ok:
         raise failure(result, recipe, options.jobs, f"{which.called()} failed")
     if recipe.build.install_wheels:
         install_wheels(ctx, options, which.name, ready.build_env, before)
     steps += run_steps("post-install", recipe, ctx.host, **step_options)
-    return _Built(result, steps, cache, wheel_dir, wheels_before)
+    return _Built(result, steps, cache, farm, wheel_dir, wheels_before)
 
 
 def _step_options(ctx: StageContext, options: RunOptions) -> dict[str, Any]:
@@ -346,6 +352,9 @@ def _stamp(ctx: StageContext, options: RunOptions, facts: BuildPlan, ready: _Rea
     if built.cache is not None:
         data["compile_cache"], line = compile_cache.finish(built.cache, ready.build_env.env, ctx.ui.warn)
         detail += f"; {line}" if line else ""
+    if built.farm is not None:
+        data["compile_farm"] = built.farm.data()
+        detail += f"; {built.farm.summary()}"
     if built.steps:
         data["steps"] = built.steps
     if wheel:

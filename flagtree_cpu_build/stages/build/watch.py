@@ -59,7 +59,7 @@ def run_command(argv: list[str], recipe: Recipe, logs_dir: Path, build_env: Buil
     ui.info(f"+ {shlex.join(argv)}")
     ui.info(f"  in {recipe.build.cwd}; full output: {log}")
     header = [c.describe() for c in build_env.changes] + [  # the log never holds the cache's password
-        f"{k}={redact(v)} (compile cache)" for k, v in cache_env.items()]
+        f"{k}={redact(v)} (compile cache or farm)" for k, v in cache_env.items()]
     with ui.progress(f"building {recipe.name}") as task:
         display = Display(task, ui, options.verbose)
         return run_logged(argv, cwd=Path(recipe.build.cwd), env={**build_env.env, **cache_env}, log=log,
