@@ -1,0 +1,168 @@
+"""Install-only boards: board A builds and publishes; board B, an empty workdir with A's lock, installs that build by
+the lock's pins without cloning a source, downloading LLVM or building, then validates.
+
+A publishes once for the module (its own HOME, git world and venv); each test copies the wheelhouse. B's git world
+is stopped before B runs (any clone or fetch fails) and the loopback server counts the LLVM downloads.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from flagtree_cpu_build.wheelhouse import MANIFEST
+from tests.integration.test_plan_contract import RUNTIME
+from tests.support.cli import ONE_KERNEL, Workspace, new_workspace, ready_to_build
+from tests.support.envelope import result_of
+from tests.support.gitworld import GitWorld
+from tests.support.httpserver import LoopbackHTTPServer
+from tests.support.tarballs import TOP, llvm_tarball
+from tests.support.venvs import PREREQUISITES, TOOLS, build_venv
+
+LLVM_PATH = f"/public/llvm-builds/{TOP}.tar.gz"
+pytestmark = pytest.mark.xdist_group("install_only")
+
+
+@dataclass(frozen=True)
+class Fleet:
+    wheelhouse: Path  # what A published
+    lock: Path  # A's lock
+    sets: tuple[str, ...]  # the recipe overrides both boards use
+    server: LoopbackHTTPServer  # serves the LLVM tarball A downloaded
+    built: dict  # A's build action
+
+
+@pytest.fixture(scope="module")
+def fleet(git_world: GitWorld, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    from tests.support.hermetic import make_hermetic
+
+    root = tmp_path_factory.mktemp("install-only")
+    (root / "home").mkdir()
+    server = LoopbackHTTPServer()
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            make_hermetic(mp, root / "home")
+            mp.setenv("GIT_CONFIG_GLOBAL", str(git_world.gitconfig))
+            mp.setenv("FIXTURE_BUILD_RECORD", str(root / "record.jsonl"))
+            url = server.serve(LLVM_PATH, llvm_tarball().data)
+            sets = (f"artifacts.llvm.url={url}", PREREQUISITES, RUNTIME, ONE_KERNEL)
+            ws = ready_to_build(git_world, root / "a", url, RUNTIME, ONE_KERNEL)
+            python = build_venv(root / "a-venv", TOOLS)
+            done = ws.run("--json", "build", "--ignore-host", "--python", str(python), "--publish",
+                          str(root / "wheelhouse"))
+        assert done.exit_code == 0, done.stderr
+        [built] = result_of(done.stdout)["actions"]
+        assert built["published"]["status"] == "published"
+        yield Fleet(root / "wheelhouse", ws.lock_file, sets, server, built)
+    finally:
+        server.close()
+
+
+@dataclass
+class Board:
+    ws: Workspace
+    python: Path
+    wheelhouse: Path
+    fleet: Fleet
+
+    def run(self, *args: str, sets: tuple[str, ...] = ()):
+        return self.ws.run(*args, "--ignore-host", "--python", str(self.python), sets=sets)
+
+    def llvm_gets(self) -> int:
+        return len([r for r in self.fleet.server.requests_for(LLVM_PATH) if r.method == "GET"])
+
+
+@pytest.fixture
+def board(fleet: Fleet, world: GitWorld, tmp_path: Path) -> Board:
+    """Board B: an empty workdir holding only A's lock, a venv with pip and the run-time prerequisites (no build
+    tools), a copy of A's wheelhouse, and a git world that refuses every clone."""
+    shutil.copytree(fleet.wheelhouse, tmp_path / "wheelhouse")
+    ws = new_workspace(world, tmp_path / "b", always_set=fleet.sets)
+    ws.lock_file.parent.mkdir(parents=True)
+    shutil.copy(fleet.lock, ws.lock_file)
+    python = build_venv(tmp_path / "b-venv", ["pip", "torch", "numpy"])
+    world.stop()
+    return Board(ws, python, tmp_path / "wheelhouse", fleet)
+
+
+def entry_of(wheelhouse: Path) -> dict:
+    [entry] = json.loads((wheelhouse / MANIFEST).read_text())["wheels"]
+    return entry
+
+
+def test_publish_records_the_lock_pins_of_an_exact_checkout(fleet: Fleet) -> None:
+    entry = entry_of(fleet.wheelhouse)
+    assert len(entry["pins_key"]) == 64
+    pins = entry["pins"]
+    assert pins["sources"]["flagtree"]["commit"] and pins["artifacts"]["llvm"] == llvm_tarball().sha256
+    assert pins["build"] and pins["recipe"] == entry["recipe"]
+
+
+def test_an_empty_board_installs_by_the_lock_pins_without_clone_or_llvm(board: Board) -> None:
+    gets = board.llvm_gets()
+    result = board.run("--json", "setup", "--wheelhouse", str(board.wheelhouse))
+    assert result.exit_code == 0, result.stderr
+    report = result_of(result.stdout)
+    stages = {s["stage"]: s["status"] for s in report["stages"]}
+    assert stages == {"preflight": "ok", "sources": "skipped", "artifacts": "skipped", "links": "skipped",
+                      "python": "skipped", "build": "created", "validate": "created"}, result.stderr
+    assert "(no sync, no fetch)" in result.stderr
+    assert board.llvm_gets() == gets, "LLVM was downloaded"
+    assert not board.ws.flagtree.exists(), "a source was cloned"
+    assert report["validation"]["ok"] is True
+    assert not (board.ws.root / ".flagtree-cpu" / "wheelhouse-downloads").exists()
+
+    again = board.run("--json", "setup", "--wheelhouse", str(board.wheelhouse))  # the wheelhouse may be gone now
+    assert again.exit_code == 0, again.stderr
+    [build] = [s for s in result_of(again.stdout)["stages"] if s["stage"] == "build"]
+    assert build["status"] == "ok" and "install-only" in build["detail"]
+
+
+def test_a_rerun_asks_no_wheelhouse(board: Board) -> None:
+    assert board.run("setup", "--wheelhouse", str(board.wheelhouse)).exit_code == 0
+    shutil.rmtree(board.wheelhouse)  # a re-run that asked it would say it cannot be read
+    again = board.run("build", "--wheelhouse", str(board.wheelhouse))
+    assert again.exit_code == 0, again.stderr
+    assert "cannot be read" not in again.stderr and "not a folder" not in again.stderr
+    assert "install-only" in again.stderr
+
+
+def test_dry_run_asks_the_wheelhouse_and_says_what_it_would_install(board: Board) -> None:
+    entry = entry_of(board.wheelhouse)
+    wheel = entry["file"].split("/")[-1]
+    result = board.run("setup", "--dry-run", "--wheelhouse", str(board.wheelhouse))
+    assert result.exit_code == 0, result.stderr
+    assert f"install {wheel} from {board.wheelhouse} (no sync, no fetch)" in result.stderr + result.stdout
+    assert "clone" not in result.stdout
+    assert not (board.ws.root / "FlagTree").exists()
+
+    other = board.run("setup", "--dry-run", "--wheelhouse", str(board.wheelhouse),
+                      sets=("build.env.set.TRITON_BUILD_PROTON=ON",))  # another recipe digest
+    assert "not install-only: wheelhouse" in other.stderr and "recipe_digest" in other.stderr
+
+
+def test_a_tampered_wheel_is_refused_with_exit_4_and_nothing_installed(board: Board) -> None:
+    [wheel] = (board.wheelhouse / "wheels").glob("*.whl")
+    data = bytearray(wheel.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    wheel.write_bytes(bytes(data))
+    result = board.run("setup", "--wheelhouse", str(board.wheelhouse))
+    assert result.exit_code == 4, result.stderr
+    assert "is not the file its manifest lists" in result.stderr and "nothing was installed" in result.stderr
+    assert not (board.ws.root / ".flagtree-cpu" / "install-only.json").exists()
+    assert not (board.ws.root / ".flagtree-cpu" / "wheelhouse-downloads").exists()
+    assert not board.ws.flagtree.exists()
+
+
+def test_a_fitting_pins_key_for_another_class_is_not_taken(board: Board) -> None:
+    manifest = json.loads((board.wheelhouse / MANIFEST).read_text())
+    manifest["wheels"][0]["class"]["arch"] = "riscv64"  # a lying (or another board's) class
+    (board.wheelhouse / MANIFEST).write_text(json.dumps(manifest))
+    result = board.run("setup", "--dry-run", "--wheelhouse", str(board.wheelhouse))
+    assert "is for another machine: arch: built for riscv64" in result.stderr, result.stderr
+    assert "(no sync, no fetch)" not in result.stderr
