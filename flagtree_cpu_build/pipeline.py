@@ -121,10 +121,10 @@ def _install_only(ctx: StageContext, options: RunOptions, report: SetupReport) -
             return False
         with ctx.ui.group("flagtree-cpu setup: install-only"):
             ctx.ui.info(offer.says())
-            installed = install_only.install(ctx, options, offer)
+            installed = install_only.install(ctx, options, offer, runtime=options.validating)
         if installed is None:
             return False
-        result, record = installed, installed.actions[0].data["install_only"]
+        result, record = installed, installed.actions[0].data["wheelhouse"]
     for stage in STAGES[:-2]:
         _finish(report.record(stage.name), install_only.skipped_result(stage.name, record), 0.0, ctx)
     _finish(report.record(STAGES[-2].name), result, time.monotonic() - began, ctx)

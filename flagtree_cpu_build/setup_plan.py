@@ -63,10 +63,8 @@ def _install_only(ctx: StageContext, options: RunOptions) -> tuple[PlanItem | No
     if options.skip_build or ctx.base is not None:
         return None, ""
     lock = install_only.workspace_lock(ctx.workspace)
-    record = install_only.installed(ctx, options, lock)
-    if record is not None:
-        said = f"installed from the wheelhouse {record['wheelhouse']} (install-only; no sync, no fetch)"
-        return PlanItem("build", str(record.get("file", "build")), "ok", said), said
+    if install_only.installed(ctx, options, lock) is not None:
+        return None, ""  # status (inspect_workspace) shows the install-only board already
     offer, why = install_only.ask(ctx, options, lock)
     if offer is None:
         return None, "" if why == install_only.NOT_CONFIGURED else f"not install-only: {why}"

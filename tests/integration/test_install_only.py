@@ -119,17 +119,27 @@ def test_an_empty_board_installs_by_the_lock_pins_without_clone_or_llvm(board: B
 
     again = board.run("--json", "setup", "--wheelhouse", str(board.wheelhouse))  # the wheelhouse may be gone now
     assert again.exit_code == 0, again.stderr
-    [build] = [s for s in result_of(again.stdout)["stages"] if s["stage"] == "build"]
-    assert build["status"] == "ok" and "install-only" in build["detail"]
+    rows = {s["stage"]: s for s in result_of(again.stdout)["stages"]}
+    assert rows["build"]["status"] == "ok" and rows["validate"]["status"] == "ok", again.stderr
+    assert rows["sources"]["status"] == "skipped" and "install-only" in rows["sources"]["detail"]
+    assert not board.ws.flagtree.exists()
+    status = board.ws.run("--json", "status", "--python", str(board.python))
+    [item] = [i for i in result_of(status.stdout)["items"] if i["area"] == "build"]
+    assert item["state"] == "ok" and "install-only: skipped sync, fetch" in item["detail"]
+    assert "flagtree-cpu build --force" in item["detail"]
 
 
-def test_a_rerun_asks_no_wheelhouse(board: Board) -> None:
-    assert board.run("setup", "--wheelhouse", str(board.wheelhouse)).exit_code == 0
-    shutil.rmtree(board.wheelhouse)  # a re-run that asked it would say it cannot be read
-    again = board.run("build", "--wheelhouse", str(board.wheelhouse))
-    assert again.exit_code == 0, again.stderr
-    assert "cannot be read" not in again.stderr and "not a folder" not in again.stderr
-    assert "install-only" in again.stderr
+def test_a_rerun_asks_no_wheelhouse_over_http(board: Board, tmp_path: Path) -> None:
+    from tests.integration.test_wheelhouse import serve_folder
+
+    url = serve_folder(board.fleet.server, board.wheelhouse, f"/{tmp_path.name}/fleet")
+    assert board.run("setup", "--wheelhouse", url).exit_code == 0
+    asked = board.fleet.server.requests_for(f"/{tmp_path.name}/fleet/{MANIFEST}")
+    assert len(asked) == 1
+    for again in (board.run("setup", "--wheelhouse", url), board.run("build", "--wheelhouse", url)):
+        assert again.exit_code == 0, again.stderr
+        assert "up to date" in again.stderr
+    assert board.fleet.server.requests_for(f"/{tmp_path.name}/fleet/{MANIFEST}") == asked  # no request at all
 
 
 def test_dry_run_asks_the_wheelhouse_and_says_what_it_would_install(board: Board) -> None:

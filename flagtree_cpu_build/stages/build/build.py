@@ -106,7 +106,7 @@ def _install_only(ctx: StageContext, options: RunOptions) -> StageResult | None:
             ctx.ui.info(f"not install-only: {why}")
         return None
     ctx.ui.info(offer.says())
-    return install_only.install(ctx, options, offer)
+    return install_only.install(ctx, options, offer, runtime=False)
 
 
 @dataclass(frozen=True)

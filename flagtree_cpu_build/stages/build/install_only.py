@@ -35,6 +35,7 @@ from .pins import PinsKey, pins_differences, pins_key
 
 if TYPE_CHECKING:
     from ...lockfile import Lock
+    from ...stagekit.plan import PlanItem
     from ...stagekit.stage import RunOptions, StageContext, StageResult
     from ...workspace import Workspace
 
@@ -131,9 +132,10 @@ def _choose(wheels: list[dict[str, Any]], recipe: str, variant: str | None, mine
     return None, f"no build of these pins; the closest differs: {'; '.join(said[:_SHOWN])}{more}"
 
 
-def install(ctx: StageContext, options: RunOptions, offer: Offer) -> StageResult | None:
-    """The venv, its run-time prerequisites, the verified wheel installed, the record written. None: the wheelhouse
-    could not deliver the wheel (warned once); the caller takes the usual path."""
+def install(ctx: StageContext, options: RunOptions, offer: Offer, *, runtime: bool) -> StageResult | None:
+    """The venv, its run-time prerequisites (``runtime``: setup, when the checks will run; `build` installs none, as
+    it never does), the verified wheel installed, the record written. None: the wheelhouse could not deliver the
+    wheel (warned once); the caller takes the usual path."""
     from ...stagekit.stage import Action, StageResult
 
     start = time.monotonic()
@@ -142,7 +144,7 @@ def install(ctx: StageContext, options: RunOptions, offer: Offer) -> StageResult
     if got is None:
         return None
     try:
-        _runtime(ctx, options)
+        _runtime(ctx, options, runtime)
         delivered, log = prebuilt.deliver(ctx, options, offer.location, offer.entry, got,
                                           build_mode(recipe, options.build.wheel_dir))
     finally:
@@ -153,19 +155,21 @@ def install(ctx: StageContext, options: RunOptions, offer: Offer) -> StageResult
                  **({"wheel": delivered} if delivered else {})}
     write_state(record_path(ws), came_from)
     seconds = time.monotonic() - start
-    detail = (f"install-only: {offer.wheel} from {offer.location.given} in {seconds:.1f}s (built on "
-              f"{came_from['built_on'].get('host', '?')}); skipped {', '.join(SKIPPED)}")
-    return StageResult("build", (Action("build", "created", detail, {"install_only": came_from}),), seconds=seconds)
+    detail = (f"installed from the wheelhouse in {seconds:.1f}s, no build (built on "
+              f"{came_from['built_on'].get('host', '?')}); install-only: skipped {', '.join(SKIPPED)}")
+    data = {"wheelhouse": came_from, "install_only": True, "log": str(log),
+            **({"wheel": delivered} if delivered else {})}
+    return StageResult("build", (Action("build", "created", detail, data),), seconds=seconds)
 
 
-def _runtime(ctx: StageContext, options: RunOptions) -> None:
-    """The venv, and what the installed wheel needs at run time (the recipe's python.runtime) when the checks will
-    run; never the build prerequisites."""
+def _runtime(ctx: StageContext, options: RunOptions, wanted: bool) -> None:
+    """The venv, and what the installed wheel needs at run time (the recipe's python.runtime) when ``wanted``; never
+    the build prerequisites."""
     from ... import pythonenv
 
     recipe = ctx.recipe
     pythonenv.ensure_interpreter(options.python, ctx.workspace, recipe.python.requires, ctx.ui)
-    runtime = list(recipe.python.runtime) if options.validating else []
+    runtime = list(recipe.python.runtime) if wanted else []
     if not runtime:
         return
     path = os.pathsep.join([str(options.python.parent), os.environ.get("PATH", "")])
@@ -183,11 +187,32 @@ def forget(ws: Workspace) -> None:
 
 
 def up_to_date(record: dict[str, Any]) -> StageResult:
+    """A re-run: the record holds for these pins; nothing is asked or downloaded."""
     from ...stagekit.stage import Action, StageResult
 
-    detail = (f"up to date: installed from the wheelhouse {record['wheelhouse']} (install-only; no sync, no fetch, "
-              "no build here)")
-    return StageResult("build", (Action("build", "ok", detail, {"install_only": record}),))
+    data = {"wheelhouse": record, "install_only": True, **({"wheel": record["wheel"]} if record.get("wheel") else {})}
+    return StageResult("build", (Action("build", "ok", "up to date", data),))
+
+
+def said(record: dict[str, Any]) -> str:
+    """What status and doctor say of an install-only board."""
+    return (f"installed from the wheelhouse {record['wheelhouse']} ({str(record.get('file', '')).split('/')[-1]}, "
+            f"built on {record.get('built_on', {}).get('host', '?')}); install-only: skipped "
+            f"{', '.join(record.get('skipped') or SKIPPED)} (to build here: flagtree-cpu sync, then flagtree-cpu build "
+            "--force)")
+
+
+def status_item(record: dict[str, Any]) -> PlanItem:
+    from ...stagekit.plan import PlanItem
+
+    return PlanItem("build", str(record.get("file", "build")).split("/")[-1], "ok", said(record),
+                    data={"install_only": record})
+
+
+def installed_digest(ws: Workspace) -> str | None:
+    """What the validation of an install-only board was for (the wheel's sha256); None: not install-only."""
+    record = read_state(record_path(ws), needs=("sha256",))
+    return str(record["sha256"]) if record is not None else None
 
 
 def skipped_result(stage: str, record: dict[str, Any]) -> StageResult:
