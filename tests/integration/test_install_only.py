@@ -176,3 +176,33 @@ def test_a_fitting_pins_key_for_another_class_is_not_taken(board: Board) -> None
     result = board.run("setup", "--dry-run", "--wheelhouse", str(board.wheelhouse))
     assert "is for another machine: arch: built for riscv64" in result.stderr, result.stderr
     assert "(no sync, no fetch)" not in result.stderr
+
+
+def test_doctor_says_the_build_came_from_the_wheelhouse_and_what_was_skipped(board: Board) -> None:
+    assert board.run("setup", "--skip-validate", "--wheelhouse", str(board.wheelhouse)).exit_code == 0
+    result = board.ws.run("doctor", "--json", "--offline", "--python", str(board.python))
+    checks = {f["id"]: f for f in result_of(result.stdout)["checks"]}
+    build = checks["workspace.build"]
+    assert build["status"] == "ok" and f"installed from the wheelhouse {board.wheelhouse}" in build["detail"]
+    assert "install-only: skipped sync, fetch, link, build prerequisites, build" in build["detail"]
+    for skipped in ("workspace.sources", "workspace.artifacts", "workspace.links"):
+        assert checks[skipped]["status"] == "skip" and "install-only board" in checks[skipped]["detail"], skipped
+
+
+def test_a_later_full_build_on_the_board_works(board: Board, world: GitWorld,
+                                               monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    assert board.run("setup", "--skip-validate", "--wheelhouse", str(board.wheelhouse)).exit_code == 0
+    world.start()
+    for step in ("sync", "link", "fetch"):
+        done = board.ws.run(step)
+        assert done.exit_code == 0, (step, done.stderr)
+    tools = build_venv(tmp_path / "b-build-venv", TOOLS)  # the build prerequisites, which install-only left out
+    record = tmp_path / "b-record.jsonl"
+    monkeypatch.setenv("FIXTURE_BUILD_RECORD", str(record))
+    built = board.ws.run("--json", "build", "--force", "--ignore-host", "--python", str(tools),
+                         "--wheelhouse", str(board.wheelhouse))
+    assert built.exit_code == 0, built.stderr
+    [action] = result_of(built.stdout)["actions"]
+    assert action["status"] in ("created", "updated") and "built in" in action["detail"]
+    assert record.exists(), "no build ran"
+    assert not (board.ws.root / ".flagtree-cpu" / "install-only.json").exists()  # the board now holds its own build

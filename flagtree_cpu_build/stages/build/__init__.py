@@ -13,7 +13,6 @@ if TYPE_CHECKING:
     from ...lockfile import Lock
     from ...stagekit.plan import PlanItem
     from ...stagekit.stage import RunOptions, StageContext, StageResult
-    from ...workspace import Workspace
 
 
 def _plan(ctx: StageContext, lock: Lock | None, options: RunOptions, earlier: list[PlanItem]) -> list[PlanItem]:
@@ -26,14 +25,6 @@ def _run(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> StageR
     from .build import run_build
 
     return run_build(ctx, options, plan)
-
-
-def installed_digest(ws: Workspace) -> str | None:
-    """The sha256 of the wheel an install-only board installed (None: it built, or has nothing): what its
-    validation was for."""
-    from .install_only import installed_digest as digest
-
-    return digest(ws)
 
 
 def _skip(options: RunOptions) -> str | None:

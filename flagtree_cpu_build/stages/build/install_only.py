@@ -24,22 +24,22 @@ import os
 import platform
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ... import wheelhouse as wh
 from ...build_stamp import build_mode
+from ...build_stamp import install_only_record as record_path
 from ...state import read_state, write_state
 from . import prebuilt
 from .pins import PinsKey, pins_differences, pins_key
 
 if TYPE_CHECKING:
     from ...lockfile import Lock
+    from ...recipe import Recipe
     from ...stagekit.plan import PlanItem
     from ...stagekit.stage import RunOptions, StageContext, StageResult
     from ...workspace import Workspace
 
-RECORD = "install-only.json"
 NOT_CONFIGURED = "no wheelhouse is configured"
 SKIPPED = ("sync", "fetch", "link", "build prerequisites", "build")
 _SHOWN = 4
@@ -67,17 +67,20 @@ def workspace_lock(ws: Workspace) -> Lock | None:
     return read_lock(ws.lock_file) if ws.lock_file.is_file() else None
 
 
-def record_path(ws: Workspace) -> Path:
-    return ws.recipe_state / RECORD
 
 
 def installed(ctx: StageContext, options: RunOptions, lock: Lock | None) -> dict[str, Any] | None:
     """The install-only record, when it holds for this recipe, lock and interpreter (the re-run: no wheelhouse is
     asked, nothing is downloaded); None otherwise."""
-    record = read_state(record_path(ctx.workspace), needs=("pins_key", "python", "wheelhouse"))
+    return board_record(ctx.recipe, ctx.workspace, options, lock)
+
+
+def board_record(recipe: Recipe, ws: Workspace, options: RunOptions, lock: Lock | None) -> dict[str, Any] | None:
+    """``installed`` for what is not a stage context (doctor's)."""
+    record = read_state(record_path(ws), needs=("pins_key", "python", "wheelhouse"))
     if record is None or options.force or not options.python.exists() or record["python"] != str(options.python):
         return None
-    found, _ = pins_key(ctx.recipe, lock)
+    found, _ = pins_key(recipe, lock)
     return record if found is not None and found.key == record["pins_key"] else None
 
 
@@ -209,10 +212,7 @@ def status_item(record: dict[str, Any]) -> PlanItem:
                     data={"install_only": record})
 
 
-def installed_digest(ws: Workspace) -> str | None:
-    """What the validation of an install-only board was for (the wheel's sha256); None: not install-only."""
-    record = read_state(record_path(ws), needs=("sha256",))
-    return str(record["sha256"]) if record is not None else None
+
 
 
 def skipped_result(stage: str, record: dict[str, Any]) -> StageResult:

@@ -69,8 +69,8 @@ def validation_key(ctx: StageContext, python: Path, model: Path | None) -> str:
             build_stamp = stamp["digest"]
     except (KeyError, TypeError):
         pass  # a stamp of another shape: not this build's
+    from ...build_stamp import installed_digest
     from ...recipe.schema import to_data
-    from ..build import installed_digest
 
     # an install-only board has no build stamp: the wheel it installed is what was validated
     facts = {"build": build_stamp or installed_digest(ctx.workspace), "python": str(python),
