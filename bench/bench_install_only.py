@@ -62,18 +62,20 @@ def main() -> int:
 
         stage_s: dict[str, list[dict[str, float]]] = {}
 
+        def board_env(workdir: Path) -> dict[str, str]:
+            home = root / f"home-{workdir.name}"
+            home.mkdir(exist_ok=True)
+            return {**env, "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache"),
+                    "CCACHE_DIR": str(root / f"ccache-{workdir.name}")}
+
         def setup(workdir: Path, python: Path, *args: str) -> tuple[float, int]:
             """Seconds of `setup` from ``workdir`` and the LLVM bytes the server sent meanwhile. Each board has its
             own HOME (its download cache and ~/.triton/llvm): a second board shares neither with the first."""
             argv = [cli, "-q", "-w", str(workdir), *(a for s in sets for a in ("--set", s)), "--json", "setup",
                     "--ignore-host", "--python", str(python), *args]
-            home = root / f"home-{workdir.name}"
-            home.mkdir(exist_ok=True)
             before = _llvm_gets(server)
             start = time.perf_counter()
-            done = subprocess.run(argv, env={**env, "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache"),
-                                             "CCACHE_DIR": str(root / f"ccache-{workdir.name}")},
-                                  check=False, capture_output=True, text=True)
+            done = subprocess.run(argv, env=board_env(workdir), check=False, capture_output=True, text=True)
             seconds = time.perf_counter() - start
             if done.returncode != 0:
                 raise RuntimeError(f"setup in {workdir} exited {done.returncode}: {done.stderr[-1200:]!r}")
@@ -88,7 +90,7 @@ def main() -> int:
         published = subprocess.run([cli, "-q", "-w", str(root / "a"), *(a for s in sets for a in ("--set", s)),
                                     "build", "--ignore-host", "--python", str(root / "venv-a" / "bin" / "python"),
                                     "--wheel", str(root / "dist"), "--publish", str(wheelhouse)],
-                                   env=env, capture_output=True, text=True, check=False)
+                                   env=board_env(root / "a"), capture_output=True, text=True, check=False)
         if published.returncode != 0:
             raise RuntimeError(f"A's publish exited {published.returncode}: {published.stderr[-800:]!r}")
         for path in wheelhouse.rglob("*"):
@@ -96,7 +98,8 @@ def main() -> int:
                 server.serve(f"/fleet/{path.relative_to(wheelhouse).as_posix()}", path.read_bytes())
         fleet = server.url("/fleet/")
 
-        results: dict[str, dict[str, list]] = {p: {"s": [], "llvm_bytes": [], "clones": []} for p in ("before", "after")}
+        results: dict[str, dict[str, list]] = {p: {"s": [], "llvm_bytes": [], "clones": []}
+                                               for p in ("before", "after")}
         for i in range(ROUNDS):
             for path in ("before", "after"):
                 workdir = root / f"{path}-{i}"

@@ -206,3 +206,15 @@ def test_a_later_full_build_on_the_board_works(board: Board, world: GitWorld,
     assert action["status"] in ("created", "updated") and "built in" in action["detail"]
     assert record.exists(), "no build ran"
     assert not (board.ws.root / ".flagtree-cpu" / "install-only.json").exists()  # the board now holds its own build
+
+
+def test_a_wheel_the_wheelhouse_cannot_deliver_is_one_warning_and_the_usual_path(board: Board) -> None:
+    """The manifest lists a wheel that is gone by the time it is downloaded: not an attack, a stale wheelhouse; the
+    board takes the usual path (here it stops at sync: its git world refuses every clone)."""
+    [wheel] = (board.wheelhouse / "wheels").glob("*.whl")
+    wheel.unlink()
+    result = board.run("setup", "--wheelhouse", str(board.wheelhouse))
+    assert f"could not download {wheel.name} from the wheelhouse" in result.stderr, result.stderr
+    assert result.stderr.count("could not download") == 1
+    assert result.exit_code == 3, result.stderr  # sync ran: the install-only path was left
+    assert not (board.ws.root / ".flagtree-cpu" / "install-only.json").exists()

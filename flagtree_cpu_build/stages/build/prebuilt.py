@@ -12,7 +12,10 @@ wheelhouse that cannot be read (gone, a server that does not answer, a damaged m
 build: one warning, and it builds.
 
 ``build --publish FOLDER`` builds the wheel (as ``--wheel``) and publishes it; publishing again when
-nothing changed builds nothing and changes nothing in the wheelhouse.
+nothing changed builds nothing and changes nothing in the wheelhouse. When the lock describes the checkout exactly
+(every source at its locked commit without local changes, every artifact the locked download), the entry also
+carries the lock's ``pins_key`` and ``pins`` (``pins.py``): install-only boards (``install_only.py``) find it by
+them before syncing or downloading anything.
 
 Downloads go to the workspace's ``.flagtree-cpu/wheelhouse-downloads/``, and nowhere else: every name used comes
 from a manifest entry ``wheelhouse_manifest.py`` checked, the wheel's size is held while it arrives, and a partial
