@@ -43,6 +43,20 @@ def stamp_name(mode: str, name: str = MAIN) -> str:
     return f"build-{mode}.json" if name == MAIN else f"build-{name}-{mode}.json"
 
 
+def install_only_record(ws: Workspace) -> Path:
+    """Where an install-only board (``stages/build/install_only``) records the wheelhouse build it installed instead
+    of building: its build stamp, as it were."""
+    return ws.recipe_state / "install-only.json"
+
+
+def installed_digest(ws: Workspace) -> str | None:
+    """The sha256 of the wheel an install-only board installed (what its validation was for); None: not one."""
+    from .state import read_state
+
+    record = read_state(install_only_record(ws), needs=("sha256",))
+    return str(record["sha256"]) if record is not None else None
+
+
 def stamp_path(recipe: Recipe, ws: Workspace, mode: str | None = None, name: str | None = None) -> Path:
     """Where ``recipe`` keeps the stamp of its build ``name`` (default: the final one) in ``mode`` (default: the
     build `setup` and `build` without --wheel run: the editable install's, or a wheel-only recipe's wheel's), in

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -55,7 +56,10 @@ def run_setup(ctx: StageContext, options: RunOptions, bundle: dict[str, Any] | N
             ctx = _set_up_base(ctx, options, report)
         reading, others = _read_split(ctx)
         reads = bool(reading)
-        for group in _in_turn(STAGES, apart=reads and not others):
+        current = ["build"]
+        taken = _install_only(ctx, options, report)
+        options = replace(options, build=replace(options.build, asked_pins=True))
+        for group in _in_turn(STAGES[-1:] if taken else STAGES, apart=reads and not others):
             current = [stage.name for stage in group]
             with ctx.ui.group(f"flagtree-cpu setup: {group[0].name}"):
                 if len(group) > 1:  # the artifacts that read a source's file wait for it; the others go beside
@@ -97,10 +101,39 @@ def run_setup(ctx: StageContext, options: RunOptions, bundle: dict[str, Any] | N
     return report
 
 
+def _install_only(ctx: StageContext, options: RunOptions, report: SetupReport) -> bool:
+    """An install-only board (``stages/build/install_only``): the wheelhouse's build of the lock's pins installed,
+    sync, fetch, link and the python stage's build prerequisites skipped; True when it was (validation follows)."""
+    from .stages.build import install_only
+    from .stages.registry import read_plan_lock
+
+    if options.skip_build or ctx.base is not None:  # a stacked recipe's base is built here: not this path
+        return False
+    began, lock = time.monotonic(), read_plan_lock(ctx)
+    record = install_only.installed(ctx, options, lock)
+    if record is not None:
+        result = install_only.up_to_date(record)
+    else:
+        offer, why = install_only.ask(ctx, options, lock)
+        if offer is None:
+            if why != install_only.NOT_CONFIGURED:
+                ctx.ui.info(f"not install-only: {why}")
+            return False
+        with ctx.ui.group("flagtree-cpu setup: install-only"):
+            ctx.ui.info(offer.says())
+            installed = install_only.install(ctx, options, offer, runtime=options.validating)
+        if installed is None:
+            return False
+        result, record = installed, installed.actions[0].data["wheelhouse"]
+    for stage in STAGES[:-2]:
+        _finish(report.record(stage.name), install_only.skipped_result(stage.name, record), 0.0, ctx)
+    _finish(report.record(STAGES[-2].name), result, time.monotonic() - began, ctx)
+    return True
+
+
 def _set_up_base(ctx: StageContext, options: RunOptions, report: SetupReport) -> StageContext:
     """The base recipe's own setup (its state, its stamp; not its validation), then ``ctx`` constrained by
     what the base holds now."""
-    from dataclasses import replace
 
     from .stacking import restack
 
@@ -197,7 +230,6 @@ def _read_split(ctx: StageContext) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 def _only(ctx: StageContext, names: tuple[str, ...]) -> StageContext:
     """``ctx`` whose recipe holds only the artifacts ``names`` (a stage run on part of them)."""
-    from dataclasses import replace
 
     return replace(ctx, recipe=replace(ctx.recipe, artifacts={n: ctx.recipe.artifacts[n] for n in names}))
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .doctor import DoctorReport, Finding
     from .preflight import Stop
+    from .stagekit.plan import PlanItem
     from .stagekit.stage import RunOptions, StageContext
     from .status import WorkspaceStatus
 
@@ -23,6 +24,7 @@ class SetupPlan:
     preflight: DoctorReport
     preflight_stops: tuple[Finding, ...]  # the failed checks that would stop setup (--ignore-host: git only)
     stop: Stop | None  # where setup would stop, and with which error; None: it would not
+    install_only: str = ""  # what the wheelhouse answered for the lock's pins (install_only.py); "": none is configured
 
     @property
     def exit_code(self) -> int | None:
@@ -34,7 +36,7 @@ class SetupPlan:
 
         return {**self.status.to_json(), "schema": PLAN_SCHEMA, "changes_nothing": True,
                 "preflight": {"ok": not self.preflight_stops, "checks": [f.to_json() for f in self.preflight.findings]},
-                "would_stop": self.stop.to_json() if self.stop else None}
+                "would_stop": self.stop.to_json() if self.stop else None, "install_only": self.install_only or None}
 
 
 def plan_setup(ctx: StageContext, options: RunOptions) -> SetupPlan:
@@ -46,4 +48,27 @@ def plan_setup(ctx: StageContext, options: RunOptions) -> SetupPlan:
     preflight = run_preflight_checks(ctx, options)
     stops = blocking(preflight.findings, options)
     status = inspect_workspace(ctx, replace(options, ask_network=not options.offline))
-    return SetupPlan(status, preflight, tuple(stops), would_stop(stops, status.items))
+    item, said = _install_only(ctx, options)
+    if item is not None:  # nothing is synced, fetched or built: the install, then the checks
+        status = replace(status, items=(item, *(i for i in status.items if i.area == "validation")))
+    return SetupPlan(status, preflight, tuple(stops), would_stop(stops, status.items), said)
+
+
+def _install_only(ctx: StageContext, options: RunOptions) -> tuple[PlanItem | None, str]:
+    """The wheelhouse asked (read-only) for the lock's pins, as setup will: the plan item of an install-only board,
+    or None and why not ("" when no wheelhouse is configured)."""
+    from .stagekit.plan import PlanItem
+    from .stages.build import install_only
+
+    if options.skip_build or ctx.base is not None:
+        return None, ""
+    lock = install_only.workspace_lock(ctx.workspace)
+    if install_only.installed(ctx, options, lock) is not None:
+        return None, ""  # status (inspect_workspace) shows the install-only board already
+    offer, why = install_only.ask(ctx, options, lock)
+    if offer is None:
+        return None, "" if why == install_only.NOT_CONFIGURED else f"not install-only: {why}"
+    return PlanItem("build", offer.wheel, "missing", "the wheelhouse has the build of the lock's pins",
+                    offer.says(), "install-only", {"install_only": {"wheelhouse": offer.location.given,
+                                                                    "file": offer.entry["file"]}},
+                    "created"), offer.says()

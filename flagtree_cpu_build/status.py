@@ -55,8 +55,21 @@ def inspect_workspace(ctx: StageContext, options: RunOptions) -> WorkspaceStatus
 
     start = time.monotonic()
     items = [*_base_item(ctx, options), *plan_all(ctx, options)]
+    board = _install_only(ctx, options)
+    if board is not None:  # nothing was synced, fetched or built here: the install, and the checks
+        items = [board, *(i for i in items if i.area == "validation")]
     return WorkspaceStatus(ctx.recipe.name, ctx.workspace.root, options.python, tuple(items), time.monotonic() - start,
                            ctx.recipe.variant)
+
+
+def _install_only(ctx: StageContext, options: RunOptions) -> PlanItem | None:
+    """An install-only board's one build item (``stages/build/install_only``), when its record holds."""
+    from .stages.build import install_only
+
+    if options.skip_build or ctx.base is not None:
+        return None
+    record = install_only.installed(ctx, options, install_only.workspace_lock(ctx.workspace))
+    return install_only.status_item(record) if record is not None else None
 
 
 def _base_item(ctx: StageContext, options: RunOptions) -> list[PlanItem]:

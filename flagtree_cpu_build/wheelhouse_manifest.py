@@ -4,10 +4,12 @@ Anyone who can write the wheelhouse folder — or, over plain HTTP, anyone on th
 its names become paths (the wheel's file in the workspace, ``build --wheel DIR/<original>``), URLs (the wheel's
 download), a pip argument and log lines. So before anything uses an entry, all of it is checked: every field's
 type down to list elements and nested objects, every name is a bare wheel file name that is the entry's own
-wheel, numbers are in range, text is printable, nesting is shallow. The JSON itself must read one way only: no
-duplicate keys (two readers could take different ones), no NaN or Infinity. The file is read only when it is a
-regular file, and only up to ``MAX_MANIFEST_BYTES``. One bad entry makes the whole manifest damaged: an error
-naming the entry and the field (readers warn and build here; publishing stops and leaves it as it is).
+wheel, numbers are in range, text is printable, nesting is shallow; the optional ``pins_key`` (64 hex digits)
+and ``pins`` (an object) come together (older manifests have neither, and stay readable). The JSON itself must
+read one way only: no duplicate keys (two readers could take different ones), no NaN or Infinity. The file is
+read only when it is a regular file, and only up to ``MAX_MANIFEST_BYTES``. One bad entry makes the whole manifest
+damaged: an error naming the entry and the field (readers warn and build here; publishing stops and leaves it as
+it is).
 """
 
 from __future__ import annotations
@@ -111,7 +113,21 @@ def entry_problems(entry: Any) -> list[str]:
     if not isinstance(entry.get("key"), dict):
         problems.append(f"key is {_type(entry.get('key'))}, not an object")
     problems += _class_problems(entry.get("class"))
-    return problems + _name_problems(entry)
+    return problems + _pins_problems(entry) + _name_problems(entry)
+
+
+def _pins_problems(entry: dict[str, Any]) -> list[str]:
+    """``pins_key`` and ``pins`` (the lock's pins a build was made from: install-only boards find it by them) come
+    together or not at all: manifests published before them, or of a build whose checkout the lock did not
+    describe exactly, have neither."""
+    if "pins_key" not in entry and "pins" not in entry:
+        return []
+    problems = []
+    if not (isinstance(entry.get("pins_key"), str) and _HEX64.fullmatch(entry["pins_key"])):
+        problems.append(f"pins_key {_shown(entry.get('pins_key'))} is not 64 lowercase hex digits")
+    if not isinstance(entry.get("pins"), dict):
+        problems.append(f"pins is {_type(entry.get('pins'))}, not an object")
+    return problems
 
 
 def _structure_problems(entry: dict[str, Any]) -> list[str]:

@@ -84,6 +84,8 @@ def setup_plan(ui: UI, plan: SetupPlan) -> None:
     size = status.download_bytes
     if any(i.action.startswith(("download", "resume")) for i in status.items):
         ui.info(f"download: {human_bytes(size) if size is not None else 'size unknown'}")
+    if plan.install_only:
+        ui.info(plan.install_only)
     if plan.stop:
         ui.warn(f"setup would stop at {plan.stop.stage} (exit code {plan.stop.exit_code}): {plan.stop.reason}")
     ui.info("nothing to do: everything is current" if status.current and not stops

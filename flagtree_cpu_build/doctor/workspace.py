@@ -32,6 +32,21 @@ def _not_set_up(c: DoctorContext, what: str) -> Outcome:
     return skip(f"not set up yet: no workspace at {c.workspace.root} ({what}); `flagtree-cpu setup` creates it")
 
 
+def _install_only(c: DoctorContext) -> dict | None:
+    """The record of an install-only board (the build came from a wheelhouse; nothing was synced or fetched)."""
+    from ..stages.build import install_only
+
+    if c.recipe.build is None:
+        return None
+    return install_only.board_record(c.recipe, c.workspace, c.options, install_only.workspace_lock(c.workspace))
+
+
+def _skipped_here(c: DoctorContext) -> Outcome | None:
+    record = _install_only(c)
+    return skip(f"install-only board: the build came from the wheelhouse {record['wheelhouse']}; nothing is "
+                "synced, fetched or linked here") if record is not None else None
+
+
 def _plans(c: DoctorContext, area: str) -> list[PlanItem]:
     return stage_plans(c, area)
 
@@ -44,6 +59,8 @@ def _behind(items: list[PlanItem]) -> list[PlanItem]:
 def workspace_sources(c: DoctorContext) -> Outcome:
     if not _set_up(c):
         return _not_set_up(c, "`flagtree-cpu sync` clones the sources")
+    if (here := _skipped_here(c)) is not None:
+        return here
     items = _plans(c, "sources")
     behind = _behind(items)
     if behind:
@@ -61,6 +78,8 @@ def workspace_sources(c: DoctorContext) -> Outcome:
 def workspace_links(c: DoctorContext) -> Outcome:
     if c.recipe.links is None:
         return skip("the recipe has no links")
+    if (here := _skipped_here(c)) is not None:
+        return here
     if not (c.workspace.root / c.recipe.source_path(c.recipe.links.root)).is_dir():
         return skip(f"{c.recipe.links.root} is not checked out yet")
     behind = _behind(_plans(c, "links"))
@@ -76,6 +95,8 @@ def workspace_links(c: DoctorContext) -> Outcome:
 def workspace_artifacts(c: DoctorContext) -> Outcome:
     if not c.recipe.artifacts:
         return skip("the recipe has no artifacts")
+    if (here := _skipped_here(c)) is not None:
+        return here
     items = _plans(c, "artifacts")
     if not _set_up(c) and all(read_stamp(Path(i.data["path"])) is None for i in items):
         first = next(iter(c.recipe.artifacts.items()))
@@ -98,6 +119,11 @@ def workspace_build(c: DoctorContext) -> Outcome:
     if final_build(c.recipe) is None:
         return skip("the recipe has no build")
 
+    record = _install_only(c)
+    if record is not None:
+        from ..stages.build.install_only import said
+
+        return ok(said(record))
     stamp_file = stamp_path(c.recipe, c.workspace)
     if not stamp_file.exists():
         return skip("no build yet") if _set_up(c) else _not_set_up(c, "`flagtree-cpu build` builds it")

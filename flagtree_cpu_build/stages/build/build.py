@@ -56,7 +56,7 @@ from ...state import make_state_dir, read_state
 from ...steps import failure, run_steps, unverified
 from ...ui import UI
 from ..links import plan_links
-from . import prebuilt
+from . import install_only, prebuilt
 from .farm import farm_for
 from .gates import run_gates
 from .plan import BuildItem, BuildPlan, check_prerequisites, judge, stored_components, view_of
@@ -70,6 +70,9 @@ def run_build(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> S
     that ran is judged again against what that one's new stamp holds."""
     start = time.monotonic()
     items = _gate(ctx, options, plan)
+    taken = _install_only(ctx, options)
+    if taken is not None:
+        return taken
     missing = list(dict.fromkeys(p for i in items if i.facts is not None for p in i.facts.problems))
     if missing and len(items) > 1:  # every build's missing inputs at once, before the first one runs
         raise _missing_inputs(missing, options)
@@ -88,6 +91,24 @@ def run_build(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> S
         if any(a.status != "ok" for a in result.actions):
             ran.add(name)
     return StageResult("build", tuple(actions), seconds=time.monotonic() - start)
+
+
+def _install_only(ctx: StageContext, options: RunOptions) -> StageResult | None:
+    """`build` on an install-only board (``install_only``): the wheelhouse's build of the lock's pins, when the whole
+    build runs (not --only, --publish or --wheel) and setup has not asked already; None: the usual path."""
+    if options.build.only or options.build.publish or options.build.wheel_dir or options.build.asked_pins:
+        return None
+    lock = install_only.workspace_lock(ctx.workspace)
+    record = install_only.installed(ctx, options, lock)
+    if record is not None:
+        return install_only.up_to_date(record)
+    offer, why = install_only.ask(ctx, options, lock)
+    if offer is None:
+        if why != install_only.NOT_CONFIGURED:
+            ctx.ui.info(f"not install-only: {why}")
+        return None
+    ctx.ui.info(offer.says())
+    return install_only.install(ctx, options, offer, runtime=False)
 
 
 @dataclass(frozen=True)
@@ -347,6 +368,7 @@ def _stamp(ctx: StageContext, options: RunOptions, facts: BuildPlan, ready: _Rea
     wheel = new_wheel(built.wheel_dir, built.wheels_before) if built.wheel_dir is not None else None
     write_stamp(facts.stamp_file, ready.components, products_of(ctx.recipe), wheel, built.result.log)
     prebuilt.forget_downloads(ctx.workspace)  # a wheelhouse download that stalled before this build is of no use now
+    install_only.forget(ctx.workspace)  # built here now: no longer what the wheelhouse delivered
     detail = f"built in {duration(built.result.seconds)}; log {built.result.log}"
     data: dict[str, Any] = {"log": str(built.result.log), "reasons": [say(r) for r in ready.reasons]}
     if built.cache is not None:

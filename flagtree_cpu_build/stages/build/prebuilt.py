@@ -12,7 +12,10 @@ wheelhouse that cannot be read (gone, a server that does not answer, a damaged m
 build: one warning, and it builds.
 
 ``build --publish FOLDER`` builds the wheel (as ``--wheel``) and publishes it; publishing again when
-nothing changed builds nothing and changes nothing in the wheelhouse.
+nothing changed builds nothing and changes nothing in the wheelhouse. When the lock describes the checkout exactly
+(every source at its locked commit without local changes, every artifact the locked download), the entry also
+carries the lock's ``pins_key`` and ``pins`` (``pins.py``): install-only boards (``install_only.py``) find it by
+them before syncing or downloading anything.
 
 Downloads go to the workspace's ``.flagtree-cpu/wheelhouse-downloads/``, and nowhere else: every name used comes
 from a manifest entry ``wheelhouse_manifest.py`` checked, the wheel's size is held while it arrives, and a partial
@@ -103,10 +106,10 @@ def take(ctx: StageContext, options: RunOptions, components: dict[str, Any], sta
         return None
     ui.info(f"wheelhouse {location.given}: {entry['file'].split('/')[-1]} fits (built on "
             f"{entry.get('built_on', {}).get('host', '?')} at {entry.get('built_on', {}).get('at', '?')})")
-    got = _download(ctx, location, entry)
+    got = fetch_wheel(ctx, location, entry)
     if got is None:
         return None
-    delivered, log = _deliver(ctx, options, location, entry, got, components["mode"])
+    delivered, log = deliver(ctx, options, location, entry, got, components["mode"])
     steps = post_install()  # as after a build here
     came_from = {"wheelhouse": location.given, "file": entry["file"], "sha256": entry["sha256"],
                  "built_on": entry.get("built_on", {}), "stamp": me.stamp}
@@ -216,7 +219,7 @@ def forget_downloads(ws: Workspace, keep: Path | None = None) -> None:
     _tidy(downloads_dir(ws))
 
 
-def _download(ctx: StageContext, location: wh.Location, entry: dict[str, Any]) -> Path | None:
+def fetch_wheel(ctx: StageContext, location: wh.Location, entry: dict[str, Any]) -> Path | None:
     """The wheel, verified against the manifest's sha256, in the workspace; None (after one warning) when the
     wheelhouse cannot deliver it (the partial download stays for the next run to resume)."""
     from ...download import Downloader
@@ -242,7 +245,7 @@ def _download(ctx: StageContext, location: wh.Location, entry: dict[str, Any]) -
         return None
 
 
-def _deliver(ctx: StageContext, options: RunOptions, location: wh.Location, entry: dict[str, Any], got: Path,
+def deliver(ctx: StageContext, options: RunOptions, location: wh.Location, entry: dict[str, Any], got: Path,
              mode: str) -> tuple[dict[str, Any] | None, Path]:
     """Install the verified wheel (editable mode) or put it in the wheel folder (wheel mode). Returns the wheel
     record a wheel-mode stamp keeps, and the log."""
@@ -300,11 +303,26 @@ def publish(ctx: StageContext, options: RunOptions, components: dict[str, Any],
              "built_on": wh.built_on(compilers, components["python"]["version"], ctx.host.glibc),
              "lock": {"sources": {n: s.get("commit") for n, s in components["sources"].items()},
                       "artifacts": components["artifacts"]},
-             "tool": _tool_version()}
+             "tool": _tool_version(), **_pins_of(ctx, components)}
     done = wh.publish(folder, Path(wheel["path"]), entry, wait_note=ctx.ui.info)
     ctx.ui.info(f"{done.status}: {done.file}")
     return {"status": done.status, "file": str(done.file), "sha256": done.entry["sha256"],
             "wheelhouse": str(folder), "stamp": me.stamp, "class": me.target}
+
+
+def _pins_of(ctx: StageContext, components: dict[str, Any]) -> dict[str, Any]:
+    """``pins_key`` and ``pins`` for the manifest entry, when the lock describes the checkout the build was made
+    from exactly (install-only boards find the build by them); else nothing, and the reason is said."""
+    from ...lockfile import read_lock
+    from .pins import checkout_differs, pins_key
+
+    lock = read_lock(ctx.workspace.lock_file)
+    found, why = pins_key(ctx.recipe, lock)
+    why = why or checkout_differs(lock, components) or ""
+    if found is None or why:
+        ctx.ui.info(f"published without a pins key ({why}): install-only boards will not find this build")
+        return {}
+    return {"pins_key": found.key, "pins": found.document}
 
 
 def publish_folder(text: str) -> Path:

@@ -69,9 +69,12 @@ def validation_key(ctx: StageContext, python: Path, model: Path | None) -> str:
             build_stamp = stamp["digest"]
     except (KeyError, TypeError):
         pass  # a stamp of another shape: not this build's
+    from ...build_stamp import installed_digest
     from ...recipe.schema import to_data
 
-    facts = {"build": build_stamp, "python": str(python), "model": str(model) if model else None,
+    # an install-only board has no build stamp: the wheel it installed is what was validated
+    facts = {"build": build_stamp or installed_digest(ctx.workspace), "python": str(python),
+             "model": str(model) if model else None,
              "checks": [to_data(check) for check in recipe.checks], "variant": recipe.variant,
              "runtime_env": to_data(recipe.runtime.env),
              "runtime": [r.requirement for r in recipe.python.runtime]}
