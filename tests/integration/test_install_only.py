@@ -281,3 +281,13 @@ def test_a_venv_made_again_gets_the_wheel_again(board: Board) -> None:
     assert result.exit_code == 0, result.stderr
     [action] = result_of(result.stdout)["actions"]
     assert action["status"] == "created" and "installed from the wheelhouse" in action["detail"], action
+
+
+def test_without_a_lock_the_dry_run_names_the_unknown_pin_and_how_to_get_the_lock(board: Board) -> None:
+    board.ws.lock_file.unlink()
+    result = board.run("setup", "--dry-run", "--wheelhouse", str(board.wheelhouse))
+    said = " ".join(result.stderr.split())
+    assert "not install-only: there is no lock file, and source flagtree-cpu has no commit in the recipe" in said, said
+    assert "run `flagtree-cpu sync` on a machine with network" in said
+    assert "or copy the publishing board's .flagtree-cpu/lock.yaml" in said
+    assert "(no sync, no fetch)" not in said

@@ -30,9 +30,11 @@ from typing import TYPE_CHECKING, Any
 from ... import wheelhouse as wh
 from ...build_stamp import build_mode
 from ...build_stamp import install_only_record as record_path
+from ...lockfile import write_lock
 from ...state import read_state, write_state
 from . import prebuilt
 from .pins import PinsKey, pins_differences, pins_key
+from .recipe_lock import lock_from_recipe
 
 if TYPE_CHECKING:
     from ...lockfile import Lock
@@ -53,6 +55,7 @@ class Offer:
     location: wh.Location
     entry: dict[str, Any]
     pins: PinsKey
+    lock: Lock | None = None  # the lock a fully pinned recipe gave (no lock file yet): written once installed
 
     @property
     def wheel(self) -> str:
@@ -151,14 +154,21 @@ def ask(ctx: StageContext, options: RunOptions, lock: Lock | None) -> tuple[Offe
     location = wh.parse_location(*chosen)
     if options.offline and location.folder is None:
         return None, f"--offline: the wheelhouse {location.given} is not asked"
-    mine, why = pins_key(recipe, lock)
+    derived = None
+    if lock is None:  # a fully pinned recipe is its own lock
+        derived, why = lock_from_recipe(recipe)
+        if derived is None:
+            return None, why
+    mine, why = pins_key(recipe, lock or derived)
     if mine is None:
         return None, why
     wheels, unread = prebuilt.read_wheels(location, ctx.ui, prebuilt.downloads_dir(ctx.workspace))
     if wheels is None:
         return None, unread
     entry, why = _choose(wheels, recipe.name, recipe.variant, mine, _target(ctx, options))
-    return (Offer(location, entry, mine), "") if entry is not None else (None, f"wheelhouse {location.given}: {why}")
+    if entry is None:
+        return None, f"wheelhouse {location.given}: {why}"
+    return Offer(location, entry, mine, derived), ""
 
 
 def _target(ctx: StageContext, options: RunOptions) -> dict[str, Any]:
@@ -210,6 +220,10 @@ def install(ctx: StageContext, options: RunOptions, offer: Offer, *, runtime: bo
                  "built_on": offer.entry.get("built_on", {}), "pins_key": offer.pins.key,
                  "python": str(options.python), "skipped": list(SKIPPED), "log": str(log),
                  **({"wheel": delivered} if delivered else {"dist_info": _dist_info(options.python, offer.wheel)})}
+    if offer.lock is not None and not ws.lock_file.exists():  # what `flagtree-cpu lock` would write here
+        write_lock(ws.lock_file, offer.lock)
+        ctx.ui.info(f"no lock file: the recipe pins every input, so its lock was written from it ({ws.lock_file}), "
+                    "as `flagtree-cpu lock` would")
     write_state(record_path(ws), came_from)
     seconds = time.monotonic() - start
     detail = (f"installed from the wheelhouse in {seconds:.1f}s, no build (built on "
