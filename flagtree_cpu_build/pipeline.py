@@ -22,7 +22,7 @@ import threading
 import time
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import FlagtreeCpuError, Interrupted, Terminated, ValidationFailed
 from .no_network import NO_NETWORK_FIX, one_error
@@ -31,6 +31,9 @@ from .setup_report import SetupReport, StageRecord, collect_pins, failed_stage, 
 from .stagekit.stage import Action, RunOptions, Stage, StageContext, StageResult
 from .stages.registry import STAGE_NAMES, STAGES, run_stage
 from .table_layout import LABEL, PATH, Column
+
+if TYPE_CHECKING:
+    from .stages.build.install_only import Offer
 
 PLAN_SCHEMA = "flagtree-cpu/setup-plan/v1"
 __all__ = ["PLAN_SCHEMA", "run_setup"]
@@ -48,16 +51,19 @@ def run_setup(ctx: StageContext, options: RunOptions, bundle: dict[str, Any] | N
         report.records.insert(1, StageRecord("base", "not run"))
     current = ["preflight"]  # the stages running now
     try:
-        with ctx.ui.group("flagtree-cpu setup: preflight"):
-            began = time.monotonic()
-            _finish(report.record("preflight"), run_preflight(ctx, options), time.monotonic() - began, ctx)
+        board = _install_only_board(ctx, options)  # asked first: an install-only board's preflight judges less
+        _preflight(ctx, options, report, install_only=board is not None)
         if ctx.base is not None:
             current = ["base"]
             ctx = _set_up_base(ctx, options, report)
         reading, others = _read_split(ctx)
         reads = bool(reading)
         current = ["build"]
-        taken = _install_only(ctx, options, report)
+        taken = board is not None and _install_only(ctx, options, report, board)
+        if board is not None and not taken:  # the wheelhouse did not deliver: the usual path, judged as usual
+            current = ["preflight"]
+            _preflight(ctx, options, report, install_only=False)
+            current = ["build"]
         options = replace(options, build=replace(options.build, asked_pins=True))
         for group in _in_turn(STAGES[-1:] if taken else STAGES, apart=reads and not others):
             current = [stage.name for stage in group]
@@ -101,27 +107,44 @@ def run_setup(ctx: StageContext, options: RunOptions, bundle: dict[str, Any] | N
     return report
 
 
-def _install_only(ctx: StageContext, options: RunOptions, report: SetupReport) -> bool:
-    """An install-only board (``stages/build/install_only``): the wheelhouse's build of the lock's pins installed,
-    sync, fetch, link and the python stage's build prerequisites skipped; True when it was (validation follows)."""
+def _preflight(ctx: StageContext, options: RunOptions, report: SetupReport, *, install_only: bool) -> None:
+    with ctx.ui.group("flagtree-cpu setup: preflight"):
+        began = time.monotonic()
+        _finish(report.record("preflight"), run_preflight(ctx, options, install_only=install_only),
+                time.monotonic() - began, ctx)
+
+
+def _install_only_board(ctx: StageContext, options: RunOptions) -> dict[str, Any] | Offer | None:
+    """Whether this is an install-only board (``stages/build/install_only``): the record of the build it installed
+    when it still holds (a re-run: nothing is asked), else the wheelhouse's offer for the lock's pins; None (and why
+    not, said once) for the usual path."""
     from .stages.build import install_only
     from .stages.registry import read_plan_lock
 
     if options.skip_build or ctx.base is not None:  # a stacked recipe's base is built here: not this path
-        return False
-    began, lock = time.monotonic(), read_plan_lock(ctx)
+        return None
+    lock = read_plan_lock(ctx)
     record = install_only.installed(ctx, options, lock)
     if record is not None:
-        result = install_only.up_to_date(record)
+        return record
+    offer, why = install_only.ask(ctx, options, lock)
+    if offer is None and why != install_only.NOT_CONFIGURED:
+        ctx.ui.info(f"not install-only: {why}")
+    return offer
+
+
+def _install_only(ctx: StageContext, options: RunOptions, report: SetupReport, board: dict[str, Any] | Offer) -> bool:
+    """An install-only board: the wheelhouse's build of the lock's pins installed (or found installed), sync,
+    fetch, link and the python stage's build prerequisites skipped; True when it was (validation follows)."""
+    from .stages.build import install_only
+
+    began = time.monotonic()
+    if isinstance(board, dict):
+        result, record = install_only.up_to_date(board), board
     else:
-        offer, why = install_only.ask(ctx, options, lock)
-        if offer is None:
-            if why != install_only.NOT_CONFIGURED:
-                ctx.ui.info(f"not install-only: {why}")
-            return False
         with ctx.ui.group("flagtree-cpu setup: install-only"):
-            ctx.ui.info(offer.says())
-            installed = install_only.install(ctx, options, offer, runtime=options.validating)
+            ctx.ui.info(board.says())
+            installed = install_only.install(ctx, options, board, runtime=options.validating)
         if installed is None:
             return False
         result, record = installed, installed.actions[0].data["wheelhouse"]

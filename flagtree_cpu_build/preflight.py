@@ -106,13 +106,40 @@ def blocking(findings: Iterable[Finding], options: RunOptions) -> list[Finding]:
     return [f for f in findings if f.status == "fail" and (not options.ignore_host or f.id in NEVER_IGNORED)]
 
 
-def run_preflight(ctx: StageContext, options: RunOptions) -> StageResult:
-    """setup's first stage: every blocking host problem listed at once (exit 7), before anything changes."""
-    report = run_preflight_checks(ctx, options)
+def install_only_stages(options: RunOptions) -> tuple[str, ...]:
+    """What an install-only board (``stages/build/install_only``) runs, as preflight stages: the install (the checks
+    of what running the published build needs: ``doctor.kit.INSTALL``), and the validation when it runs. It syncs,
+    fetches and compiles nothing, so the build's checks (compiler, cmake, memory, git, ...) do not judge it."""
+    from .doctor.kit import INSTALL
+
+    return (INSTALL, "validate") if options.validating else (INSTALL,)
+
+
+def skipped_for_install_only(options: RunOptions) -> tuple[str, ...]:
+    """The checks the usual setup would run that an install-only board leaves out (they judge the build)."""
+    usual, running = preflight_checks(options), set(preflight_checks(options, install_only_stages(options)))
+    return tuple(c for c in usual if c not in running)
+
+
+def skipped_note(options: RunOptions) -> str:
+    """Which checks an install-only board's preflight skipped, and why (setup's detail, the dry run's line)."""
+    skipped = skipped_for_install_only(options)
+    if not skipped:
+        return ""
+    return (f"install-only: {len(skipped)} build check{'s' if len(skipped) > 1 else ''} skipped, nothing is built "
+            f"here ({', '.join(skipped)}); the wheelhouse matched the build's target class (arch, CPU features, "
+            "glibc, Python) to this machine")
+
+
+def run_preflight(ctx: StageContext, options: RunOptions, *, install_only: bool = False) -> StageResult:
+    """setup's first stage: every blocking host problem listed at once (exit 7), before anything changes;
+    ``install_only``: the board takes a published build, so only what running it needs is judged."""
+    report = run_preflight_checks(ctx, options, install_only_stages(options) if install_only else None)
     stops = blocking(report.findings, options)
     if stops:
         fix = _fix("setup")
-        if all(build_only(f.id) for f in stops):  # e.g. an x86_64 laptop preparing for an Arm board
+        # e.g. an x86_64 laptop preparing for an Arm board (an install-only board builds nothing: no such advice)
+        if not install_only and all(build_only(f.id) for f in stops):
             fix = ("on this machine `flagtree-cpu setup --skip-build` is what works: it prepares the sources, the "
                    "downloads and the links (no build); build where the recipe can build. Otherwise " + fix)
         raise _host_problems(stops, "setup", "fail later; nothing was changed", fix)
@@ -127,8 +154,11 @@ def run_preflight(ctx: StageContext, options: RunOptions) -> StageResult:
     if ignored:
         detail += f", {ignored} failed (ignored: --ignore-host)"
     status = "ok"
+    if install_only and skipped_note(options):
+        detail += f"; {skipped_note(options)}"
+    # an install-only board makes a venv (python3-venv) and compiles nothing: the build's packages are not wanted
     packages = system_packages_action(ctx, install=options.install_system_packages, offline=options.offline,
-                                      stages=stages_to_run(options))
+                                      stages=("python",) if install_only else stages_to_run(options))
     if packages is not None:
         missing = packages.data.get("missing") or packages.data.get("installed")
         if packages.status == "created":
@@ -136,7 +166,8 @@ def run_preflight(ctx: StageContext, options: RunOptions) -> StageResult:
         else:
             detail += f"; {len(missing)} system packages missing"
             warnings.append(packages.detail)
-    data = {"checks": [f.to_json() for f in report.findings], **(packages.data if packages else {})}
+    data = {"checks": [f.to_json() for f in report.findings], **(packages.data if packages else {}),
+            **({"skipped_checks": list(skipped_for_install_only(options))} if install_only else {})}
     return StageResult("preflight", (Action("host", status, detail, data),), tuple(warnings))
 
 

@@ -42,33 +42,36 @@ class SetupPlan:
 def plan_setup(ctx: StageContext, options: RunOptions) -> SetupPlan:
     from dataclasses import replace
 
-    from .preflight import blocking, run_preflight_checks, would_stop
+    from .preflight import blocking, install_only_stages, run_preflight_checks, skipped_note, would_stop
     from .status import inspect_workspace
 
-    preflight = run_preflight_checks(ctx, options)
+    board, item, said = _install_only(ctx, options)
+    # an install-only board compiles nothing: its preflight judges what running needs, as setup's will
+    preflight = run_preflight_checks(ctx, options, install_only_stages(options) if board else None)
+    if board and skipped_note(options):
+        said = "; ".join(filter(None, (said, skipped_note(options))))
     stops = blocking(preflight.findings, options)
     status = inspect_workspace(ctx, replace(options, ask_network=not options.offline))
-    item, said = _install_only(ctx, options)
     if item is not None:  # nothing is synced, fetched or built: the install, then the checks
         status = replace(status, items=(item, *(i for i in status.items if i.area == "validation")))
     return SetupPlan(status, preflight, tuple(stops), would_stop(stops, status.items), said)
 
 
-def _install_only(ctx: StageContext, options: RunOptions) -> tuple[PlanItem | None, str]:
-    """The wheelhouse asked (read-only) for the lock's pins, as setup will: the plan item of an install-only board,
-    or None and why not ("" when no wheelhouse is configured)."""
+def _install_only(ctx: StageContext, options: RunOptions) -> tuple[bool, PlanItem | None, str]:
+    """The wheelhouse asked (read-only) for the lock's pins, as setup will: whether this is an install-only board,
+    the plan item of the install, or None and why not ("" when no wheelhouse is configured)."""
     from .stagekit.plan import PlanItem
     from .stages.build import install_only
 
     if options.skip_build or ctx.base is not None:
-        return None, ""
+        return False, None, ""
     lock = install_only.workspace_lock(ctx.workspace)
     if install_only.installed(ctx, options, lock) is not None:
-        return None, ""  # status (inspect_workspace) shows the install-only board already
+        return True, None, ""  # status (inspect_workspace) shows the install-only board already
     offer, why = install_only.ask(ctx, options, lock)
     if offer is None:
-        return None, "" if why == install_only.NOT_CONFIGURED else f"not install-only: {why}"
-    return PlanItem("build", offer.wheel, "missing", "the wheelhouse has the build of the lock's pins",
-                    offer.says(), "install-only", {"install_only": {"wheelhouse": offer.location.given,
-                                                                    "file": offer.entry["file"]}},
-                    "created"), offer.says()
+        return False, None, "" if why == install_only.NOT_CONFIGURED else f"not install-only: {why}"
+    return True, PlanItem("build", offer.wheel, "missing", "the wheelhouse has the build of the lock's pins",
+                          offer.says(), "install-only", {"install_only": {"wheelhouse": offer.location.given,
+                                                                          "file": offer.entry["file"]}},
+                          "created"), offer.says()

@@ -10,10 +10,10 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from .facts import final_build_spec, python_facts
-from .kit import BUILD, DoctorContext, Outcome, check, fail, ok, skip, warn
+from .kit import RUN, DoctorContext, Outcome, check, fail, ok, skip, warn
 
 
-@check("python.version", "python", "Target Python interpreter", live_only=True, blocks=("python", *BUILD))
+@check("python.version", "python", "Target Python interpreter", live_only=True, blocks=("python", *RUN))
 def python_version(c: DoctorContext) -> Outcome:
     from packaging.specifiers import SpecifierSet
 
@@ -92,7 +92,7 @@ def python_installed_elsewhere(c: DoctorContext) -> Outcome:
 
 
 @check("python.preinstalled", "python", "Packages a vendor's installer provides (python.preinstalled)", live_only=True,
-       blocks=BUILD)
+       blocks=RUN)
 def python_preinstalled(c: DoctorContext) -> Outcome:
     from ..pythonenv import check as check_prerequisites
 
@@ -112,7 +112,7 @@ def python_preinstalled(c: DoctorContext) -> Outcome:
 
 
 @check("python.conflicts", "python", "Distributions that must not be installed (python.conflicts)", live_only=True,
-       blocks=BUILD)
+       blocks=RUN)
 def python_conflicts(c: DoctorContext) -> Outcome:
     import shlex
 

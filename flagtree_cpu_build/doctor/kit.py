@@ -24,6 +24,11 @@ from ..workspace import Workspace
 Status = Literal["ok", "warn", "fail", "skip"]
 AREAS = ("host", "cpu", "toolchain", "system", "python", "runtime", "resources", "network", "workspace")
 BUILD = ("build",)  # a check's ``blocks`` for what only the build (and so what runs its products) needs
+# the pseudo-stage of an install-only board (``preflight.install_only_stages``): it installs a published build and
+# runs it, compiling nothing; a check blocking INSTALL judges what running the products needs (the CPU, the
+# interpreter, devices), not what building them needs (a compiler, cmake, memory for the build, git)
+INSTALL = "install"
+RUN = (*BUILD, INSTALL)
 
 
 @dataclass(frozen=True)

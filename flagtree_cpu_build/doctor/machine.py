@@ -33,7 +33,7 @@ from ..system_packages import (  # the one reading of dpkg's status file and of 
     wanted_packages,
 )
 from .facts import applicable, builds, selector_facts
-from .kit import BUILD, DoctorContext, Outcome, check, fail, ok, skip, warn, with_article
+from .kit import BUILD, RUN, DoctorContext, Outcome, check, fail, ok, skip, warn, with_article
 
 GIB = 1024**3
 NO_GPU_RECORD = GpuRecord(frozenset(), None, None)
@@ -124,7 +124,7 @@ def _machines(c: DoctorContext) -> str:
     return f", e.g. {machines}" if machines else ""
 
 
-@check("cpu.features", "cpu", "CPU features the products need", blocks=BUILD)
+@check("cpu.features", "cpu", "CPU features the products need", blocks=RUN)
 def cpu_features(c: DoctorContext) -> Outcome:
     target = c.recipe.platform.target
     required = list(target.cpu_features)
@@ -154,7 +154,7 @@ def cpu_features(c: DoctorContext) -> Outcome:
 
 
 # blocks: code built with -msve-vector-bits=128 runs on wider SVE and computes wrong numbers, silently
-@check("cpu.sve-length", "cpu", "SVE vector length the products assume", blocks=BUILD)
+@check("cpu.sve-length", "cpu", "SVE vector length the products assume", blocks=RUN)
 def cpu_sve_length(c: DoctorContext) -> Outcome:
     wanted = c.recipe.platform.target.sve_vector_bits
     if wanted is None:
@@ -204,7 +204,7 @@ def _sve_fix(c: DoctorContext, wanted: int) -> str:
             f"QEMU_CPU=max,sve{wanted}=on{model}; on hardware, run on a board whose SVE is {wanted}-bit{_machines(c)}")
 
 
-@check("host.devices", "host", "Device nodes the recipe needs", blocks=BUILD)
+@check("host.devices", "host", "Device nodes the recipe needs", blocks=RUN)
 def host_devices(c: DoctorContext) -> Outcome:
     wanted = applicable(c, c.recipe.platform.host.requires.devices)
     if not wanted:

@@ -25,6 +25,9 @@ from tests.support.tarballs import TOP, llvm_tarball
 from tests.support.venvs import PREREQUISITES, TOOLS, build_venv
 
 LLVM_PATH = f"/public/llvm-builds/{TOP}.tar.gz"
+# the recipe's target needs no particular CPU features here (the test machine is an x86_64): board B then passes the
+# checks of what running needs without --ignore-host, and what it lacks (a compiler) is the build's alone
+ANY_CPU = "platform.target.cpu_features=[]"
 pytestmark = pytest.mark.xdist_group("install_only")
 
 
@@ -50,8 +53,8 @@ def fleet(git_world: GitWorld, tmp_path_factory: pytest.TempPathFactory) -> Iter
             mp.setenv("GIT_CONFIG_GLOBAL", str(git_world.gitconfig))
             mp.setenv("FIXTURE_BUILD_RECORD", str(root / "record.jsonl"))
             url = server.serve(LLVM_PATH, llvm_tarball().data)
-            sets = (f"artifacts.llvm.url={url}", PREREQUISITES, RUNTIME, ONE_KERNEL)
-            ws = ready_to_build(git_world, root / "a", url, RUNTIME, ONE_KERNEL)
+            sets = (f"artifacts.llvm.url={url}", PREREQUISITES, RUNTIME, ONE_KERNEL, ANY_CPU)
+            ws = ready_to_build(git_world, root / "a", url, RUNTIME, ONE_KERNEL, ANY_CPU)
             python = build_venv(root / "a-venv", TOOLS)
             done = ws.run("--json", "build", "--ignore-host", "--python", str(python), "--publish",
                           str(root / "wheelhouse"))
@@ -218,3 +221,73 @@ def test_a_wheel_the_wheelhouse_cannot_deliver_is_one_warning_and_the_usual_path
     assert result.stderr.count("could not download") == 1
     assert result.exit_code == 3, result.stderr  # sync ran: the install-only path was left
     assert not (board.ws.root / ".flagtree-cpu" / "install-only.json").exists()
+
+
+def test_a_board_without_a_compiler_is_judged_only_on_what_running_needs(board: Board, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """No --ignore-host, and nothing on PATH (no compiler, cmake or git): the usual setup stops at preflight for the
+    build's checks; the install-only board is judged on what running needs, and the dry run says what it skipped."""
+    empty = tmp_path / "empty-path"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    python, wheelhouse = ("--python", str(board.python)), ("--wheelhouse", str(board.wheelhouse))
+    usual = board.ws.run("setup", "--dry-run", *python)
+    assert usual.exit_code == 7 and "toolchain.compiler" in usual.stderr, usual.stderr
+
+    dry = board.ws.run("setup", "--dry-run", *python, *wheelhouse)
+    assert dry.exit_code == 0, dry.stderr
+    said = " ".join(dry.stderr.split())
+    assert "install-only: " in said and "build checks skipped, nothing is built here" in said, said
+    assert "toolchain.compiler" in said and "resources.memory" in said and "toolchain.git" in said
+
+    planned = result_of(board.ws.run("--json", "setup", "--dry-run", *python, *wheelhouse).stdout)
+    judged = {c["id"] for c in planned["preflight"]["checks"]}
+    assert {"cpu.features", "python.version"} <= judged
+    assert not judged & {"toolchain.compiler", "host.arch", "resources.memory", "toolchain.git"}, judged
+
+    result = board.ws.run("--json", "setup", *python, *wheelhouse)
+    assert result.exit_code == 0, result.stderr
+    [preflight] = [s for s in result_of(result.stdout)["stages"] if s["stage"] == "preflight"]
+    assert preflight["status"] == "ok" and "build checks skipped" in preflight["detail"], preflight
+    assert "toolchain.compiler:" not in result.stderr  # neither a failure nor a warning (the note lists it: "...,")
+    assert result_of(result.stdout)["validation"]["ok"] is True
+
+
+def _rows(result) -> dict[str, str]:
+    return {s["stage"]: s["status"] for s in result_of(result.stdout)["stages"]}
+
+
+def test_a_wheel_the_user_uninstalled_is_noticed_and_installed_again(board: Board) -> None:
+    """The record is trusted only while what it installed is there: a `pip uninstall` is seen by a stat of the
+    .dist-info (no pip run) and the re-run installs the wheel from the wheelhouse again, then validates."""
+    assert board.run("setup", "--wheelhouse", str(board.wheelhouse)).exit_code == 0
+    [dist_info] = board.python.parent.parent.glob("lib/python*/site-packages/triton-*.dist-info")
+    shutil.rmtree(dist_info)  # what `pip uninstall triton` leaves of it: no .dist-info
+    again = board.run("--json", "setup", "--wheelhouse", str(board.wheelhouse))
+    assert again.exit_code == 0, again.stderr
+    assert "is gone" in again.stderr and "the wheelhouse is asked again" in again.stderr
+    assert _rows(again)["build"] == "created" and result_of(again.stdout)["validation"]["ok"] is True
+    assert dist_info.is_dir()
+    assert _rows(board.run("--json", "setup", "--wheelhouse", str(board.wheelhouse)))["build"] == "ok"
+
+
+def test_a_venv_made_again_gets_the_wheel_again(board: Board) -> None:
+    """The venv removed and made again at the same path (the interpreter exists, the install does not): `build`
+    notices it and installs the wheel again instead of saying "up to date"."""
+    assert board.run("setup", "--skip-validate", "--wheelhouse", str(board.wheelhouse)).exit_code == 0
+    shutil.rmtree(board.python.parent.parent)
+    assert build_venv(board.python.parent.parent, ["pip", "torch", "numpy"]) == board.python
+    result = board.run("--json", "build", "--wheelhouse", str(board.wheelhouse))
+    assert result.exit_code == 0, result.stderr
+    [action] = result_of(result.stdout)["actions"]
+    assert action["status"] == "created" and "installed from the wheelhouse" in action["detail"], action
+
+
+def test_without_a_lock_the_dry_run_names_the_unknown_pin_and_how_to_get_the_lock(board: Board) -> None:
+    board.ws.lock_file.unlink()
+    result = board.run("setup", "--dry-run", "--wheelhouse", str(board.wheelhouse))
+    said = " ".join(result.stderr.split())
+    assert "not install-only: there is no lock file, and source flagtree-cpu has no commit in the recipe" in said, said
+    assert "run `flagtree-cpu sync` on a machine with network" in said
+    assert "or copy the publishing board's .flagtree-cpu/lock.yaml" in said
+    assert "(no sync, no fetch)" not in said

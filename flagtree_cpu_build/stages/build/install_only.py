@@ -24,14 +24,17 @@ import os
 import platform
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ... import wheelhouse as wh
 from ...build_stamp import build_mode
 from ...build_stamp import install_only_record as record_path
+from ...lockfile import write_lock
 from ...state import read_state, write_state
 from . import prebuilt
 from .pins import PinsKey, pins_differences, pins_key
+from .recipe_lock import lock_from_recipe
 
 if TYPE_CHECKING:
     from ...lockfile import Lock
@@ -52,6 +55,7 @@ class Offer:
     location: wh.Location
     entry: dict[str, Any]
     pins: PinsKey
+    lock: Lock | None = None  # the lock a fully pinned recipe gave (no lock file yet): written once installed
 
     @property
     def wheel(self) -> str:
@@ -71,8 +75,11 @@ def workspace_lock(ws: Workspace) -> Lock | None:
 
 def installed(ctx: StageContext, options: RunOptions, lock: Lock | None) -> dict[str, Any] | None:
     """The install-only record, when it holds for this recipe, lock and interpreter (the re-run: no wheelhouse is
-    asked, nothing is downloaded); None otherwise."""
-    return board_record(ctx.recipe, ctx.workspace, options, lock)
+    asked, nothing is downloaded); None otherwise (said when what it installed is gone: it is installed again)."""
+    record = board_record(ctx.recipe, ctx.workspace, options, lock)
+    if record is None and (went := gone(ctx.workspace, options)):
+        ctx.ui.info(f"{went}: the wheelhouse is asked again")
+    return record
 
 
 def board_record(recipe: Recipe, ws: Workspace, options: RunOptions, lock: Lock | None) -> dict[str, Any] | None:
@@ -81,7 +88,57 @@ def board_record(recipe: Recipe, ws: Workspace, options: RunOptions, lock: Lock 
     if record is None or options.force or not options.python.exists() or record["python"] != str(options.python):
         return None
     found, _ = pins_key(recipe, lock)
-    return record if found is not None and found.key == record["pins_key"] else None
+    if found is None or found.key != record["pins_key"]:
+        return None
+    return record if still_there(record) else None
+
+
+def still_there(record: dict[str, Any]) -> bool:
+    """Whether what the record says was installed is still there, by one stat and no pip run: the wheel's
+    ``.dist-info`` folder in the interpreter (gone after ``pip uninstall``, or in a venv made again), or the wheel
+    file a wheel-mode build put in its folder. A record that does not say where (its interpreter could not tell)
+    is not trusted: the wheel is installed again."""
+    wheel = record.get("wheel")
+    if isinstance(wheel, dict):
+        return isinstance(wheel.get("path"), str) and Path(wheel["path"]).is_file()
+    dist_info = record.get("dist_info")
+    return isinstance(dist_info, str) and bool(dist_info) and (Path(dist_info) / "METADATA").is_file()
+
+
+def gone(ws: Workspace, options: RunOptions) -> str:
+    """What a re-run says when the record's install went away (uninstalled, or the venv was made again): "" when
+    there is no such record for this interpreter."""
+    record = read_state(record_path(ws), needs=("python", "wheelhouse"))
+    if record is None or record["python"] != str(options.python) or still_there(record):
+        return ""
+    what = str(record.get("file", "the build")).split("/")[-1]
+    where = record.get("dist_info") or (record.get("wheel") or {}).get("path") or options.python
+    return f"{what}, installed from the wheelhouse {record['wheelhouse']}, is gone ({where} is missing)"
+
+
+# where the installed wheel's metadata is: the .dist-info folder holding its METADATA (one question, at install)
+_DIST_INFO = ("import sys\n"
+              "from importlib import metadata\n"
+              "d = metadata.distribution(sys.argv[1])\n"
+              "print(next((str(d.locate_file(f).parent) for f in d.files or () if f.name == 'METADATA'\n"
+              "            and f.parent.name.endswith('.dist-info')), ''))\n")
+
+
+def _dist_info(python: Path, wheel: str) -> str:
+    """The installed wheel's ``.dist-info`` folder, asked of the interpreter once (a re-run only stats it); "" when
+    it cannot say."""
+    from ...proc import capture_bounded
+
+    name = wheel.split("-")[0]  # a wheel's file name starts with its distribution's (normalized) name
+    try:
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}  # the target's own
+        done = capture_bounded([str(python), "-c", _DIST_INFO, name], limit=8192, timeout_s=60.0, env=env)
+    except OSError:
+        return ""
+    if done.timed_out or done.overflowed or done.returncode != 0:
+        return ""
+    found = done.stdout.strip()
+    return found if found and Path(found).is_dir() else ""
 
 
 def ask(ctx: StageContext, options: RunOptions, lock: Lock | None) -> tuple[Offer | None, str]:
@@ -97,14 +154,21 @@ def ask(ctx: StageContext, options: RunOptions, lock: Lock | None) -> tuple[Offe
     location = wh.parse_location(*chosen)
     if options.offline and location.folder is None:
         return None, f"--offline: the wheelhouse {location.given} is not asked"
-    mine, why = pins_key(recipe, lock)
+    derived = None
+    if lock is None:  # a fully pinned recipe is its own lock
+        derived, why = lock_from_recipe(recipe)
+        if derived is None:
+            return None, why
+    mine, why = pins_key(recipe, lock or derived)
     if mine is None:
         return None, why
     wheels, unread = prebuilt.read_wheels(location, ctx.ui, prebuilt.downloads_dir(ctx.workspace))
     if wheels is None:
         return None, unread
     entry, why = _choose(wheels, recipe.name, recipe.variant, mine, _target(ctx, options))
-    return (Offer(location, entry, mine), "") if entry is not None else (None, f"wheelhouse {location.given}: {why}")
+    if entry is None:
+        return None, f"wheelhouse {location.given}: {why}"
+    return Offer(location, entry, mine, derived), ""
 
 
 def _target(ctx: StageContext, options: RunOptions) -> dict[str, Any]:
@@ -155,7 +219,11 @@ def install(ctx: StageContext, options: RunOptions, offer: Offer, *, runtime: bo
     came_from = {"wheelhouse": offer.location.given, "file": offer.entry["file"], "sha256": offer.entry["sha256"],
                  "built_on": offer.entry.get("built_on", {}), "pins_key": offer.pins.key,
                  "python": str(options.python), "skipped": list(SKIPPED), "log": str(log),
-                 **({"wheel": delivered} if delivered else {})}
+                 **({"wheel": delivered} if delivered else {"dist_info": _dist_info(options.python, offer.wheel)})}
+    if offer.lock is not None and not ws.lock_file.exists():  # what `flagtree-cpu lock` would write here
+        write_lock(ws.lock_file, offer.lock)
+        ctx.ui.info(f"no lock file: the recipe pins every input, so its lock was written from it ({ws.lock_file}), "
+                    "as `flagtree-cpu lock` would")
     write_state(record_path(ws), came_from)
     seconds = time.monotonic() - start
     detail = (f"installed from the wheelhouse in {seconds:.1f}s, no build (built on "

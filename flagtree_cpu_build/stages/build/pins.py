@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from ...recipe import Recipe
 
 PINS_SCHEMA = "flagtree-cpu/pins/v1"
+GET_THE_LOCK = ("get the lock: run `flagtree-cpu sync` on a machine with network (it records every commit, "
+                "submodule and patch) and copy its .flagtree-cpu/lock.yaml here, or copy the publishing board's "
+                ".flagtree-cpu/lock.yaml")
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,7 @@ def build_recipe(recipe: Recipe) -> tuple[str, Recipe]:
 def pins_key(recipe: Recipe, lock: Lock | None) -> tuple[PinsKey | None, str]:
     """The pins key of the recipe's final build under ``lock``; None and why when the lock does not pin it all."""
     if lock is None:
-        return None, "there is no lock file yet (flagtree-cpu lock writes one; or copy the publishing board's)"
+        return None, f"there is no lock file yet; {GET_THE_LOCK}"
     if lock.recipe != recipe.name:
         return None, f"the lock is recipe {lock.recipe}'s, not {recipe.name}'s"
     name, view = build_recipe(recipe)
