@@ -135,6 +135,9 @@ def test_an_empty_board_imports_it_and_sets_up_offline_with_every_route_closed(b
     assert json.loads((fleet / MANIFEST).read_text())["wheels"][0]["pins_key"]
     assert (fleet / "simple" / "index.html").is_file()  # the layout `build --publish` writes
     assert board.ws.lock_file.is_file()
+    assert "installs the published build" in imported.stderr
+    plan = board.run("setup", "--dry-run", "--offline", "--ignore-host", "--python", str(board.python))
+    assert plan.exit_code == 0 and f"from {fleet} (no sync, no fetch)" in plan.stderr + plan.stdout, plan.stderr
 
     setup = board.run("--json", "setup", "--offline", "--ignore-host", "--python", str(board.python))
     assert setup.exit_code == 0, setup.stderr
@@ -152,6 +155,16 @@ def test_an_empty_board_imports_it_and_sets_up_offline_with_every_route_closed(b
     assert item["state"] == "ok" and f"installed from the wheelhouse {fleet}" in item["detail"]
     again = board.imported()  # the same bundle again: everything is here
     assert again.exit_code == 0 and "nothing to import" in again.stderr, again.stderr
+
+
+def test_setup_bundle_offline_as_bundle_create_says_installs_it(board: Board) -> None:
+    """What `bundle create` prints for the board of a bundled recipe: `setup --bundle FILE --offline`."""
+    setup = board.run("--json", "setup", "--bundle", str(board.made.bundle), "--offline", "--ignore-host",
+                      "--python", str(board.python))
+    assert setup.exit_code == 0, setup.stderr
+    stages = {s["stage"]: s["status"] for s in result_of(setup.stdout)["stages"]}
+    assert stages["sources"] == "skipped" and stages["build"] == "created" and stages["validate"] == "created"
+    assert board.outside() == []
 
 
 def test_bundle_verify_accepts_it(made: Made) -> None:
