@@ -116,6 +116,11 @@ def _download(ctx: StageContext, location: wh.Location, entry: dict[str, Any], d
 def check_published(manifest: Manifest, locks: dict[str, Lock], origin: Path) -> list[dict[str, Any]]:
     """The entries of the bundle's builds, each checked against its member and the bundle's one lock;
     BundleDamaged naming the member otherwise."""
+    mixed = [m.name for m in manifest.members if m.kind in ("git", "artifact")]
+    if mixed:  # what a for-wheelhouse bundle is checked for says nothing of sources or artifacts: not taken unchecked
+        raise BundleDamaged(f"{origin} carries a published build and also {mixed[0]}"
+                            + (f" and {len(mixed) - 1} more git or artifact members" if len(mixed) > 1 else "")
+                            + "; `bundle create` makes one or the other, so nothing of it is used")
     if len(locks) != 1:
         raise BundleDamaged(f"{origin} carries a published build and {len(locks)} locks; a for-wheelhouse bundle "
                             "carries the one lock the build was made from")

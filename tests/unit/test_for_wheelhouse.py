@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from flagtree_cpu_build import wheelhouse as wh
-from flagtree_cpu_build.bundle.published import lock_differences
+from flagtree_cpu_build.bundle import BundleDamaged, Manifest, Member
+from flagtree_cpu_build.bundle.published import check_published, lock_differences
 from flagtree_cpu_build.lockfile import ArtifactLock, Lock, SourceLock, SubmoduleLock
 
 A, B = "a" * 40, "b" * 40
@@ -60,3 +63,10 @@ def test_pins_of_the_wrong_shape_are_differences_not_errors() -> None:
     assert any(f.startswith("source s commit") for f in found)
     assert any(f.startswith("source gone commit") and "the lock's None" in f for f in found)
     assert any(f.startswith("reads:") for f in found)
+
+
+def test_a_bundle_mixing_a_published_build_with_git_members_is_refused() -> None:
+    manifest = Manifest.draft(recipe="r", stack=["r"], variant=None, target={}, members=[
+        Member(name="builds/x-1.0-py3-none-any.whl", kind="build"), Member(name="git/m.pack", kind="git")])
+    with pytest.raises(BundleDamaged, match="also git/m.pack"):
+        check_published(manifest, {"locks/r.yaml": lock()}, Path("b.bundle"))
