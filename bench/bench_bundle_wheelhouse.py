@@ -17,6 +17,7 @@ test-wheels and a tiny run-time prerequisite), never from the network.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -65,6 +66,8 @@ def main() -> int:
         sets = [a for s in (f"sources.flagtree.commit={commit}", f"artifacts.llvm.url={url}", PREREQUISITES, RUNTIME,
                             ONE_KERNEL) for a in ("--set", s)]
 
+        stage_s: dict[str, dict[str, float]] = {}
+
         def run(workdir: Path, *args: str, environ: dict[str, str] = env) -> float:
             start = time.perf_counter()
             done = subprocess.run([cli, "-q", "-w", str(workdir), *sets, *args], env=environ, check=False,
@@ -72,6 +75,9 @@ def main() -> int:
             if done.returncode != 0:
                 raise RuntimeError(f"{' '.join(args[:3])} in {workdir} exited {done.returncode}: "
                                    f"{done.stderr[-1200:]!r}")
+            if args[:2] == ("--json", "setup"):
+                stage_s[workdir.name] = {s["stage"]: round(s.get("seconds") or 0.0, 2)
+                                         for s in json.loads(done.stdout)["result"]["stages"]}
             return time.perf_counter() - start
 
         venv_a = build_venv(root / "venv-a", [*TOOLS, "torch", "numpy"])
@@ -94,16 +100,18 @@ def main() -> int:
             python = build_venv(root / f"venv-{kind}", names)
             workdir = root / f"board-{kind}"
             imported = run(workdir, "bundle", "import", str(bundle), "--python", str(python), environ=board_env)
-            setup = run(workdir, "setup", "--offline", "--ignore-host", "--python", str(python), environ=board_env)
+            setup = run(workdir, "--json", "setup", "--offline", "--ignore-host", "--python", str(python),
+                        environ=board_env)
             clones = int((workdir / "FlagTree").is_dir())
             report[kind] = {"bytes": bundle.stat().st_size, "create_s": create_s[kind], "import_s": imported,
-                            "setup_s": setup, "board_s": imported + setup, "clones": clones}
+                            "setup_s": setup, "board_s": imported + setup, "clones": clones,
+                            "setup_stage_s": stage_s[workdir.name]}
         full, lean = report["full"], report["for_wheelhouse"]
         assert isinstance(full, dict) and isinstance(lean, dict)
         for kind, data in (("full bundle", full), ("for-wheelhouse bundle", lean)):
             print(f"{kind}: {data['bytes'] / 1e6:.2f} MB (create {data['create_s']:.2f} s); board: import "
                   f"{data['import_s']:.2f} s + setup --offline {data['setup_s']:.2f} s = {data['board_s']:.2f} s, "
-                  f"{data['clones']} clone(s)")
+                  f"{data['clones']} clone(s); per stage (s): {data['setup_stage_s']}")
         print(f"for-wheelhouse / full: size {lean['bytes'] / full['bytes']:.3f}x, board time "
               f"{lean['board_s'] / full['board_s']:.2f}x")
         print(f"results: {save('bundle_wheelhouse', report)}")

@@ -10,6 +10,10 @@ arch and glibc; else this machine), so artifact variants and wheel platforms are
 - wheels: ``pip download`` for the target's platforms and Python (``bundle.wheelhouse``);
 - the locks and the recipe files of every recipe of the stack.
 
+``--for-wheelhouse`` (``published``): instead of git and artifacts, the wheelhouse's published build of the lock's
+pins that fits the target; and only the run-time wheels (``python.runtime``): a board that installs needs no build
+tools. Nothing is synced.
+
 ``--since OLD`` verifies OLD and leaves out the git, artifact and wheel members it already holds (same name,
 same sha256); locks and recipes are always written (they say what to set up). ``--sign KEY`` signs the manifest
 (which lists every member's sha256) with an SSH key (``signature``): the key is checked before any work, and the
