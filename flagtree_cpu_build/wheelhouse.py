@@ -105,12 +105,36 @@ def parse_location(text: str, origin: str = "--wheelhouse") -> Location:
     return Location(value, folder.as_uri().rstrip("/") + "/", folder)
 
 
-def configured(option: str | None, environ: Mapping[str, str], recipe_value: str | None) -> tuple[str, str] | None:
-    """(location, where it came from): the command line, else the environment, else the recipe."""
+def configured(option: str | None, environ: Mapping[str, str], recipe_value: str | None,
+               imported: str | None = None) -> tuple[str, str] | None:
+    """(location, where it came from): the command line, else the environment, else the wheelhouse a
+    `bundle create --for-wheelhouse` bundle laid out in this workspace (``imported``, see ``imported_wheelhouse``),
+    else the recipe. What this run is told beats what the workspace holds; the workspace's own import beats the
+    recipe's, which every board of the fleet shares (often a server an air-gapped board cannot reach)."""
     for value, origin in ((option, "--wheelhouse"), (environ.get(ENV_VAR), ENV_VAR),
-                          (recipe_value, "the recipe's build.wheelhouse")):
+                          (imported, IMPORTED_ORIGIN), (recipe_value, "the recipe's build.wheelhouse")):
         if value and value.strip():
             return value.strip(), origin
+    return None
+
+
+IMPORTED_ORIGIN = "the wheelhouse `bundle import` laid out in this workspace"
+IMPORTED_DIRNAME = "fleet-wheelhouse"  # in the recipe's state folder: a wheelhouse a bundle carried
+IMPORTED_RECORD = "fleet-wheelhouse.json"  # which bundle it came from (status, doctor; its presence turns it on)
+
+
+def imported_folder(recipe_state: Path) -> Path:
+    """Where `bundle import` lays out the wheelhouse a for-wheelhouse bundle carries (``publish``'s layout)."""
+    return recipe_state / IMPORTED_DIRNAME
+
+
+def imported_wheelhouse(recipe_state: Path) -> str | None:
+    """The workspace's imported wheelhouse folder, when an import recorded it and its manifest is there. The
+    location is always this fixed folder, never a path read from the record (a state file is not trusted with
+    where to read wheels from)."""
+    folder = imported_folder(recipe_state)
+    if (recipe_state / IMPORTED_RECORD).is_file() and (folder / MANIFEST).is_file():
+        return str(folder)
     return None
 
 

@@ -10,6 +10,10 @@ arch and glibc; else this machine), so artifact variants and wheel platforms are
 - wheels: ``pip download`` for the target's platforms and Python (``bundle.wheelhouse``);
 - the locks and the recipe files of every recipe of the stack.
 
+``--for-wheelhouse`` (``published``): instead of git and artifacts, the wheelhouse's published build of the lock's
+pins that fits the target; and only the run-time wheels (``python.runtime``): a board that installs needs no build
+tools. Nothing is synced.
+
 ``--since OLD`` verifies OLD and leaves out the git, artifact and wheel members it already holds (same name,
 same sha256); locks and recipes are always written (they say what to set up). ``--sign KEY`` signs the manifest
 (which lists every member's sha256) with an SSH key (``signature``): the key is checked before any work, and the
@@ -43,7 +47,7 @@ if TYPE_CHECKING:
     from ..stagekit.stage import StageContext
     from ..ui import UI
 
-CARRIED_KINDS = ("git", "artifact", "wheel")  # what --since may leave out (locks and recipes are always there)
+CARRIED_KINDS = ("git", "artifact", "wheel", "build")  # what --since may leave out (locks and recipes are always there)
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,8 @@ class CreateOptions:
     cache_dir: Path | None = None  # the per-user cache root (downloads in <root>/downloads)
     mirrors: tuple[MirrorRule, ...] = ()
     sign: Path | None = None  # an SSH private key: the manifest is signed with it
+    for_wheelhouse: bool = False  # a published build instead of sources and artifacts (``published``)
+    wheelhouse: str | None = None  # where to take it from (--wheelhouse; else the env, the recipe)
 
 
 @dataclass(frozen=True)
@@ -165,28 +171,13 @@ def _signer(key: SigningKey, manifest: Manifest) -> Callable[[bytes], Signature]
 def _collect(ctx: StageContext, target: dict[str, Any], options: CreateOptions, scratch: Path,
              old: Manifest | None) -> tuple[Manifest, dict[str, Path], list[str]]:
     """Every part of the bundle, sealed (hashed); with ``old``, its members marked as carried."""
-    from .artifacts import collect_artifacts
-    from .pins import pins_meta
-    from .sources import bundle_cache, bundle_mirrors, sync_stack
-
-    ui, stack = ctx.ui, _stack(ctx)
-    draft = _Draft()
-    with ui.group("bundle: sources"):
-        ui.info(f"sources: syncing {' + '.join(c.recipe.name for c in stack)} through {bundle_cache(stack)}")
-        for result in sync_stack(stack, bundle_cache(stack)):
-            draft.warnings += result.warnings
-            ui.info("sources: " + ", ".join(f"{a.subject} {a.detail}" for a in result.actions
-                                            if not a.data.get("check")))
-        for git in bundle_mirrors(stack, bundle_cache(stack), scratch / "git"):
-            draft.add("git", f"{git.mirror}.pack", git.path, pins_meta(git.url, git.mirror, git.commits))
-    if ctx.reopen is not None and any(a.read_names for layer in stack for a in layer.recipe.artifacts.values()):
-        stack = _stack(ctx.reopen())  # the values artifacts read from the sources' files, now checked out
-    with ui.group("bundle: artifacts"):
-        for artifact in collect_artifacts(stack, options.cache_dir, options.mirrors):
-            draft.add("artifact", artifact.sha256, artifact.path, artifact.meta)
-            draft.warnings += artifact.warnings
+    ui, draft = ctx.ui, _Draft()
+    if options.for_wheelhouse:  # the published build, the lock and recipe, the run-time wheels: no git, no LLVM
+        stack = _add_published(ctx, target, options, scratch, draft)
+    else:
+        stack = _add_sources_and_artifacts(ctx, options, scratch, draft)
     with ui.group("bundle: wheels"):
-        _add_wheels(draft, stack, target, scratch / "wheels")
+        _add_wheels(draft, stack, target, scratch / "wheels", runtime_only=options.for_wheelhouse)
     for layer in stack:  # after the artifacts: their digests are in the locks now
         recipe = layer.recipe
         draft.add("lock", f"{recipe.name}.yaml", layer.workspace.lock_file, {"recipe": recipe.name})
@@ -203,7 +194,46 @@ def _collect(ctx: StageContext, target: dict[str, Any], options: CreateOptions, 
     return manifest, draft.files, draft.warnings
 
 
-def _add_wheels(draft: _Draft, stack: list[StageContext], target: dict[str, Any], dest: Path) -> None:
+def _add_sources_and_artifacts(ctx: StageContext, options: CreateOptions, scratch: Path,
+                               draft: _Draft) -> list[StageContext]:
+    """The git members (the stack synced, one pack of pinned commits per repository) and the artifacts; the stack
+    as the artifacts saw it."""
+    from .artifacts import collect_artifacts
+    from .pins import pins_meta
+    from .sources import bundle_cache, bundle_mirrors, sync_stack
+
+    ui, stack = ctx.ui, _stack(ctx)
+    with ui.group("bundle: sources"):
+        ui.info(f"sources: syncing {' + '.join(c.recipe.name for c in stack)} through {bundle_cache(stack)}")
+        for result in sync_stack(stack, bundle_cache(stack)):
+            draft.warnings += result.warnings
+            ui.info("sources: " + ", ".join(f"{a.subject} {a.detail}" for a in result.actions
+                                            if not a.data.get("check")))
+        for git in bundle_mirrors(stack, bundle_cache(stack), scratch / "git"):
+            draft.add("git", f"{git.mirror}.pack", git.path, pins_meta(git.url, git.mirror, git.commits))
+    if ctx.reopen is not None and any(a.read_names for layer in stack for a in layer.recipe.artifacts.values()):
+        stack = _stack(ctx.reopen())  # the values artifacts read from the sources' files, now checked out
+    with ui.group("bundle: artifacts"):
+        for artifact in collect_artifacts(stack, options.cache_dir, options.mirrors):
+            draft.add("artifact", artifact.sha256, artifact.path, artifact.meta)
+            draft.warnings += artifact.warnings
+    return stack
+
+
+def _add_published(ctx: StageContext, target: dict[str, Any], options: CreateOptions, scratch: Path,
+                   draft: _Draft) -> list[StageContext]:
+    """--for-wheelhouse: the published build of the lock's pins for the target (``published``)."""
+    from .published import fetch_published
+
+    with ctx.ui.group("bundle: published build"):
+        wheel, meta = fetch_published(ctx, options.wheelhouse, target, scratch / "builds")
+        draft.add("build", wheel.name, wheel, meta)
+        ctx.ui.info(f"published build: {wheel.name} from {meta['wheelhouse']}")
+    return [ctx]
+
+
+def _add_wheels(draft: _Draft, stack: list[StageContext], target: dict[str, Any], dest: Path, *,
+                runtime_only: bool = False) -> None:
     from ..pip_constraints import constraints_file
     from ..pythonenv import refuse_conflicts
     from .wheelhouse import WheelTarget, download_wheelhouse, is_sdist, requirement_groups
@@ -211,7 +241,7 @@ def _add_wheels(draft: _Draft, stack: list[StageContext], target: dict[str, Any]
     recipes = [c.recipe for c in stack]
     for recipe in recipes:  # a requirement no version can meet with a constraint: refused before pip (exit 2)
         refuse_conflicts(recipe, [*recipe.python.build, *recipe.python.runtime])
-    groups = requirement_groups(recipes)
+    groups = requirement_groups(recipes, runtime_only=runtime_only)  # an installed build needs no build tools
     if not groups:
         return
     top = stack[-1]

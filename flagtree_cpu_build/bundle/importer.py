@@ -16,7 +16,9 @@ Each step runs only once the one before it succeeded, so a damaged or wrong bund
    of the pinned commits) in ``<workdir>/.flagtree-cpu/bundle/git`` (sync's git cache from then on), artifacts
    into the download cache (found by ``fetch --offline`` through the lock's sha256 and the URL note), wheels into
    ``<workdir>/.flagtree-cpu/wheelhouse`` (pip's only source with --offline), and each recipe's lock where that
-   recipe keeps it.
+   recipe keeps it. A for-wheelhouse bundle (``published``) carries published builds instead of git and artifacts:
+   they are checked against its lock and this board (pins key, target class) in step 4, laid out as a wheelhouse in
+   ``<workdir>/.flagtree-cpu/fleet-wheelhouse`` and recorded, so the workspace asks it (``wheelhouse.configured``).
 
 Importing the same bundle again finds nothing lacking, extracts nothing and says so.
 """
@@ -24,33 +26,33 @@ Importing the same bundle again finds nothing lacking, extracts nothing and says
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..artifact_cache import ArtifactCache, url_key
-from ..atomic import temporary_name, write_atomic
 from ..digest import hash_file
 from ..errors import FlagtreeCpuError
 from ..gitcache import GitCache, bundle_git_cache
 from ..gitcmd import has_commit
 from ..gitops import clone_bundle_mirror, fetch_bundle
 from ..invocation import elsewhere
-from ..lockfile import Lock, read_lock, write_lock
+from ..lockfile import read_lock, write_lock
 from ..partials import PartialFolder, sweep
 from ..pythonenv import wheelhouse_dir
-from ..stagekit.stage import Action, StageContext, StageResult, Status
+from ..stagekit.stage import Action, StageContext, StageResult
 from ..ui import UI
+from ..wheelhouse import IMPORTED_RECORD, DamagedManifest, imported_folder, read_local_manifest
 from ..workspace import user_cache_dir
 from .archive import extract_members, read_bundle
 from .errors import BundleDamaged, BundleIncomplete, BundleMismatch
 from .fit import check_made_for, stack_of
 from .manifest import Manifest, Member
 from .pins import PINS_FORM, check_pins_carried, form_of, seed_pins
+from .placing import conflicts, move_into, written
+from .published import check_fits_board, check_published, is_for_wheelhouse, lay_out, record_import
 from .trust import Authenticity, Trust, authenticate, check_digest
 
 
@@ -101,7 +103,9 @@ def import_bundle(ctx: StageContext, path: Path, options: ImportOptions,
         actions += seeder.extract_and_seed(items, locks)
     data = {"bundle": str(path), "manifest_digest": manifest.digest, "made_for": manifest.made_for(),
             "git_cache": str(seeder.git_root), "download_cache": str(seeder.cache.root),
-            "wheelhouse": str(seeder.wheelhouse), "authenticity": authenticity.to_json()}
+            "wheelhouse": str(seeder.wheelhouse), "authenticity": authenticity.to_json(),
+            **({"fleet_wheelhouse": str(imported_folder(ctx.workspace.recipe_state))}
+               if is_for_wheelhouse(manifest) else {})}
     summary = Action("bundle", "ok" if all(a.status == "ok" for a in actions) else "created",
                      f"{path.name}: {manifest.made_for()}", data)
     return StageResult("bundle import", (summary, *actions), seconds=time.monotonic() - start)
@@ -129,6 +133,8 @@ class _Seeder:
         if kind == "wheel":
             wheel = self.wheelhouse / _file_name(member)
             return wheel.is_file() and wheel.stat().st_size == member.size and hash_file(wheel) == member.sha256
+        if kind == "build":
+            return self._has_build(member)
         return True  # locks are compared once read; recipes are not imported (the tool has them)
 
     def require_carried(self) -> None:
@@ -147,7 +153,8 @@ class _Seeder:
         """The present members this machine lacks (to extract and seed), the locks to compare with the
         workspace's (read once extracted), and what is here already (ok actions)."""
         items, locks, here = [], [], []
-        seeds = {"git": self._seed_git, "artifact": self._seed_artifact, "wheel": self._seed_wheel}
+        seeds = {"git": self._seed_git, "artifact": self._seed_artifact, "wheel": self._seed_wheel,
+                 "build": self._seed_build}
         for member in self.manifest.present():
             if member.kind == "recipe":
                 continue
@@ -184,6 +191,9 @@ class _Seeder:
             actions = [item.seed(extracted[item.member.name])
                        for item in sorted(items, key=lambda i: i.member.kind != "git")]
             actions += [step() for step in lock_steps]
+            if is_for_wheelhouse(self.manifest):  # every build laid out: the workspace asks its wheelhouse now
+                record_import(self.ws.recipe_state, self.path, self.manifest,
+                              [m.name for m in self.manifest.of_kind("build")])
         except BaseException:
             if made_state:
                 _discard_unseeded(self.git_root)
@@ -196,14 +206,19 @@ class _Seeder:
         return actions
 
     def _check_pins(self, extracted: dict[str, Path]) -> None:
-        """Before anything is seeded: the git members carry every commit the bundle's locks pin."""
+        """Before anything is seeded: the git members carry every commit the bundle's locks pin; or, for a
+        for-wheelhouse bundle, its builds were made from its lock, and are the ones this board would install."""
         locks = {}
         for member in self.manifest.of_kind("lock"):
             file = extracted.get(member.name) or self._lock_path(member)  # not extracted: the workspace's, same bytes
             lock = read_lock(file) if file.is_file() else None
             if lock is not None:
                 locks[member.name] = lock
-        check_pins_carried(self.manifest, locks, self.path)
+        if not is_for_wheelhouse(self.manifest):
+            check_pins_carried(self.manifest, locks, self.path)
+            return
+        entries = check_published(self.manifest, locks, self.path)
+        check_fits_board(self.ctx, self.options.python, entries, next(iter(locks.values())), self.path)
 
     def _seed_git(self, member: Member, bundle: Path) -> Action:
         url, commits = _meta(member, "url"), _commits(member)
@@ -246,10 +261,26 @@ class _Seeder:
         return Action(_subject(member), "created", f"{sha[:12]} into the download cache",
                       {"sha256": sha, "url": url})
 
+    def _has_build(self, member: Member) -> bool:
+        folder = imported_folder(self.ws.recipe_state)
+        try:
+            listed = read_local_manifest(folder)
+        except DamagedManifest:
+            return False
+        return (self.ws.recipe_state / IMPORTED_RECORD).is_file() and any(
+            w["sha256"] == member.sha256 and (folder / w["file"]).is_file() and hash_file(folder / w["file"])
+            == member.sha256 for w in listed)
+
+    def _seed_build(self, member: Member, file: Path) -> Action:
+        folder = imported_folder(self.ws.recipe_state)
+        done = lay_out(folder, member.meta["entry"], file, self.ui.info)  # the entry: checked by _check_pins
+        return Action(_subject(member), "created" if done.status != "already published" else "ok",
+                      f"{done.status} in the workspace's wheelhouse {folder}", {"path": str(done.file)})
+
     def _seed_wheel(self, member: Member, file: Path) -> Action:
         dest = self.wheelhouse / _file_name(member)
         status = "updated" if dest.exists() else "created"
-        _move_into(file, dest)
+        move_into(file, dest)
         return Action(_subject(member), status, "into the wheelhouse", {"path": str(dest)})
 
     # -- locks ---------------------------------------------------------------------------------------------
@@ -273,17 +304,17 @@ class _Seeder:
         assert bundled is not None
         existing = read_lock(path)  # a damaged lock in the workspace is named as always (UsageError)
         if existing is None:
-            return lambda: _written(path, file.read_text(), subject, "created", "written")
-        conflicts = _conflicts(existing, bundled)
-        if conflicts and not self.options.update_lock:
+            return lambda: written(path, file.read_text(), subject, "created", "written")
+        differing = conflicts(existing, bundled)
+        if differing and not self.options.update_lock:
             raise BundleMismatch(
                 f"the lock in {self.path} disagrees with this workspace's {path}; nothing was imported",
-                details=tuple(conflicts),
+                details=tuple(differing),
                 fix="import with --update-lock to replace the workspace's lock with the bundle's (the checkouts move "
                 "to the bundle's commits at the next sync), or make the bundle from this lock: copy it to the "
                 "connected machine and run bundle create with --lock-file")
-        if conflicts:
-            return lambda: _written(path, file.read_text(), subject, "updated", "replaced (--update-lock)")
+        if differing:
+            return lambda: written(path, file.read_text(), subject, "updated", "replaced (--update-lock)")
         # entries both hold agree on their pins (a disagreement was refused above): the workspace's stay as they
         # are (where the bytes were served from is its own history), only what it lacks is added
         merged = replace(existing, sources={**bundled.sources, **existing.sources},
@@ -296,43 +327,6 @@ class _Seeder:
             return Action(subject, "updated", f"{path}: the bundle's entries added", {"path": str(path)})
 
         return merge
-
-
-def _conflicts(existing: Lock, bundled: Lock) -> list[str]:
-    """Where the workspace's lock and the bundle's pin the same thing differently."""
-    found = []
-    for name, entry in bundled.sources.items():
-        mine = existing.sources.get(name)
-        if mine is not None and mine.commit != entry.commit:
-            found.append(f"source {name}: this workspace has {mine.commit[:12]}, the bundle {entry.commit[:12]}")
-    for name, art in bundled.artifacts.items():
-        have = existing.artifacts.get(name)
-        if have is not None and (have.url, have.sha256) != (art.url, art.sha256):
-            found.append(f"artifact {name}: this workspace has {have.sha256[:12]} ({have.url}), the bundle "
-                         f"{art.sha256[:12]} ({art.url})")
-    return found
-
-
-def _written(path: Path, text: str, subject: str, status: Status, how: str) -> Action:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, text, durable=True)  # the bundle's bytes: the lock as its maker wrote it
-    return Action(subject, status, f"{path} {how}", {"path": str(path)})
-
-
-def _move_into(src: Path, dest: Path) -> None:
-    """``src`` at ``dest`` in one step (a copy beside ``dest`` first when they are on two file systems)."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.replace(src, dest)
-    except OSError as exc:
-        if exc.errno != errno.EXDEV:
-            raise
-        tmp = temporary_name(dest)
-        try:
-            shutil.copyfile(src, tmp)
-            os.replace(tmp, dest)
-        finally:
-            tmp.unlink(missing_ok=True)
 
 
 def _mirror_of_bundle(bundle: Path, tree: Path, url: str, member: Member) -> None:

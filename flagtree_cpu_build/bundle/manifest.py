@@ -28,10 +28,12 @@ from .errors import BundleDamaged
 BUNDLE_SCHEMA = "flagtree-cpu/bundle/v1"
 MANIFEST_NAME = "flagtree-cpu-bundle.json"  # always the archive's FIRST member
 
-MemberKind = Literal["git", "artifact", "wheel", "lock", "recipe"]
+MemberKind = Literal["git", "artifact", "wheel", "lock", "recipe", "build"]
 MEMBER_KINDS: tuple[str, ...] = get_args(MemberKind)
 # the folder each kind lives in inside the archive (and inside the folder it is extracted to)
-KIND_FOLDERS = {"git": "git", "artifact": "artifacts", "wheel": "wheels", "lock": "locks", "recipe": "recipes"}
+# "build": a published build (a wheel and its wheelhouse entry) of a `bundle create --for-wheelhouse` bundle
+KIND_FOLDERS = {"git": "git", "artifact": "artifacts", "wheel": "wheels", "lock": "locks", "recipe": "recipes",
+                "build": "builds"}
 
 # a file name of a mirror (name-<hash>.git.bundle), a sha256, a wheel or sdist (may hold + and !), a recipe:
 # no separators, no leading dot (so never "." or ".."), no control characters
@@ -51,7 +53,7 @@ class Member:
     size: int = 0
     sha256: str = ""
     # git: {"url", "mirror", "commits": [..]}; artifact: {"recipe", "name", "url", "digest": {algo: hex}};
-    # wheel: {"file"}; lock/recipe: {"recipe"}
+    # wheel: {"file"}; lock/recipe: {"recipe"}; build: {"entry": the wheelhouse manifest entry, "wheelhouse"}
     meta: dict[str, Any] = field(default_factory=dict)
     carried_by_since: bool = False  # left out of an incremental bundle: the one it was made --since has it
 

@@ -106,8 +106,9 @@ def check_pins_carried(manifest: Manifest, locks: dict[str, Lock], origin: Path)
 
 
 def verify_pins(path: Path, manifest: Manifest) -> None:
-    """`bundle verify`'s check that the verified bundle ``path`` carries every commit its locks pin: the locks
-    (small) read into a temporary folder, removed whatever happens."""
+    """`bundle verify`'s check that the verified bundle ``path`` carries every commit its locks pin (a
+    for-wheelhouse bundle: that its builds were made from its lock, ``published``): the locks (small) read into a
+    temporary folder, removed whatever happens."""
     import tempfile
 
     from ..errors import FlagtreeCpuError
@@ -125,4 +126,9 @@ def verify_pins(path: Path, manifest: Manifest) -> None:
                 raise BundleDamaged(f"{name} in {path} is not a lock flagtree-cpu can read: {exc.message}") from None
             if lock is not None:
                 locks[name] = lock
-    check_pins_carried(manifest, locks, path)
+    from .published import check_published, is_for_wheelhouse
+
+    if is_for_wheelhouse(manifest):  # no git: its builds must be the ones its lock pins
+        check_published(manifest, locks, path)
+    else:
+        check_pins_carried(manifest, locks, path)

@@ -105,12 +105,12 @@ def _glibc_tuple(glibc: str | None) -> tuple[int, int] | None:
 # --- what to download ------------------------------------------------------------------------------------
 
 
-def requirement_groups(stack: Sequence[Recipe]) -> dict[str | None, list[str]]:
-    """The build and run-time requirements of every recipe of the stack, bottom first, per package index
-    (None: pip's default index); each requirement once."""
+def requirement_groups(stack: Sequence[Recipe], *, runtime_only: bool = False) -> dict[str | None, list[str]]:
+    """The build and run-time requirements (``runtime_only``: the run-time ones) of every recipe of the stack,
+    bottom first, per package index (None: pip's default index); each requirement once."""
     groups: dict[str | None, list[str]] = {}
     for recipe in stack:
-        for requirement in (*recipe.python.build, *recipe.python.runtime):
+        for requirement in (*(() if runtime_only else recipe.python.build), *recipe.python.runtime):
             group = groups.setdefault(requirement.index_url, [])
             if requirement.requirement not in group:
                 group.append(requirement.requirement)

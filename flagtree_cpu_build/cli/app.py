@@ -383,6 +383,12 @@ WheelhouseOption = Annotated[Optional[str], typer.Option(
     "instead of building.")]
 
 
+BundleWheelhouseOption = Annotated[Optional[str], typer.Option(
+    "--wheelhouse", metavar="DIR|URL", callback=_checked_by(_wheelhouse_location),
+    help="With --for-wheelhouse: the wheelhouse to take the build from (a folder, file:// or http(s)://; also "
+    "FLAGTREE_CPU_WHEELHOUSE, else the recipe's build.wheelhouse).")]
+
+
 ReplaceOption = Annotated[Optional[list[str]], typer.Option(
     "--replace", metavar="NAME", help="Replace artifact NAME's tree although another recipe or workspace published "
     "it (fetch refuses otherwise, naming them). Repeatable. A shared tree is never replaced.")]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from ..table_layout import LABEL, Column
-from .app import CacheDirOption, FlagtreeCommand, MirrorsOption, app, examples, options
+from .app import BundleWheelhouseOption, CacheDirOption, FlagtreeCommand, MirrorsOption, app, examples, options
 from .bundle_trust import SignOption
 
 if TYPE_CHECKING:
@@ -38,6 +38,8 @@ app.add_typer(bundle_app, name="bundle")
     "flagtree-cpu --recipe flaggems-arm bundle create -o gems.bundle     # the whole stack",
     "flagtree-cpu bundle create --since board.bundle -o board-2.bundle   # only what changed",
     "flagtree-cpu bundle create --sign ~/.ssh/flagtree_bundles -o board.bundle   # boards check who made it",
+    "flagtree-cpu bundle create --for-wheelhouse --wheelhouse /srv/wheels --sysroot board.tar.gz --target-python "
+    "3.11 -o board.bundle   # a published build, for boards that only install",
 ))
 def bundle_create(
     ctx: typer.Context,
@@ -58,6 +60,11 @@ def bundle_create(
     cache_dir: CacheDirOption = None,
     mirrors: MirrorsOption = None,
     sign: SignOption = None,
+    for_wheelhouse: Annotated[bool, typer.Option("--for-wheelhouse", help="Carry the published build of the "
+                                                 "lock's pins that fits the target (from the wheelhouse), the lock, "
+                                                 "the recipe and the run-time wheels, instead of the sources and "
+                                                 "artifacts: the board installs it without building.")] = False,
+    wheelhouse: BundleWheelhouseOption = None,
 ) -> None:
     """Write one file with everything `setup --offline` needs on a machine without network.
 
@@ -69,17 +76,28 @@ def bundle_create(
     sha256. A stacked recipe bundles its whole stack. With --sign the manifest is signed (an SSH signature, inside
     the bundle): boards that trust the key refuse every other bundle. The bundle's sha256 is printed at the end:
     a site that carries it to the board can pass it to --expect-digest there.
+
+    With --for-wheelhouse nothing is synced or downloaded but the build: the wheelhouse's build of this workspace's
+    lock pins whose target class fits the target (refused, naming the closest entry's differing pin, when there is
+    none), verified against its sha256; the board's `bundle import` lays it out as a wheelhouse inside the
+    workspace, and `setup --offline` there installs it (install-only).
     """
     from ..bundle.create import CreateOptions, create_bundle
     from ..mirrors import parse_mirrors
     from ..workspace import exclusive_use
 
     opts = options(ctx)
+    if wheelhouse is not None and not for_wheelhouse:
+        from ..errors import UsageError
+
+        raise UsageError("bundle create --wheelhouse names where --for-wheelhouse takes the published build from; "
+                         "without --for-wheelhouse the bundle carries the sources and artifacts, and no wheelhouse",
+                         fix="add --for-wheelhouse, or leave --wheelhouse out")
     create_options = CreateOptions(
         output=_absolute(output), target_python=target_python, platforms=tuple(platforms or ()),
         sysroot=sysroot.expanduser() if sysroot else None, since=_absolute(since) if since else None,
         cache_dir=cache_dir.expanduser() if cache_dir else None, mirrors=tuple(parse_mirrors(mirrors or [])),
-        sign=_absolute(sign) if sign else None)
+        sign=_absolute(sign) if sign else None, for_wheelhouse=for_wheelhouse, wheelhouse=wheelhouse)
     # the workspace is held as every command that changes it holds it (exit 8 when another run has it)
     created = create_bundle(opts.request(), opts.ui, create_options, hold=lambda stage_ctx: exclusive_use(
         stage_ctx.workspace, "bundle create", wait=opts.wait, on_wait=opts.ui.info))

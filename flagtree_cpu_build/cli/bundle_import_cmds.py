@@ -49,7 +49,10 @@ def bundle_import(
     variant, architecture and Python. Then the git sources become bare mirrors in
     <workdir>/.flagtree-cpu/bundle/git (sync's git cache from then on, without --git-cache), the artifacts go into
     the download cache, the wheels into <workdir>/.flagtree-cpu/wheelhouse (pip's only source with --offline), and
-    the lock where the recipe keeps it.
+    the lock where the recipe keeps it. A `bundle create --for-wheelhouse` bundle carries published builds instead:
+    they are laid out as a wheelhouse in <workdir>/.flagtree-cpu/fleet-wheelhouse, which the workspace then asks
+    (after --wheelhouse and $FLAGTREE_CPU_WHEELHOUSE, before the recipe's build.wheelhouse), so `setup --offline`
+    installs the build without syncing, fetching or building.
     Importing the same bundle again changes nothing.
     """
     from ..bundle.importer import ImportOptions, import_bundle, verified
@@ -83,14 +86,18 @@ def render_import(ui: UI, result: StageResult) -> None:
         ui.warn(warning)
     render_authenticity(ui, summary.data["authenticity"])
     for what, key in (("git mirrors", "git_cache"), ("download cache", "download_cache"),
-                      ("wheelhouse", "wheelhouse")):
-        ui.info(f"{what}: {summary.data[key]}")
+                      ("wheelhouse", "wheelhouse"), ("published builds (install-only)", "fleet_wheelhouse")):
+        if key in summary.data:
+            ui.info(f"{what}: {summary.data[key]}")
     if all(a.status == "ok" for a in items):
         ui.success(f"nothing to import: everything in {Path(summary.data['bundle']).name} is here already")
     else:
         changed = sum(a.status != "ok" for a in items)
         ui.success(f"imported {changed} of {len(items)} members in {result.seconds:.1f}s")
-    ui.info("next: flagtree-cpu setup --offline   (sync, fetch, python and build --offline work too)")
+    if "fleet_wheelhouse" in summary.data:  # a for-wheelhouse bundle: no sources or artifacts to set up from
+        ui.info("next: flagtree-cpu setup --offline   (installs the published build: no sync, no fetch, no build)")
+    else:
+        ui.info("next: flagtree-cpu setup --offline   (sync, fetch, python and build --offline work too)")
 
 
 @bundle_app.command("verify", cls=FlagtreeCommand, epilog=examples(

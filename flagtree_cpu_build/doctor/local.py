@@ -196,7 +196,8 @@ def tool_wheelhouse(c: DoctorContext) -> Outcome:
     from ..ui import UI
 
     final = final_build_spec(c)  # the wheelhouse holds the final build's wheels
-    chosen = wh.configured(None, c.environ, final.wheelhouse if final else None)
+    chosen = wh.configured(None, c.environ, final.wheelhouse if final else None,
+                           wh.imported_wheelhouse(c.workspace.recipe_state))
     if chosen is None:
         return skip(f"no wheelhouse configured (build/setup --wheelhouse, ${wh.ENV_VAR} or build.wheelhouse)")
     try:

@@ -146,7 +146,8 @@ def ask(ctx: StageContext, options: RunOptions, lock: Lock | None) -> tuple[Offe
     recipe = ctx.recipe
     if recipe.build is None:
         return None, "the recipe has no build"
-    chosen = wh.configured(options.wheelhouse, os.environ, recipe.build.wheelhouse)
+    chosen = wh.configured(options.wheelhouse, os.environ, recipe.build.wheelhouse,
+                           wh.imported_wheelhouse(ctx.workspace.recipe_state))
     if chosen is None:
         return None, NOT_CONFIGURED
     if options.force:

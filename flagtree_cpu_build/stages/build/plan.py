@@ -44,7 +44,7 @@ from ...stacking import base_problems
 from ...stagekit.plan import PlanItem
 from ...stagekit.stage import RunOptions, StageContext
 from ...state import read_state
-from ...wheelhouse import configured
+from ...wheelhouse import configured, imported_wheelhouse
 from ..artifacts import plan_artifacts
 from ..links import plan_links
 from ..sources import plan_sources
@@ -349,7 +349,8 @@ def _wheelhouse_note(ctx: StageContext, options: RunOptions) -> str:
     """What the dry run adds when a wheelhouse is configured: it is asked before the build (not now)."""
     final = final_build(ctx.recipe)
     assert final is not None
-    chosen = configured(options.wheelhouse, os.environ, named_builds(ctx.recipe)[final].wheelhouse)
+    chosen = configured(options.wheelhouse, os.environ, named_builds(ctx.recipe)[final].wheelhouse,
+                        imported_wheelhouse(ctx.workspace.recipe_state))
     return f" (the wheelhouse {chosen[0]} is asked first)" if chosen else ""
 
 

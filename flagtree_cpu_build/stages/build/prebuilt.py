@@ -83,7 +83,8 @@ def take(ctx: StageContext, options: RunOptions, components: dict[str, Any], sta
     from ...stagekit.stage import Action, StageResult
 
     assert ctx.recipe.build is not None
-    chosen = wh.configured(options.wheelhouse, os.environ, ctx.recipe.build.wheelhouse)
+    chosen = wh.configured(options.wheelhouse, os.environ, ctx.recipe.build.wheelhouse,
+                           wh.imported_wheelhouse(ctx.workspace.recipe_state))
     if chosen is None or options.force:  # --force: build here, whatever is published
         return None
     text, origin = chosen
