@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ... import wheelhouse as wh
 from ...build_stamp import build_view
-from ...recipe.builds import final_build
+from ...recipe.builds import final_build, named_builds
 
 if TYPE_CHECKING:
     from ...lockfile import Lock
@@ -49,6 +49,10 @@ def pins_key(recipe: Recipe, lock: Lock | None) -> tuple[PinsKey | None, str]:
         return None, f"there is no lock file yet; {GET_THE_LOCK}"
     if lock.recipe != recipe.name:
         return None, f"the lock is recipe {lock.recipe}'s, not {recipe.name}'s"
+    builds = named_builds(recipe)
+    if len(builds) > 1:  # one published wheel is the final build's alone: what the others make is not in it
+        return None, (f"the recipe has {len(builds)} builds ({', '.join(builds)}); an install-only "
+                      "board installs one published build, so the others must be built here")
     name, view = build_recipe(recipe)
     assert view.build is not None
     chosen = view.build.inputs  # None: every source and artifact
