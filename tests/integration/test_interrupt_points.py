@@ -28,11 +28,12 @@ from tests.support.tarballs import llvm_tarball
 STREAM_FILES = files_of(growing, stream, interrupts, threading)
 
 
-def unpackers_left(timeout: float = 10) -> list[str]:
-    """The unpacker threads still there after ``timeout`` (listed while starting, running or stranded)."""
+def unpackers_left(before: set[threading.Thread], timeout: float = 10) -> list[str]:
+    """This run's unpacker threads still there after ``timeout`` (listed while starting, running or stranded);
+    ``before``: the threads from before the run (another test's, in this worker process), not this run's."""
     deadline = time.monotonic() + timeout
-    while (left := [t.name for t in threading.enumerate() if t.name.startswith("unpack ")]) and \
-            time.monotonic() < deadline:
+    while (left := [t.name for t in threading.enumerate() if t.name.startswith("unpack ") and t not in before]) \
+            and time.monotonic() < deadline:
         time.sleep(0.05)
     return left
 
@@ -55,11 +56,12 @@ def test_ctrl_c_at_any_point_of_a_streamed_fetch_ends_it_with_130_leaving_no_fol
     problems = []
     for at in range(count.count):
         fresh(tmp_path)
+        before = set(threading.enumerate())
         with InterruptPoints(STREAM_FILES, at=at).armed() as point:
             result = fetch(tmp_path, url)
         if point.where is None:  # this run had fewer points than the first (threads interleave differently)
             continue
-        stuck = unpackers_left()
+        stuck = unpackers_left(before)
         found = {"exit": result.exit_code if result.exit_code != 130 else None,
                  "unpacker still there": stuck or None,
                  "half-made folders": [p.name for p in partial_folders()] or None,
