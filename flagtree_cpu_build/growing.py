@@ -44,13 +44,17 @@ class GrowingFile:
         self.consumed = 0
         self._stops = tuple(stops)
         self._file: Any = None
-        self._cond = threading.Condition()
+        # entered as ``with self._lock`` (C code), never ``with self._cond``: Condition's Python-level __enter__
+        # and __exit__ let a Ctrl-C in the download's thread leave the lock held, and the unpacker then waits
+        # for it forever (see interrupts.py); the Condition is only for wait/notify
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)
         self._complete = self._aborted = self._stale = self._failed = False
 
     # the download's side
     def follow(self, path: Path) -> None:
         """The download now writes ``path`` (the first candidate, or the next one after a failure)."""
-        with self._cond:
+        with self._lock:
             if path != self.path:
                 self._switch(path)
             self._cond.notify_all()
@@ -60,13 +64,13 @@ class GrowingFile:
             self.total = total
 
     def grew(self) -> None:
-        with self._cond:
+        with self._lock:
             if self._failed:
                 raise ConsumerFailed("the unpacking failed")
             self._cond.notify_all()
 
     def restarted(self) -> None:
-        with self._cond:
+        with self._lock:
             self._switch(self.path)
             self._cond.notify_all()
 
@@ -79,23 +83,23 @@ class GrowingFile:
         self.path = path
 
     def complete(self) -> None:
-        with self._cond:
+        with self._lock:
             self._complete = True
             self._cond.notify_all()
 
     def abort(self) -> None:
-        with self._cond:
+        with self._lock:
             self._aborted = True
             self._cond.notify_all()
 
     # the unpacker's side
     def fail(self) -> None:
         """The unpacking gave up: the download stops at its next chunk."""
-        with self._cond:
+        with self._lock:
             self._failed = True
 
     def read(self, size: int = -1) -> bytes:
-        with self._cond:
+        with self._lock:
             while True:
                 if any(stop.is_set() for stop in self._stops):
                     raise KeyboardInterrupt
@@ -118,7 +122,7 @@ class GrowingFile:
                 self._cond.wait(0.5)
 
     def close(self) -> None:
-        with self._cond:
+        with self._lock:
             if self._file is not None:
                 self._file.close()
                 self._file = None

@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from .errors import FlagtreeCpuError, Interrupted, Terminated, ValidationFailed
+from .interrupts import Latch, interrupts_deferred
 from .no_network import NO_NETWORK_FIX, one_error
 from .preflight import run_preflight
 from .setup_report import SetupReport, StageRecord, collect_pins, failed_stage, is_fresh, junit_without_kernels, save
@@ -313,8 +314,9 @@ def _side_by_side(ctx: StageContext, options: RunOptions, report: SetupReport, g
     first, second = group
     fetched: dict[str, Any] = {}
     # Waited on instead of Thread.join: a join interrupted by Ctrl-C marks the thread as stopped in
-    # CPython 3.11, so a second join returns at once while the worker is still cleaning up.
-    done = threading.Event()
+    # CPython 3.11, so a second join returns at once while the worker is still cleaning up. A Latch, not an
+    # Event: a Ctrl-C inside Event.wait can leave its lock held, and the next wait then blocks on itself.
+    done = Latch()
 
     def worker() -> None:
         began = time.monotonic()
@@ -329,8 +331,9 @@ def _side_by_side(ctx: StageContext, options: RunOptions, report: SetupReport, g
     thread = threading.Thread(target=worker, name=f"flagtree-cpu {second.command}", daemon=True)
     first_error: FlagtreeCpuError | None = None
     with ctx.ui.concurrent():
-        thread.start()
         try:
+            with interrupts_deferred():  # Thread.start waits on an Event: a Ctrl-C there strands the worker
+                thread.start()
             began = time.monotonic()
             try:
                 _finish(report.record(first.name), _run(first, ctx, options, report), time.monotonic() - began, ctx)

@@ -28,8 +28,9 @@ from ...archive import LimitExceeded, TarballProblem, limits_for
 from ...artifact_cache import ArtifactCache
 from ...artifact_kinds import Unpack, kind_of
 from ...diskspace import DiskFull, both_hint, cache_hint, require_free, same_file_system, tree_hint
-from ...download import Downloader, discard_part
+from ...download import Downloaded, Downloader, discard_part
 from ...growing import ConsumerFailed, GrowingFile, StreamAborted, StreamStale
+from ...interrupts import Latch, interrupts_deferred
 from ...partials import PartialFolder
 from ...progress import human_bytes
 from ...recipe import Artifact
@@ -66,9 +67,12 @@ def retry_fix(name: str, artifact: Artifact) -> str:
             f"{artifact.url} yourself and import it (--from {name}=FILE)")
 
 
+STOP_GRACE_S = 30.0  # how long a stopped download waits for its unpacker to let go of the folder
+
+
 class _Unpacker(threading.Thread):
-    """Unpacks the growing file; its outcome is read after ``done`` (an Event: a join interrupted by
-    Ctrl-C would not wait)."""
+    """Unpacks the growing file into a folder of its own; its outcome is read after ``done`` (a Latch: a join
+    interrupted by Ctrl-C would not wait, and an Event can be left locked by one, see interrupts.py)."""
 
     def __init__(self, name: str, artifact: Artifact, unpack: Unpack, folder: PartialFolder, growing: GrowingFile,
                  ctx: StageContext):
@@ -76,7 +80,16 @@ class _Unpacker(threading.Thread):
         self.label, self.artifact, self.folder, self.growing, self.ctx = name, artifact, folder, growing, ctx
         self.unpack = unpack
         self.error: BaseException | None = None
-        self.done = threading.Event()
+        self.done = Latch()
+
+    @classmethod
+    def started(cls, name: str, artifact: Artifact, unpack: Unpack, dest: Path, ctx: StageContext) -> _Unpacker:
+        """Its folder beside ``dest``, the reader of the download, and the thread, running. Called with interrupts
+        deferred: a Ctrl-C during Thread.start (which waits on an Event) can strand the thread before it runs."""
+        folder = PartialFolder.create(dest)
+        unpacker = cls(name, artifact, unpack, folder, GrowingFile(stops=(folder.stop, ctx.ui.cancel)), ctx)
+        unpacker.start()
+        return unpacker
 
     def run(self) -> None:
         try:
@@ -91,6 +104,15 @@ class _Unpacker(threading.Thread):
         finally:
             self.done.set()
 
+    def stop(self) -> None:
+        """The download ended early (failed, or Ctrl-C): the unpacker gives up at its next read; its folder goes."""
+        self.growing.abort()
+        if not self.done.wait(timeout=STOP_GRACE_S):  # a thread stuck in a write is left behind: said, not waited on
+            self.ctx.ui.warn(f"{self.label}: the unpacking did not stop within {STOP_GRACE_S:g} s of the download's "
+                             f"end; its half-made folder {self.folder.path} is removed anyway")
+        self.growing.close()
+        self.folder.remove()
+
 
 def download_and_unpack(name: str, artifact: Artifact, expected: Mapping[str, str], cache: ArtifactCache,
                         ctx: StageContext, candidates: Sequence[str], dest: Path) -> Tarball:
@@ -102,32 +124,35 @@ def download_and_unpack(name: str, artifact: Artifact, expected: Mapping[str, st
         downloader = Downloader(ctx.ui, on_size=_space_check(name, artifact, cache, dest))
         result = downloader.fetch(candidates, cache.part_path, label=name, expected=expected)
         return Tarball(result.sha256, result.part, result.url, "download", url=result.url, digests=result.digests)
-    folder = PartialFolder.create(dest)
-    growing = GrowingFile(stops=(folder.stop, ctx.ui.cancel))
-    unpacker = _Unpacker(name, artifact, unpack, folder, growing, ctx)
-    downloader = Downloader(ctx.ui, watcher=growing, on_size=_space_check(name, artifact, cache, dest))
+    unpacker: _Unpacker | None = None
     try:
         with ctx.ui.concurrent():
-            unpacker.start()
-            result = downloader.fetch(candidates, cache.part_path, label=name,
-                                      expected=expected)
-            growing.complete()
+            with interrupts_deferred():  # a Ctrl-C while these start is taken at the end, here in the try
+                unpacker = _Unpacker.started(name, artifact, unpack, dest, ctx)
+            downloader = Downloader(ctx.ui, watcher=unpacker.growing, on_size=_space_check(name, artifact, cache, dest))
+            result = downloader.fetch(candidates, cache.part_path, label=name, expected=expected)
+            unpacker.growing.complete()
             unpacker.done.wait()
+        unpacker.growing.close()
+        return _unpacked(result, unpacker, name, artifact, cache)
     except BaseException as exc:
-        growing.abort()
-        unpacker.done.wait(timeout=30)
-        growing.close()
-        folder.remove()
+        if unpacker is None:
+            raise
+        unpacker.stop()
         if isinstance(exc, ConsumerFailed) and unpacker.error is not None:
+            growing = unpacker.growing
             url = next((u for u in candidates if cache.part_path(u) == growing.path), artifact.url)
             raise _unpack_failed(unpacker.error, name, artifact, cache, growing.path, url) from None
         raise
-    growing.close()
+
+
+def _unpacked(result: Downloaded, unpacker: _Unpacker, name: str, artifact: Artifact, cache: ArtifactCache) -> Tarball:
+    """The download is complete and verified, and the unpacker has finished: its tree, or why there is none."""
     error = unpacker.error
     if error is None:
-        return Tarball(result.sha256, result.part, result.url, "download", url=result.url, tree=folder,
+        return Tarball(result.sha256, result.part, result.url, "download", url=result.url, tree=unpacker.folder,
                        digests=result.digests)
-    folder.remove()
+    unpacker.folder.remove()
     if isinstance(error, StreamStale):
         return Tarball(result.sha256, result.part, result.url, "download", url=result.url, digests=result.digests)
     raise _unpack_failed(error, name, artifact, cache, result.part, result.url)

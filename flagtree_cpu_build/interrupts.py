@@ -1,0 +1,89 @@
+"""Ctrl-C between two threads: the few lines a KeyboardInterrupt must not cut, and a "done" it cannot wedge.
+
+CPython runs a signal's Python handler (Ctrl-C's KeyboardInterrupt, the CLI's SIGTERM handler) in the main thread
+at its next check: a Python function's entry, or right after a C function returns. So the interrupt can land
+right after a lock was acquired and before the code that releases it is in force. ``threading.Condition`` enters
+and leaves its lock through Python-level ``__enter__``/``__exit__``: an interrupt there leaves the lock held by
+the main thread. ``threading.Event`` is built on such a Condition, and ``Thread.start`` waits on one: after an
+unlucky Ctrl-C the worker blocks for good in ``set()``, and the main thread's next ``wait()`` blocks on itself
+(one run of `fetch` took more than 30 s to stop that way). Hence:
+
+- ``Latch``: a worker's "done", set once, waited on by the main thread with nothing it must release afterwards;
+- ``interrupts_deferred()``: around the lines that start a worker, so a Ctrl-C among them is taken right after
+  them, when the caller's cleanup knows what exists.
+
+Locks of our own are entered with ``with lock:`` on the C lock itself, whose ``__enter__``/``__exit__`` run no
+Python code: the interrupt comes before the acquire or after the release, never between.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any
+
+# the signals whose handlers raise in the main thread: Ctrl-C, and the CLI's SIGTERM/SIGHUP (errors.Terminated)
+_DEFERRED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Latch:
+    """Set once, by the one thread that finishes; waited on by another. Neither side can be wedged by an
+    interrupt: the waiter takes a C lock the setter released and never has to give it back (an interrupt right
+    after it took it changes nothing, as the flag is already true), and ``set`` never waits."""
+
+    def __init__(self) -> None:
+        self._flag = False
+        self._gate = threading.Lock()
+        self._gate.acquire()  # released by set(): the waiter's acquire returns then
+
+    def set(self) -> None:
+        if not self._flag:
+            self._flag = True  # before the release: a waiter that gets the gate sees it
+            self._gate.release()
+
+    def is_set(self) -> bool:
+        return self._flag
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """True once set; False if ``timeout`` seconds passed first."""
+        if not self._flag and self._gate.acquire(timeout=-1 if timeout is None else max(0.0, timeout)):
+            self._gate.release()  # for the next waiter
+        return self._flag
+
+
+class _Deferral:
+    def __init__(self) -> None:
+        self.active = True
+        self.arrived: list[int] = []
+        self.saved: dict[int, Any] = {}
+
+    def handler(self, signum: int, frame: FrameType | None) -> None:
+        if self.active:
+            self.arrived.append(signum)
+        else:  # the section has ended but restoring the handlers was cut short: behave as they would
+            self.saved[signum](signum, frame)
+
+
+@contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """In the main thread: SIGINT, SIGTERM and SIGHUP arriving inside the block are handled as it ends (the first
+    one, by the handler it would have met). Elsewhere (a worker thread, which no signal handler raises in) a
+    no-op. Keep the block short: it is a few lines of setup, never a wait."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    deferral = _Deferral()
+    try:
+        for signum in _DEFERRED:
+            if callable(signal.getsignal(signum)):  # SIG_IGN and SIG_DFL (no handler of Python's) stay as they are
+                deferral.saved[signum] = signal.signal(signum, deferral.handler)
+        yield
+    finally:
+        deferral.active = False  # a plain store: no interrupt can come between it and the block's end
+        for signum, handler in deferral.saved.items():
+            signal.signal(signum, handler)
+        if deferral.arrived:
+            signal.raise_signal(deferral.arrived[0])  # sent to this thread: its handler runs before this returns

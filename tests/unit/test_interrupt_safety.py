@@ -1,0 +1,141 @@
+"""A Ctrl-C in the download's thread, at any point CPython can deliver it, never wedges the unpacker's thread:
+``GrowingFile``'s lock is never left held (the stall a SIGINT'd `fetch` once showed in CI), a ``Latch`` set by a
+worker is always seen, and ``interrupts_deferred`` takes a signal at the end of its block, once.
+
+Threads only (a unit test starts no process); the interrupt is a real SIGINT raised in the main thread at each
+checkpoint in turn (``tests.support.interrupt_points``).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+
+import flagtree_cpu_build.growing as growing
+import flagtree_cpu_build.interrupts as interrupts
+from flagtree_cpu_build.growing import GrowingFile, StreamAborted
+from flagtree_cpu_build.interrupts import Latch, interrupts_deferred
+from tests.support.interrupt_points import InterruptPoints, files_of
+
+
+class Reader(threading.Thread):
+    """The unpacker's side: reads the growing file to its end, or until told the download stopped."""
+
+    def __init__(self, growing_file: GrowingFile):
+        super().__init__(daemon=True)
+        self.growing_file, self.outcome = growing_file, ""
+
+    def run(self) -> None:
+        try:
+            while self.growing_file.read(100):
+                pass
+            self.outcome = "end"
+        except StreamAborted:
+            self.outcome = "aborted"
+
+
+def download_side(growing_file: GrowingFile, part: Path) -> None:
+    """What the download's thread tells the reader for a file written in three chunks."""
+    growing_file.follow(part)
+    for _ in range(3):
+        with open(part, "ab") as out:
+            out.write(b"x" * 1000)
+        growing_file.grew()
+    growing_file.complete()
+
+
+def run_interrupted_at(at: int | None, part: Path) -> tuple[InterruptPoints, Reader]:
+    part.unlink(missing_ok=True)
+    growing_file = GrowingFile()
+    reader = Reader(growing_file)
+    reader.start()
+    with InterruptPoints(files_of(growing, threading), at=at).armed() as point:
+        try:
+            download_side(growing_file, part)
+        except KeyboardInterrupt:
+            growing_file.abort()  # as download_and_unpack does on the way out
+    return point, reader
+
+
+@pytest.mark.timeout(300)
+def test_ctrl_c_at_any_point_of_the_download_side_leaves_the_reader_free_to_end(tmp_path: Path) -> None:
+    part = tmp_path / "llvm.part"
+    count, reader = run_interrupted_at(None, part)
+    reader.join(timeout=30)
+    assert reader.outcome == "end" and count.count > 20
+    stuck = []
+    for at in range(count.count):
+        point, reader = run_interrupted_at(at, part)
+        reader.join(timeout=10)  # it reads in steps of 0.5 s at most: only a lock it cannot take keeps it
+        if reader.is_alive():  # a daemon thread: it goes with the test process
+            stuck.append(point.where)
+    assert not stuck, f"the reader could not end after a Ctrl-C at: {stuck}"
+
+
+class Worker(threading.Thread):
+    def __init__(self, latch: Latch, go: threading.Semaphore):
+        super().__init__(daemon=True)
+        self.latch, self.go = latch, go
+
+    def run(self) -> None:
+        self.go.acquire()
+        self.latch.set()
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_at_any_point_of_waiting_on_a_latch_never_wedges_the_worker_or_a_later_wait() -> None:
+    for at in range(40):
+        latch, go = Latch(), threading.Semaphore(0)
+        worker = Worker(latch, go)
+        worker.start()
+        go.release()
+        with InterruptPoints(files_of(interrupts, threading), at=at).armed():
+            try:
+                latch.wait()
+            except KeyboardInterrupt:
+                pass
+        assert latch.wait(timeout=10), f"the latch was never seen set (interrupt at point {at})"
+        worker.join(timeout=10)
+        assert not worker.is_alive(), f"the worker could not set the latch (interrupt at point {at})"
+
+
+def test_a_latch_wait_times_out_while_nobody_sets_it_and_returns_at_once_after() -> None:
+    latch = Latch()
+    assert latch.wait(timeout=0.01) is False and not latch.is_set()
+    latch.set()
+    latch.set()  # a second set is harmless
+    assert latch.wait() is True and latch.wait(timeout=0) is True
+
+
+def test_a_signal_inside_a_deferred_block_is_raised_once_as_the_block_ends() -> None:
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    reached = []
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with interrupts_deferred():
+                signal.raise_signal(signal.SIGINT)
+                reached.append("after the signal")
+        assert reached == ["after the signal"]
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+        with interrupts_deferred():
+            reached.append("a quiet block")
+        assert reached[-1] == "a quiet block"
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_a_deferred_block_in_a_worker_thread_changes_no_handler() -> None:
+    seen: list[object] = []
+
+    def work() -> None:
+        with interrupts_deferred():
+            seen.append(signal.getsignal(signal.SIGINT))
+
+    before = signal.getsignal(signal.SIGINT)
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join(timeout=10)
+    assert seen == [before]
