@@ -130,6 +130,7 @@ class RunOptions:
     cache_dir: Path | None = None  # the per-user cache root; downloads live in <root>/downloads
     mirrors: tuple[MirrorRule, ...] = ()  # asked before the original URL
     compile_cache: str | None = None  # --compile-cache URL (compile_cache.py; never a stamp input)
+    installer: str | None = None  # --installer auto|uv|pip (installer.py); None: $FLAGTREE_CPU_INSTALLER, recipe, auto
     wheelhouse: str | None = None  # --wheelhouse DIR|URL: install a fitting published build instead (prebuilt.py)
     model: Path | None = None  # the validation's model kernel
     junit: Path | None = None  # write the validation as JUnit XML
