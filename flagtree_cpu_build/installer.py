@@ -10,7 +10,8 @@ only when it says a version of at least ``MIN_UV``: older ones lack options this
 over, and said so).
 
 pip's own settings are not uv's: uv reads no ``pip.conf`` and no ``PIP_*`` variable. The variables with a uv
-equivalent are carried over (``PIP_INDEX_URL`` -> ``UV_INDEX_URL``, ...; a ``UV_*`` the user set wins); a pip
+equivalent are carried over (``PIP_INDEX_URL`` -> ``UV_INDEX_URL``, ...; a ``UV_*`` the user set wins;
+``PIP_NO_INDEX``, which uv has no variable for, becomes ``--no-index``); a pip
 setting uv has no equivalent for (a pip configuration file, another ``PIP_*`` variable that changes what is
 installed) makes ``auto`` choose pip, and an explicit ``uv`` stop naming it, rather than be dropped silently.
 
@@ -48,7 +49,7 @@ _CARRIED = {"PIP_INDEX_URL": "UV_INDEX_URL", "PIP_EXTRA_INDEX_URL": "UV_EXTRA_IN
             "PIP_FIND_LINKS": "UV_FIND_LINKS", "PIP_CONSTRAINT": "UV_CONSTRAINT", "PIP_TIMEOUT": "UV_HTTP_TIMEOUT",
             "PIP_DEFAULT_TIMEOUT": "UV_HTTP_TIMEOUT", "PIP_RETRIES": "UV_HTTP_RETRIES",
             "PIP_TRUSTED_HOST": "UV_INSECURE_HOST"}
-_CARRIED_FLAGS = {"PIP_NO_INDEX": "UV_NO_INDEX"}  # pip's yes/true/1/on -> uv's 1
+_NO_INDEX = "PIP_NO_INDEX"  # uv (0.13) has no variable for it: carried as the option --no-index
 # pip settings that change how pip talks or trusts, not what it installs nor from where: nothing to carry (a CA
 # that uv lacks makes uv fail loudly, it cannot make it install something else); as pip.conf keys
 _HARMLESS = {"disable-pip-version-check", "no-input", "progress-bar", "quiet", "verbose", "root-user-action",
@@ -79,6 +80,7 @@ class Installer:
     uv: Path | None = None
     version: str | None = None
     passed_over: tuple[str, ...] = ()  # uv binaries found but not usable, each with the reason
+    no_index: bool = False  # $PIP_NO_INDEX was set: every uv install gets --no-index (uv has no variable for it)
 
     @property
     def name(self) -> str:
@@ -91,7 +93,7 @@ class Installer:
         before += (["--reinstall"] if self.kind == "uv" else ["--force-reinstall"]) * flags.reinstall
         before += ["--no-build-isolation"] * flags.no_build_isolation
         before += ["--require-hashes"] * flags.require_hashes
-        after += ["--no-index"] * flags.no_index
+        after += ["--no-index"] * (flags.no_index or (self.kind == "uv" and self.no_index))
         after += ["--find-links", str(flags.find_links)] if flags.find_links is not None else []
         after += ["--index-url", flags.index_url] if flags.index_url else []
         after += ["-c", str(flags.constraints)] if flags.constraints is not None else []
@@ -112,9 +114,6 @@ class Installer:
             for pip_name, uv_name in _CARRIED.items():
                 if base.get(pip_name) and uv_name not in env:
                     env[uv_name] = base[pip_name]
-            for pip_name, uv_name in _CARRIED_FLAGS.items():
-                if base.get(pip_name, "").strip().lower() in _TRUE and uv_name not in env:
-                    env[uv_name] = "1"
         return env
 
 
@@ -125,7 +124,7 @@ def pip_settings(environ: Mapping[str, str], python: Path | None = None) -> list
     """The pip settings uv would not honour: pip configuration files pip reads here, and PIP_* variables with no
     uv equivalent. Each as "what (where)"."""
     found = [f"${name}" for name in sorted(environ) if name.startswith("PIP_") and name not in _CARRIED
-             and name not in _CARRIED_FLAGS and name != "PIP_CONFIG_FILE"
+             and name != _NO_INDEX and name != "PIP_CONFIG_FILE"
              and name.removeprefix("PIP_").lower().replace("_", "-") not in _HARMLESS]
     given = environ.get("PIP_CONFIG_FILE")
     if given is not None:  # pip reads that file alone; os.devnull: none at all
@@ -185,7 +184,8 @@ def choose(option: str | None, recipe_choice: str | None, environ: Mapping[str, 
                              fix="give the same settings to uv (UV_INDEX_URL, uv.toml), or unset them; or choose "
                              "pip: --installer pip")
         path, version = found
-        return Installer("uv", f"uv {version} at {path} ({origin})", path, version, tuple(passed))
+        return Installer("uv", f"uv {version} at {path} ({origin})", path, version, tuple(passed),
+                         _pip_no_index(environ))
     if found is None:
         why = "; ".join(passed) if passed else "no uv on PATH nor in flagtree-cpu's own venv"
         return Installer("pip", f"pip (auto: {why})", passed_over=tuple(passed))
@@ -194,7 +194,12 @@ def choose(option: str | None, recipe_choice: str | None, environ: Mapping[str, 
     if unhonoured:
         return Installer("pip", f"pip (auto: uv {version} at {path} found, but it does not read "
                          f"{', '.join(unhonoured)})", passed_over=tuple(passed))
-    return Installer("uv", f"uv {version} at {path} (auto: found)", path, version, tuple(passed))
+    return Installer("uv", f"uv {version} at {path} (auto: found)", path, version, tuple(passed),
+                     _pip_no_index(environ))
+
+
+def _pip_no_index(environ: Mapping[str, str]) -> bool:
+    return environ.get(_NO_INDEX, "").strip().lower() in _TRUE
 
 
 def choose_for(recipe: Recipe, option: str | None, python: Path | None) -> Installer:

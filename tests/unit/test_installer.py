@@ -41,10 +41,16 @@ def test_pips_variables_reach_uv_under_uvs_names_and_a_uv_variable_the_user_set_
     base = {"PIP_INDEX_URL": "http://127.0.0.1:1/simple/", "PIP_FIND_LINKS": "/w", "PIP_NO_INDEX": "yes",
             "PIP_TIMEOUT": "3", "PIP_RETRIES": "0", "UV_EXTRA_INDEX_URL": "mine", "PIP_EXTRA_INDEX_URL": "theirs"}
     env = UV.env(base)
-    assert (env["UV_INDEX_URL"], env["UV_FIND_LINKS"], env["UV_NO_INDEX"]) == ("http://127.0.0.1:1/simple/", "/w", "1")
+    assert (env["UV_INDEX_URL"], env["UV_FIND_LINKS"]) == ("http://127.0.0.1:1/simple/", "/w")
     assert (env["UV_HTTP_TIMEOUT"], env["UV_HTTP_RETRIES"], env["UV_EXTRA_INDEX_URL"]) == ("3", "0", "mine")
-    assert "UV_NO_INDEX" not in UV.env({"PIP_NO_INDEX": "0"})
     assert PIP.env(base) == base  # pip reads its own
+
+
+def test_pip_no_index_becomes_uvs_option_as_uv_has_no_variable_for_it() -> None:
+    no_index = Installer("uv", "uv", Path("/opt/uv/bin/uv"), "0.13.9", no_index=True)
+    assert no_index.install_argv(PY, ["x"])[-2:] == ["x", "--no-index"]
+    assert no_index.install_argv(PY, ["x"], InstallFlags(no_index=True)).count("--no-index") == 1
+    assert "--no-index" not in Installer("pip", "pip", no_index=True).install_argv(PY, ["x"])  # pip reads its own
 
 
 def test_pip_settings_uv_ignores_are_named(tmp_path: Path) -> None:
