@@ -114,6 +114,9 @@ class Installer:
             for pip_name, uv_name in _CARRIED.items():
                 if base.get(pip_name) and uv_name not in env:
                     env[uv_name] = base[pip_name]
+            if base.get("PIP_EXTRA_INDEX_URL") and "UV_INDEX_STRATEGY" not in env:
+                # pip takes the best version across all indexes; uv, unless told, the first index that has the name
+                env["UV_INDEX_STRATEGY"] = "unsafe-best-match"
         return env
 
 

@@ -43,6 +43,8 @@ def test_pips_variables_reach_uv_under_uvs_names_and_a_uv_variable_the_user_set_
     env = UV.env(base)
     assert (env["UV_INDEX_URL"], env["UV_FIND_LINKS"]) == ("http://127.0.0.1:1/simple/", "/w")
     assert (env["UV_HTTP_TIMEOUT"], env["UV_HTTP_RETRIES"], env["UV_EXTRA_INDEX_URL"]) == ("3", "0", "mine")
+    assert env["UV_INDEX_STRATEGY"] == "unsafe-best-match"  # pip's choice across indexes, not uv's first-index
+    assert "UV_INDEX_STRATEGY" not in UV.env({"PIP_INDEX_URL": "x"})
     assert PIP.env(base) == base  # pip reads its own
 
 
