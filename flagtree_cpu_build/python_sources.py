@@ -115,6 +115,7 @@ def install_source_entries(ctx: StageContext, python: Path, options: RunOptions)
 
 
 def _install(ctx: StageContext, python: Path, key: str, entry: Requirement, options: RunOptions) -> None:
+    from .installer import InstallFlags, choose_for
     from .partials import PartialFolder, sweep
     from .pip_constraints import constraints_file
     from .proc import log_path, run_logged
@@ -136,20 +137,18 @@ def _install(ctx: StageContext, python: Path, key: str, entry: Requirement, opti
     try:
         with partial.writing():
             shutil.copytree(folder, partial.tree, symlinks=True, ignore=shutil.ignore_patterns(".git"))
-        argv = [str(python), "-m", "pip", "install", "--no-build-isolation", str(partial.tree)]
-        if options.offline:
-            wheelhouse = offline_wheelhouse(ctx.workspace)
-            argv += ["--no-index"] + (["--find-links", str(wheelhouse)] if wheelhouse else [])
-        constraints = constraints_file(ctx.recipe, ctx.workspace)
-        if constraints is not None:
-            argv += ["-c", str(constraints)]
+        installer = choose_for(ctx.recipe, options.installer, python)
+        argv = installer.install_argv(python, [str(partial.tree)], InstallFlags(
+            no_build_isolation=True, no_index=options.offline,
+            find_links=offline_wheelhouse(ctx.workspace) if options.offline else None,
+            constraints=constraints_file(ctx.recipe, ctx.workspace)))
         ctx.ui.info(f"+ {' '.join(argv)}")
-        result = run_logged(argv, cwd=ctx.workspace.root, env=_plain_env(),
+        result = run_logged(argv, cwd=ctx.workspace.root, env=installer.env(_plain_env()),
                             log=log_path(ctx.workspace.logs_dir, "python-sources"))
     finally:
         partial.remove()
     if not result.ok:
-        raise BuildError(f"pip could not install {key} (source {entry.source}, {folder})",
+        raise BuildError(f"{installer.name} could not install {key} (source {entry.source}, {folder})",
                          details=(f"log: {result.log}",),
                          fix="read the log; a project built with --no-build-isolation needs its build tools in "
                          "the target Python: list them (setuptools, wheel) in python.build before this entry")

@@ -40,6 +40,7 @@ from packaging.requirements import Requirement as PipRequirement
 from packaging.specifiers import SpecifierSet
 
 from .errors import BuildError, RecipeError, RecipeProblem
+from .installer import PIP, Installer, InstallFlags
 from .local_labels import RuntimeVersion, runtime_versions
 from .pip_constraints import PREINSTALLED_WHY, constraints_file, pip_limits
 from .proc import capture, log_path, run_logged
@@ -295,23 +296,22 @@ def offline_wheelhouse(ws: Workspace) -> Path | None:
 
 
 def install(python: Path, missing: Sequence[Prerequisite], ws: Workspace, ui: UI, *,
-            recipe: Recipe | None = None, wheelhouse: Path | None = None) -> None:
-    """pip install what is missing, one pip run per package index (or one from ``wheelhouse``, with no index);
-    with ``recipe`` under its constraints (a requirement that cannot meet them is refused first:
+            recipe: Recipe | None = None, wheelhouse: Path | None = None, installer: Installer = PIP) -> None:
+    """Install what is missing with ``installer``, one run per package index (or one from ``wheelhouse``, with no
+    index); with ``recipe`` under its constraints (a requirement that cannot meet them is refused first:
     ConstraintConflict)."""
     constraints = None
     if recipe is not None:
         refuse_conflicts(recipe, [p.requirement for p in missing])
         constraints = constraints_file(recipe, ws)
-    for argv in install_commands(python, missing, constraints, wheelhouse):
+    for names, argv in _install_runs(python, missing, constraints, wheelhouse, installer):
         ui.info(f"+ {shlex.join(argv)}")
         with ui.progress("installing Python prerequisites") as task:
-            result = run_logged(argv, cwd=ws.root, env=_plain_env(), log=log_path(ws.logs_dir, "prerequisites"),
-                                on_line=lambda line: task.update(0, None, detail="pip"))
+            result = run_logged(argv, cwd=ws.root, env=installer.env(_plain_env()),
+                                log=log_path(ws.logs_dir, "prerequisites"),
+                                on_line=lambda line: task.update(0, None, detail=installer.name))
         if not result.ok:
-            options = [i for i, a in enumerate(argv) if i > 4 and a.startswith("-")]
-            names = argv[4:options[0] if options else None]  # the requirements, not --index-url or -c
-            raise BuildError(f"pip could not install the prerequisites ({', '.join(names)})"
+            raise BuildError(f"{installer.name} could not install the prerequisites ({', '.join(names)})"
                              + (f" from the wheelhouse {wheelhouse}" if wheelhouse else ""),
                              details=(f"log: {result.log}",),
                              fix="read the log; " + (
@@ -320,37 +320,37 @@ def install(python: Path, missing: Sequence[Prerequisite], ws: Workspace, ui: UI
                                  "behind a proxy set https_proxy, or install them yourself with the command above"))
 
 
-def install_and_recheck(report: PythonReport, ws: Workspace, ui: UI,
-                        recheck: Callable[[], PythonReport], *, wheelhouse: Path | None = None) -> PythonReport:
-    """pip install what ``report`` says is missing, then check again: what pip did not provide is an error."""
-    install(report.python, report.missing, ws, ui, recipe=report.recipe, wheelhouse=wheelhouse)
+def install_and_recheck(report: PythonReport, ws: Workspace, ui: UI, recheck: Callable[[], PythonReport], *,
+                        wheelhouse: Path | None = None, installer: Installer = PIP) -> PythonReport:
+    """Install what ``report`` says is missing, then check again: what the installer did not provide (or said it
+    did: an installer that exits 0 is not believed) is an error."""
+    install(report.python, report.missing, ws, ui, recipe=report.recipe, wheelhouse=wheelhouse, installer=installer)
     after = recheck()
     if after.missing:
-        raise BuildError("Python prerequisites are still missing after pip ran",
+        raise BuildError(f"Python prerequisites are still missing after {installer.name} ran",
                          details=tuple(p.describe() for p in after.missing),
-                         fix=f"read the pip log in {ws.logs_dir}")
+                         fix=f"read the {installer.name} log (prerequisites-*.log) in {ws.logs_dir}")
     return after
 
 
 def install_commands(python: Path, missing: Sequence[Prerequisite], constraints: Path | None = None,
-                     wheelhouse: Path | None = None) -> list[list[str]]:
-    """The pip runs that install ``missing``: one per package index, each under ``constraints`` (a file);
-    with a ``wheelhouse`` one run that reads only that folder (it holds what every index gave)."""
+                     wheelhouse: Path | None = None, installer: Installer = PIP) -> list[list[str]]:
+    """The installer runs that install ``missing`` (pip's, for a printed fix): one per package index, each under
+    ``constraints`` (a file); with a ``wheelhouse`` one run that reads only that folder (it holds what every index
+    gave)."""
+    return [argv for _names, argv in _install_runs(python, missing, constraints, wheelhouse, installer)]
+
+
+def _install_runs(python: Path, missing: Sequence[Prerequisite], constraints: Path | None, wheelhouse: Path | None,
+                  installer: Installer) -> list[tuple[list[str], list[str]]]:
+    """(the requirements, the argv) of each installer run."""
     by_index: dict[str | None, list[str]] = {}
     for prerequisite in missing:
         index = None if wheelhouse else prerequisite.requirement.index_url
         by_index.setdefault(index, []).append(prerequisite.requirement.requirement)
-    commands = []
-    for index, requirements in by_index.items():
-        argv = [str(python), "-m", "pip", "install", *requirements]
-        if wheelhouse:
-            argv += ["--no-index", "--find-links", str(wheelhouse)]
-        elif index:
-            argv += ["--index-url", index]
-        if constraints is not None:
-            argv += ["-c", str(constraints)]
-        commands.append(argv)
-    return commands
+    return [(requirements, installer.install_argv(python, requirements, InstallFlags(
+        index_url=index, find_links=wheelhouse, no_index=wheelhouse is not None, constraints=constraints)))
+        for index, requirements in by_index.items()]
 
 
 def _with_why(constraint: Constraint | None) -> str:

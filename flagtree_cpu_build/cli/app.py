@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 
     from ..stagekit.stage import StageContext
 
-_GLOBAL_VALUE_OPTIONS = {"--recipe", "-r", "--variant", "--workdir", "-w", "--set", "--recipes-dir", "--lock-file"}
+_GLOBAL_VALUE_OPTIONS = {"--recipe", "-r", "--variant", "--workdir", "-w", "--set", "--recipes-dir", "--lock-file",
+                         "--installer"}
 _GLOBAL_FLAGS = {"--json", "--verbose", "-v", "--quiet", "-q", "--wait"}
 
 
@@ -187,6 +188,15 @@ def deprecated_check(ui: UI, command: str, values: list[str] | None) -> list[str
     return list(values or ())
 
 
+def _installer_choice(value: Optional[str]) -> Optional[str]:
+    """--installer's callback: a name that is not an installer is a usage error (exit 2) before anything runs."""
+    from ..installer import CHOICES
+
+    if value is not None and value.strip().lower() not in CHOICES:
+        raise typer.BadParameter(f"{value!r} is not an installer: choose one of {', '.join(CHOICES)}")
+    return value.strip().lower() if value is not None else None
+
+
 app = typer.Typer(
     name="flagtree-cpu",
     cls=FlagtreeGroup,
@@ -234,6 +244,11 @@ def main_options(
         "--lock-file", envvar="FLAGTREE_CPU_LOCK_FILE", metavar="FILE",
         help="Keep the lock file here (e.g. ci/flagtree-cpu.lock.yaml, committed with your CI) instead of "
         "<workdir>/.flagtree-cpu/lock.yaml.")] = None,
+    installer: Annotated[Optional[str], typer.Option(
+        "--installer", metavar="auto|uv|pip", callback=_installer_choice,
+        help="What installs into the target Python (setup, python, build, validate --install-prereqs): uv, pip, or "
+        "auto: uv when a usable one is on PATH or in flagtree-cpu's own venv, else pip. Also "
+        "$FLAGTREE_CPU_INSTALLER.  \\[default: the recipe's python.installer, else auto]")] = None,
     version: Annotated[bool, typer.Option(
         "--version", callback=_version_callback, is_eager=True, help="Print the version and exit.")] = False,
 ) -> None:
@@ -251,6 +266,7 @@ def main_options(
         ui=UI(json_mode=json_mode, verbose=verbose, quiet=quiet and not verbose),
         wait=wait,
         lock_file=lock_file,
+        installer=installer,
     )
 
 

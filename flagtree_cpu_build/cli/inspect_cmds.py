@@ -214,7 +214,7 @@ def doctor(
         stage_ctx = open_context(request, opts.ui)
         target = chosen_python(request, stage_ctx.workspace)
         euid = os.geteuid() if board is None or root == Path("/") else board.euid  # a board's: its snapshotter's
-        run_options = RunOptions(python=target, offline=offline, mirrors=rules)
+        run_options = RunOptions(python=target, offline=offline, mirrors=rules, installer=opts.installer)
         report = run_doctor(DoctorContext(stage_ctx.recipe, stage_ctx.workspace, stage_ctx.host, read_cpu(root), root,
                                           run_options, dict(os.environ), euid=euid),
                             check_ids)

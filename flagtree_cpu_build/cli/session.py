@@ -32,6 +32,7 @@ class Options:
     lock_file: str | None = None  # --lock-file: the lock kept outside the workspace
     variant: str | None = None  # --variant: the recipe's variant; None: the workspace's, else the recipe's default
     command: tuple[str, ...] = ()  # the command and its own arguments as typed (set when the command runs)
+    installer: str | None = None  # --installer auto|uv|pip (installer.py); None: $FLAGTREE_CPU_INSTALLER, recipe, auto
 
     def request(self, *, python: Path | None = None, jobs: int | None = None,
                 wheel_dir: Path | None = None) -> ContextRequest:

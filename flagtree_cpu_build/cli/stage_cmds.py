@@ -121,6 +121,7 @@ def setup(
         cache_dir=cache_dir.expanduser() if cache_dir else None, mirrors=tuple(parse_mirrors(mirrors or [])),
         jobs=build_jobs(stage_ctx), model=absolute(model), junit=absolute(junit), timeout=timeout,
         verbose=opts.ui.verbose, compile_cache=compile_cache, compile_farm=compile_farm, wheelhouse=wheelhouse,
+        installer=opts.installer,
         fetch=FetchExtras(replace=artifact_names("--replace", replace or [], list(stage_ctx.recipe.artifacts))))
     if dry_run:
         from ..setup_plan import plan_setup
@@ -304,7 +305,7 @@ def python_env(
 
     opts, stage_ctx, target = opened(ctx, python=python)
     python_options = RunOptions(python=target, offline=offline, skip_validate=skip_runtime,
-                                runtime_flag="--skip-runtime")
+                                runtime_flag="--skip-runtime", installer=opts.installer)
     with exclusive(opts, stage_ctx, "python"):
         result = run_stage(stage_named("python"), stage_ctx, python_options)
     render.stage_result(opts.ui, result, "step")
@@ -364,8 +365,8 @@ def build(
         wheel_dir = wheel_dir or stage_ctx.workspace.root / "dist"  # the {wheel_dir} default
     build_options = RunOptions(python=target, offline=offline, force=force, ignore_host=ignore_host,
                                verbose=opts.ui.verbose, jobs=build_jobs(stage_ctx), compile_cache=compile_cache,
-                               compile_farm=compile_farm, wheelhouse=wheelhouse, build=BuildExtras(wheel_dir,
-                                                                                                   publish, only))
+                               compile_farm=compile_farm, wheelhouse=wheelhouse,
+                               build=BuildExtras(wheel_dir, publish, only), installer=opts.installer)
     with exclusive(opts, stage_ctx, "build"):
         # doctor's rules that block the build, as setup's preflight runs them: every host problem at once (exit 7)
         ignored = check_host_for_build(stage_ctx, build_options)

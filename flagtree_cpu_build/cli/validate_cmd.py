@@ -68,6 +68,7 @@ def validate(
         render.check_listing(stage_ctx.ui, listing(stage_ctx.recipe), target)
         return
     validate_options = RunOptions(python=target, model=absolute(model), timeout=timeout, verbose=opts.ui.verbose,
+                                  installer=opts.installer,
                                   validate=ValidateExtras((*checks, *(kernels or ())), install_prereqs))
     junit_path = absolute(junit)
     try:

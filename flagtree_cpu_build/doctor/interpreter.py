@@ -130,3 +130,17 @@ def python_conflicts(c: DoctorContext) -> Outcome:
     return fail(f"{listed} must not be installed in {c.options.python} (the recipe's python.conflicts: it breaks "
                 "what this recipe builds)",
                 shlex.join([str(c.options.python), "-m", "pip", "uninstall", *(n for n, _ in present)]))
+
+
+@check("python.installer", "python", "What installs into the target Python (uv or pip)", live_only=True)
+def python_installer(c: DoctorContext) -> Outcome:
+    from ..errors import UsageError
+    from ..installer import choose
+
+    try:
+        chosen = choose(c.options.installer, c.recipe.python.installer, c.environ, c.options.python,
+                        c.recipe.file or c.recipe.name)
+    except UsageError as error:  # an explicit uv that cannot be used: the python stage and build stop the same way
+        return fail(error.message, error.fix or "--installer pip")
+    passed = f"; passed over: {'; '.join(chosen.passed_over)}" if chosen.passed_over else ""
+    return ok(f"{chosen.why}{passed}")

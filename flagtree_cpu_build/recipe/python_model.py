@@ -8,6 +8,7 @@ An entry of ``build``/``runtime`` is one requirement, or a project's own require
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from .checks import (
     check_distribution_names,
@@ -98,6 +99,11 @@ class PythonSpec:
         "in a triton that would shadow the one this recipe builds): `pip uninstall -y` of those installed, none "
         "installed from this workspace (the build's own); no network, so --offline too", default=(),
         checks=check_distribution_names)
+    installer: Literal["auto", "uv", "pip"] | None = spec(
+        "what installs into the target Python: `uv` (`uv pip install --python`; stops when no usable uv is found), "
+        "`pip`, or `auto` (uv when a `uv` of 0.5.0 or newer is on PATH or in flagtree-cpu's own venv and no pip "
+        "setting uv ignores is in force, else pip); `--installer` and $FLAGTREE_CPU_INSTALLER win over it; "
+        "unset: auto", default=None)
     conflicts: tuple[str, ...] = spec(
         "distributions that must NOT be installed in the target Python (intel_extension_for_pytorch beside an XPU "
         "triton): doctor fails and build stops before it runs, naming the `pip uninstall` that removes them; the "

@@ -134,6 +134,7 @@ class RunOptions:
     mirrors: tuple[MirrorRule, ...] = ()  # asked before the original URL
     compile_cache: str | None = None  # --compile-cache URL (compile_cache.py; never a stamp input)
     compile_farm: str | None = None  # --compile-farm HOSTS (compile_farm.py; never a stamp input)
+    installer: str | None = None  # --installer auto|uv|pip (installer.py); None: $FLAGTREE_CPU_INSTALLER, recipe, auto
     wheelhouse: str | None = None  # --wheelhouse DIR|URL: install a fitting published build instead (prebuilt.py)
     model: Path | None = None  # the validation's model kernel
     junit: Path | None = None  # write the validation as JUnit XML

@@ -222,7 +222,8 @@ def test_missing_prerequisites_are_installed_once(bws: BuildWorkspace, tmp_path:
              '{requirement: "ninja>=1.11.1", system_command: ninja}, flagtree-fixture-prereq>=1.0]')
     first = bws.build(sets=(extra,))
     assert first.exit_code == 0, first.stderr
-    assert "pip install 'flagtree-fixture-prereq>=1.0'" in first.stderr
+    # uv (auto: the test venv has one), with pip's PIP_FIND_LINKS/PIP_NO_INDEX carried over to it
+    assert "uv pip install --python" in first.stderr and "'flagtree-fixture-prereq>=1.0' --no-index" in first.stderr
     assert len(list((bws.ws.root / "logs").glob("prerequisites-*.log"))) == 1
     second = bws.build(sets=(extra,))
     assert second.exit_code == 0 and "up to date" in second.stderr

@@ -124,13 +124,16 @@ def words(text: str) -> str:
 # --- constraints ------------------------------------------------------------------------------------------------
 
 
-def test_every_pip_run_gets_the_constraints_file_and_it_binds_what_the_prerequisites_pull_in(world: World) -> None:
+@pytest.mark.parametrize("installer", ["uv", "pip"])
+def test_every_pip_run_gets_the_constraints_file_and_it_binds_what_the_prerequisites_pull_in(world: World,
+                                                                                           installer: str) -> None:
     python = {"build": ["fixture-app"], "constraints": [{"requirement": "fixture-lib<2", "why": WHY}]}
-    result = world.run(python)
+    result = world.run(python, "--installer", installer)
     assert result.exit_code == 0, result.stderr
-    # without the constraint pip would take fixture-lib 2.0, the newest on the index
+    # without the constraint the installer would take fixture-lib 2.0, the newest on the index
     assert (world.installed("fixture-app"), world.installed("fixture-lib")) == ("1.0", "1.0")
-    assert f"-m pip install fixture-app -c {world.constraints}" in words(result.stderr)
+    run = "-m pip install fixture-app" if installer == "pip" else f"uv pip install --python {world.python} fixture-app"
+    assert f"{run} -c {world.constraints}" in words(result.stderr)
     assert world.constraints.read_text() == (
         "# pip constraints of recipe constraints-fixture (python.constraints, python.preinstalled); written by "
         f"flagtree-cpu, do not edit\n# {WHY}\nfixture-lib<2\n")
@@ -150,7 +153,7 @@ def test_an_installed_version_outside_a_constraint_counts_as_missing_and_pip_put
     fixed = world.run(python, "--json")
     assert fixed.exit_code == 0, fixed.stderr
     assert {a["subject"]: a["detail"] for a in result_of(fixed.stdout)["actions"]} == {
-        "prerequisites": "installed fixture-lib"}
+        "prerequisites": "installed fixture-lib with uv"}
     assert world.installed("fixture-lib") == "1.0"
 
 
@@ -261,13 +264,14 @@ def test_a_present_preinstalled_package_is_reported_and_pip_may_not_replace_it(w
     result = world.run(python, "--json")
     assert result.exit_code == 0, result.stdout
     assert {a["subject"]: a["detail"] for a in result_of(result.stdout)["actions"]} == {
-        "preinstalled": "fixture-vendor-torch 2.1", "prerequisites": "installed fixture-lib"}
+        "preinstalled": "fixture-vendor-torch 2.1", "prerequisites": "installed fixture-lib with uv"}
     assert not world.index.requests_for("/simple/fixture-vendor-torch/")
 
-    # a prerequisite that needs another torch: pip, bound by the preinstalled range, refuses instead of replacing it
+    # a prerequisite that needs another torch: the installer (uv here, auto), bound by the preinstalled range, refuses
+    # instead of replacing it
     greedy = world.run({**python, "build": ["fixture-needs-torch"]}, "--json")
     assert greedy.exit_code == 5
-    assert error_of(greedy.stdout)["message"] == "pip could not install the prerequisites (fixture-needs-torch)"
+    assert error_of(greedy.stdout)["message"] == "uv could not install the prerequisites (fixture-needs-torch)"
     assert world.installed("fixture-vendor-torch") == "2.1" and world.installed("fixture-needs-torch") is None
 
 

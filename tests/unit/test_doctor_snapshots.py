@@ -209,7 +209,8 @@ RENAMED = {"toolchain.cmake": "toolchain.build-commands", "toolchain.ninja": "to
            "workspace.llvm": "workspace.artifacts"}
 # new checks (the old engine had none): a snapshot skips them, or the recipe asks for nothing they check
 NEW = {"host.devices", "host.commands", "toolchain.provisioned", "python.preinstalled", "toolchain.compile-cache",
-       "toolchain.compile-farm", "toolchain.wheelhouse", "python.conflicts", "host.os-version", "host.glibc"}
+       "toolchain.compile-farm", "toolchain.wheelhouse", "python.conflicts", "host.os-version", "host.glibc",
+       "python.installer"}
 # details whose words became generic (same status, same facts):
 REWORDED = {
     "host.os",  # the AlmaLinux note names the recipe's artifact variant, not FlagTree's setup.py

@@ -257,7 +257,11 @@ def _prerequisites(ctx: StageContext, options: RunOptions, facts: BuildPlan,
     if problems:
         raise _missing_inputs(problems, options)
     if report.missing:
-        report = pythonenv.install_and_recheck(report, ws, ctx.ui, recheck, wheelhouse=wheelhouse)
+        from ...installer import choose_for
+
+        installer = choose_for(recipe, options.installer, options.python)
+        ctx.ui.info(f"installer: {installer.why}")
+        report = pythonenv.install_and_recheck(report, ws, ctx.ui, recheck, wheelhouse=wheelhouse, installer=installer)
     return report
 
 

@@ -269,18 +269,21 @@ def deliver(ctx: StageContext, options: RunOptions, location: wh.Location, entry
     wheel = folder / name
     os.replace(got, wheel)
     discard_part(got)
-    argv = [str(options.python), "-m", "pip", "install", "--no-deps", "--no-index", "--force-reinstall",
-            "--disable-pip-version-check", "--no-input", str(wheel)]
+    from ...installer import InstallFlags, choose_for
+
+    installer = choose_for(ctx.recipe, options.installer, options.python)
+    argv = installer.install_argv(options.python, [str(wheel)], InstallFlags(no_deps=True, no_index=True,
+                                                                             reinstall=True))
     log = log_path(ctx.workspace.logs_dir, "wheelhouse")
     try:
         with ctx.ui.progress(f"installing {name}") as task:
-            result = run_logged(argv, cwd=ctx.workspace.root, env=dict(os.environ), log=log,
+            result = run_logged(argv, cwd=ctx.workspace.root, env=installer.env(os.environ), log=log,
                                 on_line=lambda line: task.update(0, None, detail="installing"))
     finally:
         wheel.unlink(missing_ok=True)
         _tidy(folder)
     if not result.ok:
-        raise BuildError(f"pip could not install the wheelhouse's {name} into {options.python}",
+        raise BuildError(f"{installer.name} could not install the wheelhouse's {name} into {options.python}",
                          details=(f"log: {log}",), fix="read the log; `flagtree-cpu build` without --wheelhouse "
                          "builds here instead")
     return None, log

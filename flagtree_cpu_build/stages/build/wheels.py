@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...errors import BuildError
+from ...installer import InstallFlags, choose_for
 from ...proc import log_path, run_logged
 from ...recipe.builds import MAIN
 from ...steps import matching
@@ -54,15 +55,16 @@ def install_wheels(ctx: StageContext, options: RunOptions, name: str, build_env:
     for old in stale:
         ctx.ui.info(f"{_key(name)}.install_wheels: passing over {old}, an earlier build's wheel (this build wrote "
                     "a newer one of the same distribution)")
-    argv = [str(options.python), "-m", "pip", "install", "--no-deps", "--force-reinstall",
-            "--disable-pip-version-check", "--no-input", *map(str, wheels)]
+    installer = choose_for(recipe, options.installer, options.python)
+    argv = installer.install_argv(options.python, [str(w) for w in wheels], InstallFlags(no_deps=True, reinstall=True))
     log = log_path(ctx.workspace.logs_dir, "install-wheels" if name == MAIN else f"install-wheels-{name}")
     ctx.ui.info(f"+ {shlex.join(argv)}")
     with ctx.ui.progress(f"installing {len(wheels)} wheel{'s' if len(wheels) > 1 else ''}") as task:
-        result = run_logged(argv, cwd=cwd, env=build_env.env, log=log,
+        result = run_logged(argv, cwd=cwd, env=installer.env(build_env.env), log=log,
                             on_line=lambda line: task.update(0, None, detail="installing"))
     if not result.ok:
-        raise BuildError(f"pip could not install the wheels of {_key(name)}.install_wheels into {options.python}",
+        raise BuildError(f"{installer.name} could not install the wheels of {_key(name)}.install_wheels into "
+                         f"{options.python}",
                          details=(f"log: {log}", *(f"wheel: {w}" for w in wheels)), log=log,
                          fix=f"read the log; run `{shlex.join(argv)}` to see it again")
     return log

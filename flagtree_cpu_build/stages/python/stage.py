@@ -146,6 +146,7 @@ def run_python(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> 
     stages before this one (a stacked recipe's base) may have changed it since the plan was made."""
     from ... import pythonenv
     from ...errors import BuildError
+    from ...installer import choose_for
     from ...stagekit.stage import Action, StageResult
     from ...workspace import own_venv_note
     from .uninstall import run_uninstall
@@ -185,18 +186,20 @@ def run_python(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> 
                              "folder> PIP_NO_INDEX=1 on an air-gapped machine; or import a bundle made on a "
                              "connected machine: flagtree-cpu bundle import FILE), then run the same command again")
         names = ", ".join(p.name for p in report.missing)
+        installer = choose_for(recipe, options.installer, python)
+        ctx.ui.info(f"installer: {installer.why}")
         pythonenv.install_and_recheck(report, ws, ctx.ui,
                                       lambda: pythonenv.check(python, requirements, path, recipe=recipe),
-                                      wheelhouse=wheelhouse)
+                                      wheelhouse=wheelhouse, installer=installer)
         origin = f" from the wheelhouse {wheelhouse}" if wheelhouse else ""
-        actions.append(Action("prerequisites", "created", f"installed {names}{origin}",
-                              {"wheelhouse": str(wheelhouse)} if wheelhouse else {}))
+        actions.append(Action("prerequisites", "created", f"installed {names}{origin} with {installer.name}",
+                              {"installer": installer.name, **({"wheelhouse": str(wheelhouse)} if wheelhouse else {})}))
     else:
         actions.append(Action("prerequisites", "ok", f"Python {report.version}; all {len(requirements)} present"))
     from ...python_sources import install_source_entries
 
     actions += install_source_entries(ctx, python, options)  # built with the prerequisites' build tools
-    actions += run_uninstall(ctx, python)  # after the prerequisites: what they pulled in goes too
+    actions += run_uninstall(ctx, python, options.installer)  # after the prerequisites: what they pulled in goes too
     if recipe.python.runtime and not options.validating:
         actions.append(Action("run-time prerequisites", "skipped", f"{options.runtime_flag}: not installed "
                               "(`flagtree-cpu validate --install-prereqs` installs them)"))

@@ -72,8 +72,10 @@ def plan_uninstall(ctx: StageContext, python: Path) -> list[PlanItem]:
                      {"uninstall": [f.name for f in doomed]}, "updated")]
 
 
-def run_uninstall(ctx: StageContext, python: Path) -> list[Action]:
-    """Remove what python.uninstall names and the interpreter has from elsewhere; the action records what went."""
+def run_uninstall(ctx: StageContext, python: Path, option: str | None = None) -> list[Action]:
+    """Remove what python.uninstall names and the interpreter has from elsewhere, with the installer ``option``
+    chooses (installer.py); the action records what went."""
+    from ...installer import choose_for
     from ...proc import log_path, run_logged
     from ...stagekit.stage import Action
 
@@ -83,15 +85,15 @@ def run_uninstall(ctx: StageContext, python: Path) -> list[Action]:
     doomed = [f for f in found if f.removable]
     if not doomed:
         return [Action("uninstall", "ok", _absent(found))]
-    argv = [str(python), "-m", "pip", "uninstall", "-y", "--disable-pip-version-check", "--no-input",
-            *(f.name for f in doomed)]
+    installer = choose_for(ctx.recipe, option, python)
+    argv = installer.uninstall_argv(python, [f.name for f in doomed])
     ctx.ui.info("+ " + " ".join(argv))
     log = log_path(ctx.workspace.logs_dir, "uninstall")
-    result = run_logged(argv, cwd=ctx.workspace.root, env=_plain_env(), log=log)
+    result = run_logged(argv, cwd=ctx.workspace.root, env=installer.env(_plain_env()), log=log)
     left = [f for f in survey(ctx, python) if f.removable]
     if not result.ok or left:
-        raise BuildError(f"pip could not uninstall {', '.join(f.name for f in left or doomed)} from {python} "
-                         "(python.uninstall)", details=(f"log: {log}",),
+        raise BuildError(f"{installer.name} could not uninstall {', '.join(f.name for f in left or doomed)} from "
+                         f"{python} (python.uninstall)", details=(f"log: {log}",),
                          fix=f"read the log; by hand: {python} -m pip uninstall -y "
                          f"{' '.join(f.name for f in left or doomed)}, then run the same command again")
     record: dict[str, Any] = {f.name: {"version": f.version, "origin": f.origin} for f in doomed}

@@ -117,7 +117,11 @@ def _prerequisites(ctx: StageContext, options: RunOptions) -> CheckResult | None
     try:
         report = pythonenv.check(options.python, runtime, path, recipe=ctx.recipe)
         if report.missing and options.validate.install_prereqs:
-            pythonenv.install(options.python, report.missing, ctx.workspace, ctx.ui, recipe=ctx.recipe)
+            from ...installer import choose_for
+
+            installer = choose_for(ctx.recipe, options.installer, options.python)
+            pythonenv.install(options.python, report.missing, ctx.workspace, ctx.ui, recipe=ctx.recipe,
+                              installer=installer)
             report = pythonenv.check(options.python, runtime, path, recipe=ctx.recipe)
     except BuildError as exc:
         raise ValidationFailed(exc.message, details=exc.details, fix=exc.fix) from exc
