@@ -19,6 +19,7 @@ from typing import Any
 from ..errors import RecipeError, RecipeNotFound, RecipeProblem, RecipeWarning
 from . import loader
 from . import schema as rs
+from .input_digest import inputs_digest
 from .loader import LoadedData, format_path
 from .locate import (  # noqa: F401  (re-exported: where recipes live is part of loading them)
     DEFAULT_RECIPE,
@@ -151,7 +152,7 @@ def parse_recipe(text: str, origin: str, overrides: Sequence[str] = (),
     recipe = replace(recipe, checks=for_variant(recipe.checks, recipe.variant))
     canonical = json.dumps(rs.to_data(recipe), sort_keys=True, separators=(",", ":"))
     return replace(recipe, file=origin, digest=hashlib.sha256(canonical.encode()).hexdigest(),
-                   upgraded_from=upgraded_from)
+                   inputs_digest=inputs_digest(recipe), upgraded_from=upgraded_from)
 
 
 def _inherit_from_base(data: dict[str, Any], loaded: LoadedData, origin: str, user_dirs: Sequence[Path],

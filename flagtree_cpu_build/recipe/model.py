@@ -185,6 +185,8 @@ class Recipe:
 
     file: str = spec("where the recipe was loaded from", default="", internal=True)
     digest: str = spec("sha256 of the normalized recipe", default="", internal=True)
+    inputs_digest: str = spec("sha256 of what the build is made from (recipe/input_digest.py)", default="",
+                              internal=True)
     upgraded_from: int | None = spec("the schema version of the file, when it was older", default=None,
                                      internal=True)
     base: Recipe | None = spec("the recipe `extends` names, resolved for the same workspace and host (set when "

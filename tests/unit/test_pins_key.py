@@ -9,6 +9,7 @@ import pytest
 
 from flagtree_cpu_build import wheelhouse as wh
 from flagtree_cpu_build.lockfile import ArtifactLock, Lock, PatchLock, SourceLock, SubmoduleLock
+from flagtree_cpu_build.recipe.files import load_recipe
 from flagtree_cpu_build.stages.build.pins import checkout_differs, pins_differences
 from tests.unit.test_wheelhouse_manifest import WHERE, entry, manifest, refused
 
@@ -64,3 +65,19 @@ def test_the_closest_entry_names_the_pin_that_differs() -> None:
     said = pins_differences({"sources": {"src": {"commit": "c" * 40}}, "recipe_digest": "e" * 64},
                             {"sources": {"src": {"commit": "f" * 40}}, "recipe_digest": "e" * 64})
     assert said == [f"sources.src.commit {'c' * 12} -> {'f' * 12}"]
+
+
+@pytest.mark.parametrize("setting", [
+    "build.compile_farm=helper1/4", "build.compile_cache=redis://cache.lan:6379", "python.installer=pip",
+    "build.wheelhouse=http://wheels.lan/", "description=another text",
+])
+def test_what_the_build_is_not_made_from_leaves_the_recipe_inputs_digest_alone(setting: str) -> None:
+    plain = load_recipe("flagtree-cpu-arm64").inputs_digest
+    assert load_recipe("flagtree-cpu-arm64", overrides=(setting,)).inputs_digest == plain
+    assert load_recipe("flagtree-cpu-arm64", overrides=(setting,)).digest != load_recipe("flagtree-cpu-arm64").digest
+
+
+@pytest.mark.parametrize("setting", ["build.env.set={TRITON_BUILD_PROTON: 'ON'}", "build.argv=[make]"])
+def test_what_the_build_is_made_from_changes_the_recipe_inputs_digest(setting: str) -> None:
+    plain = load_recipe("flagtree-cpu-arm64").inputs_digest
+    assert load_recipe("flagtree-cpu-arm64", overrides=(setting,)).inputs_digest != plain

@@ -3,9 +3,11 @@
 The build key (``prebuilt.identity``) is read from the checkout and the unpacked artifacts, so a board must sync
 and fetch before it can ask a wheelhouse. The pins key is computed from the lock alone: for each source the final
 build uses, its commit, its submodules' commits and the sha256 of each patch applied; for each artifact it uses,
-the download's sha256; the lock's ``reads`` and ``requirements_files`` values; the recipe's digest (taken after
-the variant and ``--set`` are applied, before any placeholder is filled in with this machine's paths), the variant
-and the build's name. Two machines with the same lock and recipe compute the same key; the target class is
+the download's sha256; the lock's ``reads`` and ``requirements_files`` values; the digest of what in the recipe
+the build is made from (``Recipe.inputs_digest``, ``recipe/input_digest.py``: taken after the variant and ``--set``
+are applied, before any placeholder is filled in with this machine's paths; without the settings that are not build
+inputs, such as the compile farm or the installer), the variant and the build's name. Two machines with the same
+lock and recipe compute the same key; the target class is
 matched beside it, as for the build key.
 
 A lock that does not give every pin (no lock yet, a source or artifact it does not list, an artifact it lists for
@@ -25,7 +27,7 @@ if TYPE_CHECKING:
     from ...lockfile import Lock
     from ...recipe import Recipe
 
-PINS_SCHEMA = "flagtree-cpu/pins/v1"
+PINS_SCHEMA = "flagtree-cpu/pins/v2"  # v2: the recipe's inputs_digest, not its whole digest
 GET_THE_LOCK = ("get the lock: run `flagtree-cpu sync` on a machine with network (it records every commit, "
                 "submodule and patch) and copy its .flagtree-cpu/lock.yaml here, or copy the publishing board's "
                 ".flagtree-cpu/lock.yaml")
@@ -78,7 +80,7 @@ def pins_key(recipe: Recipe, lock: Lock | None) -> tuple[PinsKey | None, str]:
         if spec.url and "{" not in spec.url and entry.url != spec.url:  # "{": a url read after sync
             return None, f"the lock's artifact {artifact} is {entry.url}, the recipe's {spec.url}"
         artifacts[artifact] = entry.sha256.lower()
-    document = {"schema": PINS_SCHEMA, "recipe": recipe.name, "recipe_digest": recipe.digest,
+    document = {"schema": PINS_SCHEMA, "recipe": recipe.name, "recipe_digest": recipe.inputs_digest,
                 "variant": recipe.variant, "build": name, "sources": sources, "artifacts": artifacts,
                 "reads": {k: r.value for k, r in sorted(lock.reads.items())},
                 "requirements_files": {k: {"files": dict(sorted(r.files.items())), "requirements": list(r.requirements)}
