@@ -45,13 +45,23 @@ class Board:
 
 def target_venv(machine: Machine, folder: Path) -> Path:
     """A target venv for the fixture build in ``folder`` (a host path; the venv's python is returned as the board
-    names it): no pip of its own, /opt/venv's packages (pip, setuptools, wheel, pybind11, ninja, torch) reachable
-    through a .pth file, ninja on its PATH — so the fixture triton it installs never replaces /opt/venv's PyPI
-    triton."""
+    names it): no pip of its own; /opt/venv's packages (pip, setuptools, wheel, pybind11, ninja, torch, numpy) but
+    its PyPI triton reachable through a .pth file; ninja on its PATH.
+
+    The .pth names a folder of links to /opt/venv's site-packages without triton: the fixture triton the build
+    installs is an editable install, whose finder Python asks only after the path, so a triton on the path would
+    win over it (validate would check PyPI's 3.5.0). Packages on a .pth path are outside the venv: pip never
+    uninstalls them (it says they are outside the environment), so nothing the tests run changes /opt/venv."""
     venv = machine.inside(folder) / "venv"
     made = machine.run(["python3", "-m", "venv", "--without-pip", str(venv)], cpu="neoverse-n2")
     assert made.returncode == 0, made
+    opt_site = VENV / "lib" / f"python{PYTHON}" / "site-packages"
+    shared = folder / "opt-venv-site"  # beside the venv, not in it: pip takes what is under sys.prefix for its own
+    shared.mkdir()
+    for entry in machine.host_path(opt_site).iterdir():
+        if not entry.name.lower().startswith("triton"):
+            (shared / entry.name).symlink_to(opt_site / entry.name)
     site = machine.host_path(venv / "lib" / f"python{PYTHON}" / "site-packages")
-    (site / "opt-venv.pth").write_text(f"{VENV}/lib/python{PYTHON}/site-packages\n")
+    (site / "opt-venv.pth").write_text(f"{machine.inside(shared)}\n")
     machine.host_path(venv / "bin" / "ninja").symlink_to(f"{VENV}/bin/ninja")
     return venv / "bin" / "python"
