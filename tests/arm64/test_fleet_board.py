@@ -32,7 +32,7 @@ from flagtree_cpu_build.wheelhouse import MANIFEST
 from tests.arm64.board import Board, target_venv
 from tests.arm64.conftest import LLVM_PATH, ServedWorld
 from tests.arm64.machine import KEEP, NO_NETWORK, PYTHON, Machine, Ran, report_line
-from tests.support.envelope import result_of
+from tests.support.envelope import error_of, result_of
 from tests.support.hermetic import make_hermetic
 from tests.support.venvs import packed_wheel, simple_index
 
@@ -59,6 +59,7 @@ except OSError:  # a kernel without IPv6
     ipv6 = []
 print("routes", len(ipv4) + len([f for f in ipv6 if not int(f[8], 16) & 0x200]))
 """
+
 
 @dataclass
 class Fleet:
@@ -96,9 +97,10 @@ def prerequisite_sets(served: ServedWorld, wheels: Path) -> tuple[str, ...]:
             f'python.runtime=[{{requirement: "fixture-torch==2.0", index_url: "{runtime}"}}]', CHECKS)
 
 
-def create_bundle(fleet: Fleet, snapshot: Path, bundle: Path, where: Path) -> Result:
-    """The connected x86_64 machine: `bundle create --sysroot SNAPSHOT` for the board, in a workspace of its own,
-    reaching the world the way the boards do (the same insteadOf rule, the same recipe overrides)."""
+def create_bundle(fleet: Fleet, bundle: Path, where: Path, *target: str) -> Result:
+    """The connected x86_64 machine: `bundle create` for the ``target`` options (``--sysroot SNAPSHOT``: the board;
+    none: this machine), in a workspace of its own, reaching the world the way the boards do (the same insteadOf
+    rule, the same recipe overrides)."""
     home = where / "home"
     home.mkdir()
     sets = [arg for assignment in fleet.sets for arg in ("--set", assignment)]
@@ -106,8 +108,7 @@ def create_bundle(fleet: Fleet, snapshot: Path, bundle: Path, where: Path) -> Re
         make_hermetic(mp, home)
         mp.setenv("GIT_CONFIG_GLOBAL", str(fleet.machine.host_path(fleet.served.gitconfig)))
         return CliRunner().invoke(app, ["-w", str(where / "ws"), *fleet.served.sets(), *sets, "bundle", "create",
-                                        "--sysroot", str(snapshot), "--target-python", PYTHON, "-o", str(bundle),
-                                        "--json"])
+                                        *target, "-o", str(bundle), "--json"])
 
 
 @pytest.fixture(scope="module")
@@ -130,8 +131,8 @@ def airgapped(fleet: Fleet, tmp_path_factory: pytest.TempPathFactory) -> AirGapp
     assert snapshot.returncode == 0, snapshot
     bundle = inside / "usb" / "board.bundle"
     board.host(bundle).parent.mkdir()
-    created = create_bundle(fleet, board.host(inside / "board.tar.gz"), board.host(bundle),
-                            tmp_path_factory.mktemp("connected"))
+    created = create_bundle(fleet, board.host(bundle), tmp_path_factory.mktemp("connected"),
+                            "--sysroot", str(board.host(inside / "board.tar.gz")), "--target-python", PYTHON)
     assert created.exit_code == 0, created.stdout + created.stderr
     ports = [str(served.daemon.port), str(served.server.port)]
     probes = (machine.run(["python3", "-c", PROBE, *ports], cpu=CPU),
@@ -220,6 +221,26 @@ def test_the_air_gapped_board_publishes_its_build_into_a_wheelhouse_folder(airga
     assert entry["class"]["arch"] == "aarch64" and entry["built_on"]["arch"] == "aarch64", entry
     assert (ag.board.host(ag.wheelhouse) / entry["file"]).is_file()
     assert len(builds(fleet.machine, ag.record)) == 2  # the editable build of setup, then the wheel
+
+
+def test_a_bundle_the_connected_machine_made_for_itself_is_refused_on_the_board(
+        fleet: Fleet, tmp_path: Path) -> None:
+    """Without --sysroot the x86_64 machine bundles for itself: x86_64 wheels, an x86_64 target. The board, air-gapped,
+    refuses it before anything is written, saying what it was made for and what this machine is."""
+    board = fleet.board("wrong-bundle")
+    bundle = fleet.machine.inside(board.folder) / "x86_64.bundle"
+    created = create_bundle(fleet, board.host(bundle), tmp_path)
+    assert created.exit_code == 0, created.stdout + created.stderr
+    assert result_of(created.stdout)["target"]["arch"] == "x86_64"
+    refused = board.run("setup", "--bundle", str(bundle), "--offline", "--json", cpu=CPU, wrap=NO_NETWORK)
+    assert refused.returncode not in (0, 1), refused
+    error = error_of(refused.stdout)
+    assert error["exit_code"] == refused.returncode, error
+    said = " ".join([error["message"], *error["details"], error["fix"]])
+    assert "x86_64" in said and "aarch64" in said and "doctor --snapshot" in error["fix"], error
+    ws = board.host(board.ws)
+    for made in ("FlagTree", ".flagtree-cpu/bundle", ".flagtree-cpu/lock.yaml", ".flagtree-cpu/wheelhouse"):
+        assert not (ws / made).exists(), f"{made} was written by a refused import"
 
 
 @pytest.mark.xfail(strict=True, reason="install-only boards: issue 30 area installonly")
