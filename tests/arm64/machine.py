@@ -26,6 +26,11 @@ from pathlib import Path
 MODELS = ("neoverse-n1", "neoverse-v1", "neoverse-n2", "max,sve128=on", "max")
 ARMV9_128 = ("neoverse-n2", "max,sve128=on")  # the models FlagTree's build can run on
 
+# A network namespace of its own with nothing configured (not even loopback up): an air-gapped board. The
+# chroot otherwise shares the host's, which is how the other tests reach the loopback worlds.
+NO_NETWORK = ("unshare", "--net")
+
+PYTHON = "3.11"  # bookworm's python3, the board's interpreter (what `python3 --version` says there)
 VENV = Path("/opt/venv")  # the rootfs venv: the project with its [test] extra (PyPI's aarch64 torch, triton)
 PATH = f"{VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -60,22 +65,24 @@ class Machine:
         return Path("/") / host.resolve().relative_to(self.root.resolve())
 
     def run(self, argv: list[str], *, cpu: str, home: Path | None = None, cwd: Path | None = None,
-            env: dict[str, str] | None = None, timeout: float = 600) -> Ran:
-        """``argv`` inside the chroot, emulated as CPU model ``cpu``; ``home`` and ``cwd`` are inside paths."""
+            env: dict[str, str] | None = None, timeout: float = 600, wrap: tuple[str, ...] = ()) -> Ran:
+        """``argv`` inside the chroot, emulated as CPU model ``cpu``; ``home`` and ``cwd`` are inside paths.
+        ``wrap`` is a host command the chroot runs under, e.g. ``NO_NETWORK`` (a board without any network)."""
         base = {"HOME": str(home or "/root"), "LANG": "C.UTF-8", "TERM": "dumb", "PATH": PATH,
                 "QEMU_CPU": cpu, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "NO_COLOR": "1", "COLUMNS": "160"}
         base.update(env or {})
         chdir = ["--chdir", str(cwd)] if cwd is not None else []  # env's options come before its assignments
-        command = ["chroot", str(self.root), "/usr/bin/env", "-i", *chdir, *(f"{k}={v}" for k, v in base.items())]
+        assignments = [f"{k}={v}" for k, v in base.items()]
+        command = [*wrap, "chroot", str(self.root), "/usr/bin/env", "-i", *chdir, *assignments]
         start = time.monotonic()
         done = subprocess.run([*command, *argv], capture_output=True, text=True, timeout=timeout,
                               env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
         return Ran(argv, cpu, done.returncode, done.stdout, done.stderr, time.monotonic() - start)
 
     def tool(self, *args: str, cpu: str, home: Path | None = None, cwd: Path | None = None,
-             env: dict[str, str] | None = None, timeout: float = 600) -> Ran:
+             env: dict[str, str] | None = None, timeout: float = 600, wrap: tuple[str, ...] = ()) -> Ran:
         """The installed `flagtree-cpu` console script, as a user on the board types it."""
-        return self.run(["flagtree-cpu", *args], cpu=cpu, home=home, cwd=cwd, env=env, timeout=timeout)
+        return self.run(["flagtree-cpu", *args], cpu=cpu, home=home, cwd=cwd, env=env, timeout=timeout, wrap=wrap)
 
 
 def model_id(cpu: str) -> str:

@@ -13,35 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.arm64.board import Board, target_venv
 from tests.arm64.conftest import LLVM_PATH, ServedWorld
-from tests.arm64.machine import ARMV9_128, VENV, Machine, Ran, model_id, report_line
+from tests.arm64.machine import ARMV9_128, Machine, model_id, report_line
 from tests.support.envelope import envelope_of, error_of, result_of
 from tests.support.tarballs import TOP
-
-# the bundled recipe's build prerequisites without cmake (the fixture build runs no CMake; the board has none)
-PREREQUISITES = ('python.build=[setuptools>=40.8.0, wheel, pybind11>=2.13.1, '
-                 '{requirement: "ninja>=1.11.1", system_command: ninja}]')
-
-
-class Board:
-    """One workspace on the board: HOME and the workdir inside the rootfs, git pointed at the daemon."""
-
-    def __init__(self, machine: Machine, served: ServedWorld, folder: Path):
-        self.machine, self.served, self.folder = machine, served, folder
-        self.home = machine.inside(folder) / "home"
-        self.ws = machine.inside(folder) / "ws"
-        (folder / "home").mkdir()
-
-    def run(self, *args: str, cpu: str, env: dict[str, str] | None = None) -> Ran:
-        return self.machine.tool("-w", str(self.ws), *self.served.sets(), "--set", PREREQUISITES, *args, cpu=cpu,
-                                 home=self.home, env={"GIT_CONFIG_GLOBAL": str(self.served.gitconfig), **(env or {})})
-
-    def host(self, inside: Path) -> Path:
-        return self.machine.host_path(inside)
-
-    @property
-    def llvm(self) -> Path:
-        return self.host(self.home / ".triton" / "llvm" / TOP)
 
 
 def stages(report: dict) -> dict[str, str]:
@@ -107,16 +83,7 @@ def test_a_full_setup_is_refused_where_sve_vectors_are_not_128_bit(machine: Mach
 
 @pytest.fixture
 def board_venv(machine: Machine, board_tmp: Path) -> Path:
-    """A target venv on the board for the fixture build: no pip of its own, /opt/venv's packages (pip,
-    setuptools, wheel, pybind11, ninja, torch) reachable through a .pth file, ninja on its PATH — so the
-    fixture triton it installs never replaces /opt/venv's PyPI triton."""
-    venv = machine.inside(board_tmp) / "venv"
-    made = machine.run(["python3", "-m", "venv", "--without-pip", str(venv)], cpu="neoverse-n2")
-    assert made.returncode == 0, made
-    site = machine.host_path(venv / "lib" / "python3.11" / "site-packages")
-    (site / "opt-venv.pth").write_text(f"{VENV}/lib/python3.11/site-packages\n")
-    machine.host_path(venv / "bin" / "ninja").symlink_to(f"{VENV}/bin/ninja")
-    return venv / "bin" / "python"
+    return target_venv(machine, board_tmp)
 
 
 def test_the_build_stage_on_an_armv9_board(machine: Machine, served_world: ServedWorld, board_tmp: Path,
