@@ -5,8 +5,7 @@ The first board is air-gapped: every command on it runs in a network namespace o
 connected machine, the tool in-process — makes a bundle for that snapshot from the loopback world; the board
 imports it and sets up offline, the fixture FlagTree built and its kernels validated on the board; then it
 publishes its build into a wheelhouse folder. A second board with an empty workdir and the first board's lock
-installs that build from the folder without syncing or fetching: that needs install-only boards (issue 30,
-area installonly), so the test is a strict xfail until the feature lands.
+installs that build from the folder without syncing or fetching (an install-only board, by the lock's pins).
 
 PyPI is out of reach here, so the prerequisites are tiny wheels on loopback PEP 503 indexes — the build's on one,
 the run-time's (a stand-in for torch, behind its own `index_url` as the recipe's torch is) on another — and the
@@ -243,7 +242,6 @@ def test_a_bundle_the_connected_machine_made_for_itself_is_refused_on_the_board(
         assert not (ws / made).exists(), f"{made} was written by a refused import"
 
 
-@pytest.mark.xfail(strict=True, reason="install-only boards: issue 30 area installonly")
 def test_a_second_board_installs_the_published_build_without_syncing_or_fetching(airgapped: AirGapped,
                                                                                  fleet: Fleet,
                                                                                  refused_port: int) -> None:
