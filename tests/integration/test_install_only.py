@@ -253,6 +253,51 @@ def test_a_board_without_a_compiler_is_judged_only_on_what_running_needs(board: 
     assert result_of(result.stdout)["validation"]["ok"] is True
 
 
+def _without_a_compiler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing on PATH (no compiler, cmake or git): the venv's interpreter is named by its path."""
+    empty = tmp_path / "empty-path"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+
+
+def test_build_on_a_board_without_a_compiler_asks_the_wheelhouse_before_judging_the_host(
+        board: Board, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`build --wheelhouse` with no --ignore-host on a board that cannot build (no compiler, another arch than the
+    recipe builds on): it installs the published build, judged only on what running needs, as setup does."""
+    _without_a_compiler(tmp_path, monkeypatch)
+    python, wheelhouse = ("--python", str(board.python)), ("--wheelhouse", str(board.wheelhouse))
+    usual = board.ws.run("build", *python)
+    assert usual.exit_code == 7 and "toolchain.compiler" in usual.stderr, usual.stderr
+
+    result = board.ws.run("--json", "build", *python, *wheelhouse)
+    assert result.exit_code == 0, result.stderr
+    [action] = result_of(result.stdout)["actions"]
+    assert action["status"] == "created" and "installed from the wheelhouse" in action["detail"], action
+    said = " ".join(result.stderr.split())
+    assert "(no sync, no fetch)" in said
+    assert "build checks skipped, nothing is built here" in said and "toolchain.compiler" in said, said
+    assert "toolchain.compiler:" not in said  # neither a failure nor a warning
+    assert not board.ws.flagtree.exists(), "a source was cloned"
+
+    again = board.ws.run("--json", "build", *python, *wheelhouse)  # the record: nothing asked, nothing judged anew
+    assert again.exit_code == 0, again.stderr
+    [action] = result_of(again.stdout)["actions"]
+    assert action["status"] == "ok" and action["detail"] == "up to date", action
+
+
+def test_build_judges_the_host_as_a_builder_when_the_wheelhouse_cannot_deliver(
+        board: Board, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The manifest lists a wheel that is gone: one warning, then the usual build, whose host checks now judge the
+    board (exit 7 naming the compiler) before anything is run."""
+    [wheel] = (board.wheelhouse / "wheels").glob("*.whl")
+    wheel.unlink()
+    _without_a_compiler(tmp_path, monkeypatch)
+    result = board.ws.run("build", "--python", str(board.python), "--wheelhouse", str(board.wheelhouse))
+    assert result.stderr.count(f"could not download {wheel.name} from the wheelhouse") == 1, result.stderr
+    assert result.exit_code == 7 and "toolchain.compiler" in result.stderr, result.stderr
+    assert not (board.ws.root / ".flagtree-cpu" / "install-only.json").exists()
+
+
 def _rows(result) -> dict[str, str]:
     return {s["stage"]: s["status"] for s in result_of(result.stdout)["stages"]}
 
