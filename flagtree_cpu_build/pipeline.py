@@ -22,9 +22,10 @@ import threading
 import time
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .errors import FlagtreeCpuError, Interrupted, Terminated, ValidationFailed
+from .install_board import Board, install_only_board, take
 from .interrupts import Latch, interrupts_deferred
 from .no_network import NO_NETWORK_FIX, one_error
 from .preflight import run_preflight
@@ -32,9 +33,6 @@ from .setup_report import SetupReport, StageRecord, collect_pins, failed_stage, 
 from .stagekit.stage import Action, RunOptions, Stage, StageContext, StageResult
 from .stages.registry import STAGE_NAMES, STAGES, run_stage
 from .table_layout import LABEL, PATH, Column
-
-if TYPE_CHECKING:
-    from .stages.build.install_only import Offer
 
 PLAN_SCHEMA = "flagtree-cpu/setup-plan/v1"
 __all__ = ["PLAN_SCHEMA", "run_setup"]
@@ -52,7 +50,7 @@ def run_setup(ctx: StageContext, options: RunOptions, bundle: dict[str, Any] | N
         report.records.insert(1, StageRecord("base", "not run"))
     current = ["preflight"]  # the stages running now
     try:
-        board = _install_only_board(ctx, options)  # asked first: an install-only board's preflight judges less
+        board = install_only_board(ctx, options)  # asked first: an install-only board's preflight judges less
         _preflight(ctx, options, report, install_only=board is not None)
         if ctx.base is not None:
             current = ["base"]
@@ -65,7 +63,6 @@ def run_setup(ctx: StageContext, options: RunOptions, bundle: dict[str, Any] | N
             current = ["preflight"]
             _preflight(ctx, options, report, install_only=False)
             current = ["build"]
-        options = replace(options, build=replace(options.build, asked_pins=True))
         for group in _in_turn(STAGES[-1:] if taken else STAGES, apart=reads and not others):
             current = [stage.name for stage in group]
             with ctx.ui.group(f"flagtree-cpu setup: {group[0].name}"):
@@ -115,40 +112,17 @@ def _preflight(ctx: StageContext, options: RunOptions, report: SetupReport, *, i
                 time.monotonic() - began, ctx)
 
 
-def _install_only_board(ctx: StageContext, options: RunOptions) -> dict[str, Any] | Offer | None:
-    """Whether this is an install-only board (``stages/build/install_only``): the record of the build it installed
-    when it still holds (a re-run: nothing is asked), else the wheelhouse's offer for the lock's pins; None (and why
-    not, said once) for the usual path."""
-    from .stages.build import install_only
-    from .stages.registry import read_plan_lock
-
-    if options.skip_build or ctx.base is not None:  # a stacked recipe's base is built here: not this path
-        return None
-    lock = read_plan_lock(ctx)
-    record = install_only.installed(ctx, options, lock)
-    if record is not None:
-        return record
-    offer, why = install_only.ask(ctx, options, lock)
-    if offer is None and why != install_only.NOT_CONFIGURED:
-        ctx.ui.info(f"not install-only: {why}")
-    return offer
-
-
-def _install_only(ctx: StageContext, options: RunOptions, report: SetupReport, board: dict[str, Any] | Offer) -> bool:
+def _install_only(ctx: StageContext, options: RunOptions, report: SetupReport, board: Board) -> bool:
     """An install-only board: the wheelhouse's build of the lock's pins installed (or found installed), sync,
     fetch, link and the python stage's build prerequisites skipped; True when it was (validation follows)."""
     from .stages.build import install_only
 
     began = time.monotonic()
-    if isinstance(board, dict):
-        result, record = install_only.up_to_date(board), board
-    else:
-        with ctx.ui.group("flagtree-cpu setup: install-only"):
-            ctx.ui.info(board.says())
-            installed = install_only.install(ctx, options, board, runtime=options.validating)
-        if installed is None:
-            return False
-        result, record = installed, installed.actions[0].data["wheelhouse"]
+    with ctx.ui.group("flagtree-cpu setup: install-only"):
+        result = take(ctx, options, board, runtime=options.validating)
+    if result is None:
+        return False
+    record = result.actions[0].data["wheelhouse"]
     for stage in STAGES[:-2]:
         _finish(report.record(stage.name), install_only.skipped_result(stage.name, record), 0.0, ctx)
     _finish(report.record(STAGES[-2].name), result, time.monotonic() - began, ctx)

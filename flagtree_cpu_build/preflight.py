@@ -106,24 +106,28 @@ def blocking(findings: Iterable[Finding], options: RunOptions) -> list[Finding]:
     return [f for f in findings if f.status == "fail" and (not options.ignore_host or f.id in NEVER_IGNORED)]
 
 
-def install_only_stages(options: RunOptions) -> tuple[str, ...]:
+def install_only_stages(options: RunOptions, *, validating: bool | None = None) -> tuple[str, ...]:
     """What an install-only board (``stages/build/install_only``) runs, as preflight stages: the install (the checks
-    of what running the published build needs: ``doctor.kit.INSTALL``), and the validation when it runs. It syncs,
-    fetches and compiles nothing, so the build's checks (compiler, cmake, memory, git, ...) do not judge it."""
+    of what running the published build needs: ``doctor.kit.INSTALL``), and the validation when it runs
+    (``validating``: setup's, by default; `build` validates nothing). It syncs, fetches and compiles nothing, so the
+    build's checks (compiler, cmake, memory, git, ...) do not judge it."""
     from .doctor.kit import INSTALL
 
-    return (INSTALL, "validate") if options.validating else (INSTALL,)
+    return (INSTALL, "validate") if (options.validating if validating is None else validating) else (INSTALL,)
 
 
-def skipped_for_install_only(options: RunOptions) -> tuple[str, ...]:
-    """The checks the usual setup would run that an install-only board leaves out (they judge the build)."""
-    usual, running = preflight_checks(options), set(preflight_checks(options, install_only_stages(options)))
-    return tuple(c for c in usual if c not in running)
+def skipped_for_install_only(options: RunOptions, usual: Iterable[str] | None = None) -> tuple[str, ...]:
+    """The checks the usual run would make that an install-only board leaves out (they judge the build); ``usual``:
+    that run's stages (setup's, by default; `build`'s is the build alone)."""
+    validating = None if usual is None else "validate" in usual
+    running = set(preflight_checks(options, install_only_stages(options, validating=validating)))
+    return tuple(c for c in preflight_checks(options, usual) if c not in running)
 
 
-def skipped_note(options: RunOptions) -> str:
-    """Which checks an install-only board's preflight skipped, and why (setup's detail, the dry run's line)."""
-    skipped = skipped_for_install_only(options)
+def skipped_note(options: RunOptions, usual: Iterable[str] | None = None) -> str:
+    """Which checks an install-only board's preflight skipped, and why (setup's detail, the dry run's line, build's
+    line); ``usual`` as for ``skipped_for_install_only``."""
+    skipped = skipped_for_install_only(options, usual)
     if not skipped:
         return ""
     return (f"install-only: {len(skipped)} build check{'s' if len(skipped) > 1 else ''} skipped, nothing is built "
@@ -176,14 +180,21 @@ def run_preflight(ctx: StageContext, options: RunOptions, *, install_only: bool 
 LISTED_BY_THE_BUILD = ("python.preinstalled", "toolchain.provisioned")
 
 
-def check_host_for_build(ctx: StageContext, options: RunOptions) -> list[str]:
+def check_host_for_build(ctx: StageContext, options: RunOptions, *, install_only: bool = False) -> list[str]:
     """`build`'s preflight: doctor's checks that block the build (setup's preflight runs them too), every blocking
     problem listed at once (DoctorFailed, exit 7, as doctor and setup give); the failures --ignore-host let
-    through, by id."""
-    report = run_preflight_checks(ctx, options, ("build",), leave_out=LISTED_BY_THE_BUILD)
+    through, by id. ``install_only``: the board installs a published build (``install_board``), so only what
+    running it needs is judged, and which build checks were skipped is said."""
+    stages = install_only_stages(options, validating=False) if install_only else ("build",)
+    report = run_preflight_checks(ctx, options, stages, leave_out=LISTED_BY_THE_BUILD)
     stops = blocking(report.findings, options)
     if stops:
+        if install_only:  # e.g. a CPU without the features the published build was compiled for
+            raise _host_problems(stops, "installing the wheelhouse's build", "fail; nothing was installed",
+                                 _fix("build"))
         raise _host_problems(stops, "build", "fail; nothing was run", _fix("build"))
+    if install_only and (note := skipped_note(options, ("build",))):
+        ctx.ui.info(f"preflight: {note}")
     return [f.id for f in report.findings if f.status == "fail"]
 
 

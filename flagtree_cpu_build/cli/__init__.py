@@ -8,7 +8,8 @@ This package is the only place that imports typer or decides exit codes.
     envelope       the --json envelope and its JSON Schema (`flagtree-cpu schema`)
     render         result objects -> tables for people, or the envelope's result
     recipe_cmds    recipe list / show / validate / schema
-    stage_cmds     setup and its stages: sync, link, fetch, python, build, lock
+    stage_cmds     setup and its stages: sync, link, fetch, python, lock
+    build_cmd      build (an install-only board asked about before the host is judged)
     validate_cmd   validate
     inspect_cmds   status, env, doctor, clean, schema
     bundle_cmds    bundle create (and the `bundle` group)
@@ -22,7 +23,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 # importing the command modules registers their commands
-from . import bundle_cmds, bundle_import_cmds, inspect_cmds, recipe_cmds, stage_cmds, validate_cmd  # noqa: F401
+from . import (  # noqa: F401
+    build_cmd,
+    bundle_cmds,
+    bundle_import_cmds,
+    inspect_cmds,
+    recipe_cmds,
+    stage_cmds,
+    validate_cmd,
+)
 from .app import app, hoist_global_options, reflow
 from .boundary import prepare_process
 

@@ -95,8 +95,6 @@ class BuildExtras:
     wheel_dir: Path | None = None  # --wheel DIR: a wheel instead of the editable install
     publish: str | None = None  # --publish FOLDER: publish the wheel built (prebuilt.py)
     only: str | None = None  # --only NAME: that build and the builds it needs (recipe/builds.py)
-    # setup asked the wheelhouse for the lock's pins before the stages (install_only.py): the build stage does not again
-    asked_pins: bool = False
 
 
 @dataclass(frozen=True)

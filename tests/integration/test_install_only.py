@@ -38,6 +38,19 @@ class Fleet:
     sets: tuple[str, ...]  # the recipe overrides both boards use
     server: LoopbackHTTPServer  # serves the LLVM tarball A downloaded
     built: dict  # A's build action
+    pinned: Path  # what A published from the fully pinned recipe (its own wheelhouse)
+    pinned_sets: tuple[str, ...]  # what makes the recipe fully pinned (added to ``sets``)
+
+
+def fully_pinned(lock: Path) -> tuple[str, ...]:
+    """The overrides that make the recipe pin every input itself (``recipe_lock``: it is its own lock): flagtree-cpu
+    at A's commit without its submodules, the LLVM download by its sha256 at a path read from no source's file."""
+    from flagtree_cpu_build.lockfile import read_lock
+    from tests.support.fetching import PATH_SET
+
+    return (f"sources.flagtree-cpu.commit={read_lock(lock).sources['flagtree-cpu'].commit}",
+            "sources.flagtree-cpu.submodules=none", "artifacts.llvm.matches=null", "artifacts.llvm.variants=[]",
+            PATH_SET, f"artifacts.llvm.sha256={llvm_tarball().sha256}")
 
 
 @pytest.fixture(scope="module")
@@ -58,10 +71,22 @@ def fleet(git_world: GitWorld, tmp_path_factory: pytest.TempPathFactory) -> Iter
             python = build_venv(root / "a-venv", TOOLS)
             done = ws.run("--json", "build", "--ignore-host", "--python", str(python), "--publish",
                           str(root / "wheelhouse"))
-        assert done.exit_code == 0, done.stderr
+            assert done.exit_code == 0, done.stderr
+            lock = root / "lock.yaml"  # A's lock, as board B copies it
+            shutil.copy(ws.lock_file, lock)
+            pinned = fully_pinned(lock)
+            # the same checkout and LLVM tree published again from the fully pinned recipe, with the lock its sync
+            # writes (its own file): the build is up to date or quick, and its entry carries that recipe's pins key
+            beside = ("--lock-file", str(root / "pinned-lock.yaml"))
+            for step in ("sync", "fetch"):
+                again = ws.run(*beside, step, sets=pinned)
+                assert again.exit_code == 0, (step, again.stderr)
+            again = ws.run(*beside, "build", "--ignore-host", "--python", str(python), "--publish",
+                           str(root / "pinned-wheelhouse"), sets=pinned)
+            assert again.exit_code == 0, again.stderr
         [built] = result_of(done.stdout)["actions"]
         assert built["published"]["status"] == "published"
-        yield Fleet(root / "wheelhouse", ws.lock_file, sets, server, built)
+        yield Fleet(root / "wheelhouse", lock, sets, server, built, root / "pinned-wheelhouse", pinned)
     finally:
         server.close()
 
@@ -253,6 +278,51 @@ def test_a_board_without_a_compiler_is_judged_only_on_what_running_needs(board: 
     assert result_of(result.stdout)["validation"]["ok"] is True
 
 
+def _without_a_compiler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing on PATH (no compiler, cmake or git): the venv's interpreter is named by its path."""
+    empty = tmp_path / "empty-path"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+
+
+def test_build_on_a_board_without_a_compiler_asks_the_wheelhouse_before_judging_the_host(
+        board: Board, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`build --wheelhouse` with no --ignore-host on a board that cannot build (no compiler, another arch than the
+    recipe builds on): it installs the published build, judged only on what running needs, as setup does."""
+    _without_a_compiler(tmp_path, monkeypatch)
+    python, wheelhouse = ("--python", str(board.python)), ("--wheelhouse", str(board.wheelhouse))
+    usual = board.ws.run("build", *python)
+    assert usual.exit_code == 7 and "toolchain.compiler" in usual.stderr, usual.stderr
+
+    result = board.ws.run("--json", "build", *python, *wheelhouse)
+    assert result.exit_code == 0, result.stderr
+    [action] = result_of(result.stdout)["actions"]
+    assert action["status"] == "created" and "installed from the wheelhouse" in action["detail"], action
+    said = " ".join(result.stderr.split())
+    assert "(no sync, no fetch)" in said
+    assert "build checks skipped, nothing is built here" in said and "toolchain.compiler" in said, said
+    assert "toolchain.compiler:" not in said  # neither a failure nor a warning
+    assert not board.ws.flagtree.exists(), "a source was cloned"
+
+    again = board.ws.run("--json", "build", *python, *wheelhouse)  # the record: nothing asked, nothing judged anew
+    assert again.exit_code == 0, again.stderr
+    [action] = result_of(again.stdout)["actions"]
+    assert action["status"] == "ok" and action["detail"] == "up to date", action
+
+
+def test_build_judges_the_host_as_a_builder_when_the_wheelhouse_cannot_deliver(
+        board: Board, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The manifest lists a wheel that is gone: one warning, then the usual build, whose host checks now judge the
+    board (exit 7 naming the compiler) before anything is run."""
+    [wheel] = (board.wheelhouse / "wheels").glob("*.whl")
+    wheel.unlink()
+    _without_a_compiler(tmp_path, monkeypatch)
+    result = board.ws.run("build", "--python", str(board.python), "--wheelhouse", str(board.wheelhouse))
+    assert result.stderr.count(f"could not download {wheel.name} from the wheelhouse") == 1, result.stderr
+    assert result.exit_code == 7 and "toolchain.compiler" in result.stderr, result.stderr
+    assert not (board.ws.root / ".flagtree-cpu" / "install-only.json").exists()
+
+
 def _rows(result) -> dict[str, str]:
     return {s["stage"]: s["status"] for s in result_of(result.stdout)["stages"]}
 
@@ -291,3 +361,34 @@ def test_without_a_lock_the_dry_run_names_the_unknown_pin_and_how_to_get_the_loc
     assert "run `flagtree-cpu sync` on a machine with network" in said
     assert "or copy the publishing board's .flagtree-cpu/lock.yaml" in said
     assert "(no sync, no fetch)" not in said
+
+
+def test_a_board_without_a_lock_installs_by_a_fully_pinned_recipe_and_writes_the_lock(
+        fleet: Fleet, world: GitWorld, tmp_path: Path) -> None:
+    """No lock file, a recipe that pins every input itself: its pins key is computed from the recipe, the build A
+    published from that recipe is installed with no clone and no LLVM download, and the lock `flagtree-cpu lock`
+    would write is written (so the re-run is up to date by the record, with no wheelhouse asked)."""
+    shutil.copytree(fleet.pinned, tmp_path / "wheelhouse")
+    ws = new_workspace(world, tmp_path / "b", always_set=(*fleet.sets, *fleet.pinned_sets))
+    board = Board(ws, build_venv(tmp_path / "b-venv", ["pip", "torch", "numpy"]), tmp_path / "wheelhouse", fleet)
+    world.stop()
+    gets = board.llvm_gets()
+    result = board.run("--json", "setup", "--wheelhouse", str(board.wheelhouse))
+    assert result.exit_code == 0, result.stderr
+    assert _rows(result) == {"preflight": "ok", "sources": "skipped", "artifacts": "skipped", "links": "skipped",
+                             "python": "skipped", "build": "created", "validate": "created"}, result.stderr
+    said = " ".join(result.stderr.split())
+    assert "(no sync, no fetch)" in said
+    assert f"no lock file: the recipe pins every input, so its lock was written from it ({ws.lock_file})" in said
+    assert board.llvm_gets() == gets, "LLVM was downloaded"
+    assert not ws.flagtree.exists(), "a source was cloned"
+
+    from flagtree_cpu_build.lockfile import read_lock
+
+    written = read_lock(ws.lock_file)
+    assert written.sources["flagtree-cpu"].commit == read_lock(fleet.lock).sources["flagtree-cpu"].commit
+    assert written.artifacts["llvm"].sha256 == llvm_tarball().sha256
+    shutil.rmtree(board.wheelhouse)  # the re-run asks no wheelhouse: the record holds for the written lock
+    again = board.run("--json", "setup", "--wheelhouse", str(board.wheelhouse))
+    assert again.exit_code == 0, again.stderr
+    assert _rows(again)["build"] == "ok" and _rows(again)["validate"] == "ok", again.stderr

@@ -69,10 +69,7 @@ def run_build(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> S
     other in `needs` order: each "up to date", or prepare → gate checks → build → verify → stamp. A build after one
     that ran is judged again against what that one's new stamp holds."""
     start = time.monotonic()
-    items = _gate(ctx, options, plan)
-    taken = _install_only(ctx, options)
-    if taken is not None:
-        return taken
+    items = _gate(ctx, options, plan)  # an install-only board never gets here: its command took it (install_board)
     missing = list(dict.fromkeys(p for i in items if i.facts is not None for p in i.facts.problems))
     if missing and len(items) > 1:  # every build's missing inputs at once, before the first one runs
         raise _missing_inputs(missing, options)
@@ -91,24 +88,6 @@ def run_build(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> S
         if any(a.status != "ok" for a in result.actions):
             ran.add(name)
     return StageResult("build", tuple(actions), seconds=time.monotonic() - start)
-
-
-def _install_only(ctx: StageContext, options: RunOptions) -> StageResult | None:
-    """`build` on an install-only board (``install_only``): the wheelhouse's build of the lock's pins, when the whole
-    build runs (not --only, --publish or --wheel) and setup has not asked already; None: the usual path."""
-    if options.build.only or options.build.publish or options.build.wheel_dir or options.build.asked_pins:
-        return None
-    lock = install_only.workspace_lock(ctx.workspace)
-    record = install_only.installed(ctx, options, lock)
-    if record is not None:
-        return install_only.up_to_date(record)
-    offer, why = install_only.ask(ctx, options, lock)
-    if offer is None:
-        if why != install_only.NOT_CONFIGURED:
-            ctx.ui.info(f"not install-only: {why}")
-        return None
-    ctx.ui.info(offer.says())
-    return install_only.install(ctx, options, offer, runtime=False)
 
 
 @dataclass(frozen=True)
