@@ -25,6 +25,7 @@ from tests.support.fetching import (
     fetch,
     fetch_process,
     partial_folders,
+    stacks_of_hung,
     triton_llvm,
     unpacked_files,
     wait_for,
@@ -61,7 +62,10 @@ def stop_while_unpacking(process: subprocess.Popen, sig: signal.Signals,
         raise
     process.send_signal(sig)
     then()
-    _out, err = process.communicate(timeout=60)
+    try:
+        _out, err = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        raise stacks_of_hung(process, 60) from None
     return process.returncode, err
 
 

@@ -4,6 +4,7 @@ real process), shared by the fetch test files."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -49,7 +50,19 @@ def fetch_process(tmp_path: Path, url: str, *args: str, workspace: str = "ws",
     return subprocess.Popen([sys.executable, "-m", "flagtree_cpu_build", "-w", str(tmp_path / workspace), "--set",
                              f"artifacts.llvm.url={url}", "--set", PATH_SET, *overrides, "fetch", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **(env or {})})
+                            env={**os.environ, "PYTHONFAULTHANDLER": "1", **(env or {})})
+
+
+def stacks_of_hung(process: subprocess.Popen, waited: float) -> AssertionError:
+    """A process that did not end: SIGABRT makes its faulthandler (PYTHONFAULTHANDLER, set by fetch_process) print
+    every thread's stack before it dies, so the failure says where it hung, not only that it did."""
+    process.send_signal(signal.SIGABRT)
+    try:
+        _out, err = process.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        _out, err = process.communicate()
+    return AssertionError(f"the process did not end within {waited:g} s of the signal; its threads then:\n{err}")
 
 
 def lock_of(tmp_path: Path) -> dict:
