@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 
 from .cache_url import OPERATION_TIMEOUT_MS, CacheUrl
+from .interrupts import start_thread
 
 DEADLINE_S = 2.0
 # An answer slower than this: every compilation asks a few times and ccache gives each request OPERATION_TIMEOUT_MS.
@@ -102,7 +103,7 @@ def _resolve(host: str, port: int, clock: _Clock, within: str) -> list[tuple] | 
             box["raised"] = err
 
     thread = threading.Thread(target=lookup, name="compile-cache-lookup", daemon=True)
-    thread.start()
+    start_thread(thread)
     thread.join(clock.left())
     if thread.is_alive():
         return f"its host name {host} did not resolve within {within}"

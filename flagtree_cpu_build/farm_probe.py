@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 
 from .farm_hosts import FarmHost
+from .interrupts import start_thread
 
 DEADLINE_S = 3.0  # a one-line compile on a helper: tens of milliseconds; a loaded helper is still far below
 MAX_ANSWER = 1 << 20  # a hostile server's endless answer is cut here (a tiny object is about 1 KiB)
@@ -51,7 +52,7 @@ def probe_all(hosts: tuple[FarmHost, ...], compiler: Compiler, deadline_s: float
     threads = [threading.Thread(target=_ask_into, args=(box, i, host, compiler, deadline), daemon=True,
                                 name=f"farm-probe-{host.address}") for i, host in enumerate(hosts)]
     for thread in threads:
-        thread.start()
+        start_thread(thread)
     for thread in threads:  # each ends by itself at the deadline: its socket's timeouts never pass it
         thread.join(max(0.0, deadline - time.monotonic()) + 0.5)
     late = f"did not answer a one-line compile within {deadline_s:g} s"

@@ -10,7 +10,13 @@ unlucky Ctrl-C the worker blocks for good in ``set()``, and the main thread's ne
 
 - ``Latch``: a worker's "done", set once, waited on by the main thread with nothing it must release afterwards;
 - ``interrupts_deferred()``: around the lines that start a worker, so a Ctrl-C among them is taken right after
-  them, when the caller's cleanup knows what exists.
+  them, when the caller's cleanup knows what exists;
+- ``start_thread()``: every worker is started that way, and so blocks SIGINT, SIGTERM and SIGHUP for good (a
+  thread inherits the signal mask of the thread that starts it). The kernel gives a signal sent to the process to
+  any thread that does not block it; one taken by a worker only sets Python's flag, and a main thread blocked in
+  a system call (a download's ``recv`` from a server that holds its answer) is not woken by it: a SIGINT'd
+  `fetch` sat there until the test gave up (seen under load, the stacks taken with faulthandler). With the
+  workers blocking them, every such signal goes to the main thread and interrupts its system call.
 
 Locks of our own are entered with ``with lock:`` on the C lock itself, whose ``__enter__``/``__exit__`` run no
 Python code: the interrupt comes before the acquire or after the release, never between.
@@ -76,14 +82,30 @@ def interrupts_deferred() -> Iterator[None]:
         yield
         return
     deferral = _Deferral()
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)  # inherited by any thread started in the block
     try:
         for signum in _DEFERRED:
             if callable(signal.getsignal(signum)):  # SIG_IGN and SIG_DFL (no handler of Python's) stay as they are
                 deferral.saved[signum] = signal.signal(signum, deferral.handler)
         yield
     finally:
+        # unblocked first: a signal held pending meanwhile is delivered now and met by the deferral's handler
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         deferral.active = False  # a plain store: no interrupt can come between it and the block's end
         for signum, handler in deferral.saved.items():
             signal.signal(signum, handler)
         if deferral.arrived:
             signal.raise_signal(deferral.arrived[0])  # sent to this thread: its handler runs before this returns
+
+
+def start_thread(thread: threading.Thread) -> None:
+    """Start a worker that never takes SIGINT, SIGTERM or SIGHUP (they stay the main thread's: see above), with a
+    Ctrl-C during the start taken right after it."""
+    with interrupts_deferred():
+        thread.start()
+
+
+def block_interrupts() -> None:
+    """For a worker the tool does not start itself (a ThreadPoolExecutor's ``initializer``): from its first line,
+    SIGINT, SIGTERM and SIGHUP go to the main thread instead."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)

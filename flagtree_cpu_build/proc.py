@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from .interrupts import start_thread
 from .logfiles import new_log_path
 
 Process = subprocess.Popen  # a started command, for the type hints of callers of ``start_piped``
@@ -85,7 +86,7 @@ def run_logged(
                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         lines: queue.Queue[bytes | None] = queue.Queue()
         reader = threading.Thread(target=_pump, args=(process, lines), daemon=True)
-        reader.start()
+        start_thread(reader)
         last_output = time.monotonic()
         last_idle_call = last_output
         deadline = start + timeout_s if timeout_s is not None else None
@@ -367,7 +368,7 @@ def capture_bounded(argv: Sequence[str], *, limit: int, timeout_s: float, env: M
     readers = [threading.Thread(target=drain, args=(s, k), daemon=True)
                for s, k in ((process.stdout, "out"), (process.stderr, "err"))]
     for reader in readers:
-        reader.start()
+        start_thread(reader)
     deadline = time.monotonic() + timeout_s
     while process.poll() is None and not overflow.is_set() and time.monotonic() < deadline:
         try:

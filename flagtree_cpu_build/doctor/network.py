@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
+from ..interrupts import block_interrupts
 from .facts import stage_plans
 from .kit import DoctorContext, Outcome, check, fail, ok, skip, warn
 
@@ -106,7 +107,7 @@ def network_hosts(c: DoctorContext) -> Outcome:
     endpoints = list(dict.fromkeys(r.endpoint for _, routes in targets for r in routes if r.endpoint))
     if not endpoints and all(r.local and r.local.is_file() for _, routes in targets for r in routes):
         return ok("every source and artifact is local")
-    with ThreadPoolExecutor(max_workers=max(1, len(endpoints))) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, len(endpoints)), initializer=block_interrupts) as pool:
         probed = dict(zip(endpoints, pool.map(lambda e: _probe(c, *e), endpoints), strict=True))
 
     def reached(route: _Route) -> tuple[str, str | None]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import __version__
+from ..interrupts import block_interrupts
 from . import kit
 from .kit import AREAS, Check, DoctorContext, Outcome, Status, fail, skip
 
@@ -85,7 +86,7 @@ def run_doctor(ctx: DoctorContext, only: Sequence[str] = ()) -> DoctorReport:
             raise UsageError(f"no doctor check named {unknown[0]!r}{suggest(unknown[0], known)}",
                              fix="`flagtree-cpu doctor --list` lists them")
         checks = [c for c in checks if c.id in only]
-    with ThreadPoolExecutor(max_workers=12) as pool:
+    with ThreadPoolExecutor(max_workers=12, initializer=block_interrupts) as pool:
         outcomes = list(pool.map(lambda c: _run_one(c, ctx), checks))
     findings = tuple(Finding(c.id, c.area, c.title, o.status, o.detail, o.fix) for c, o in zip(checks, outcomes,
                                                                                                 strict=True))

@@ -139,3 +139,28 @@ def test_a_deferred_block_in_a_worker_thread_changes_no_handler() -> None:
     worker.start()
     worker.join(timeout=10)
     assert seen == [before]
+
+
+def _mask_seen_by(start: object) -> set[int]:
+    seen: set[int] = set()
+    worker = threading.Thread(target=lambda: seen.update(signal.pthread_sigmask(signal.SIG_BLOCK, [])), daemon=True)
+    start(worker)  # type: ignore[operator]
+    worker.join(10)
+    return seen
+
+
+def test_a_worker_started_by_the_tool_leaves_every_interrupt_to_the_main_thread() -> None:
+    """A signal the kernel hands to a worker never wakes the main thread's blocking call (a download's recv from a
+    server holding its answer: a SIGINT'd fetch sat there in a stress run): workers must block them."""
+    wanted = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    assert wanted <= _mask_seen_by(interrupts.start_thread)
+    assert not wanted & _mask_seen_by(threading.Thread.start), "the test's own thread already blocks them"
+    assert not wanted & signal.pthread_sigmask(signal.SIG_BLOCK, []), "the main thread was left blocking them"
+
+
+def test_an_executors_worker_blocks_interrupts_from_its_first_line() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1, initializer=interrupts.block_interrupts) as pool:
+        mask = pool.submit(lambda: signal.pthread_sigmask(signal.SIG_BLOCK, [])).result(10)
+    assert {signal.SIGINT, signal.SIGTERM, signal.SIGHUP} <= mask
