@@ -56,13 +56,29 @@ def fetch_process(tmp_path: Path, url: str, *args: str, workspace: str = "ws",
 def stacks_of_hung(process: subprocess.Popen, waited: float) -> AssertionError:
     """A process that did not end: SIGABRT makes its faulthandler (PYTHONFAULTHANDLER, set by fetch_process) print
     every thread's stack before it dies, so the failure says where it hung, not only that it did."""
+    masks = _signal_masks(process.pid)
     process.send_signal(signal.SIGABRT)
     try:
         _out, err = process.communicate(timeout=30)
     except subprocess.TimeoutExpired:
         process.kill()
         _out, err = process.communicate()
-    return AssertionError(f"the process did not end within {waited:g} s of the signal; its threads then:\n{err}")
+    return AssertionError(f"the process did not end within {waited:g} s of the signal; its threads' signal masks "
+                          f"then:\n{masks}\nand their stacks:\n{err}")
+
+
+def _signal_masks(pid: int) -> str:
+    """Each thread's pending, blocked and caught signals (/proc/PID/task/TID/status), as the kernel sees them."""
+    lines = []
+    for task in sorted(Path(f"/proc/{pid}/task").glob("*")):
+        try:
+            status = (task / "status").read_text()
+        except OSError:
+            continue
+        wanted = [line for line in status.splitlines() if line.startswith(("Name:", "SigPnd", "ShdPnd", "SigBlk",
+                                                                            "SigCgt", "SigIgn"))]
+        lines.append(f"task {task.name}: " + "  ".join(" ".join(w.split()) for w in wanted))
+    return "\n".join(lines)
 
 
 def lock_of(tmp_path: Path) -> dict:
