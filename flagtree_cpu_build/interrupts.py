@@ -11,6 +11,13 @@ unlucky Ctrl-C the worker blocks for good in ``set()``, and the main thread's ne
 - ``Latch``: a worker's "done", set once, waited on by the main thread with nothing it must release afterwards;
 - ``interrupts_deferred()``: around the lines that start a worker, so a Ctrl-C among them is taken right after
   them, when the caller's cleanup knows what exists;
+- ``keep_interrupts_from_finalizers()``: a signal's handler runs at the main thread's next check, which may be
+  inside a garbage collector's finalizer or a weakref callback (importlib's module-lock callback, urllib3 closing
+  a pool); an exception raised there is "ignored" — printed and dropped — and the stop with it: a SIGTERM'd
+  `fetch` then went on into a download's ``recv`` and waited for a server holding its answer (seen under load:
+  "Exception ignored in: <function _get_module_lock.<locals>.cb>", Terminated: 15). The hook sees such a dropped
+  interrupt and delivers it to the main thread again, at its next check in ordinary code; ``first_stop`` lets the
+  CLI's SIGTERM handler raise once more for a stop that was dropped, and only then;
 - ``start_thread()``: every worker is started that way, and so blocks SIGINT, SIGTERM and SIGHUP for good (a
   thread inherits the signal mask of the thread that starts it). The kernel gives a signal sent to the process to
   any thread that does not block it; one taken by a worker only sets Python's flag, and a main thread blocked in
@@ -25,11 +32,63 @@ Python code: the interrupt comes before the acquire or after the release, never 
 from __future__ import annotations
 
 import signal
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any
+
+
+class _Stops:
+    """The stop asked by a signal whose exception is on its way out of the main thread (None: none yet), and
+    whether a finalizer dropped it."""
+
+    raised: int | None = None
+    dropped = False
+    in_hook = False  # the hook that delivers a dropped one again is still running in the main thread
+
+
+def first_stop(signum: int) -> bool:
+    """For a signal handler that raises: True for the first stop, and for a stop whose exception a finalizer
+    dropped; False for a second signal while the first one's cleanup runs (it must not cut the cleanup short)."""
+    if _Stops.raised is not None and not _Stops.dropped:
+        return False
+    _Stops.raised, _Stops.dropped = signum, False
+    return True
+
+
+def _deliver_again(signum: int) -> None:
+    block_interrupts()
+    deadline = time.monotonic() + 5
+    while _Stops.in_hook and time.monotonic() < deadline:
+        time.sleep(0.005)
+    time.sleep(0.01)  # the hook's own return, and the finalizer's
+    signal.pthread_kill(threading.main_thread().ident or 0, signum)
+
+
+def keep_interrupts_from_finalizers() -> None:
+    """Install the hook that delivers again, in the main thread, an interrupt a finalizer dropped (see above)."""
+    previous = sys.unraisablehook
+    if getattr(previous, "keeps_interrupts", False):
+        return
+
+    def hook(unraisable: Any) -> None:
+        exc = unraisable.exc_value
+        if not isinstance(exc, KeyboardInterrupt) or threading.current_thread() is not threading.main_thread():
+            previous(unraisable)
+            return
+        _Stops.dropped, _Stops.in_hook = True, True
+        # not from here: a signal raised now would be handled inside this hook, and dropped again; a worker sends
+        # it to the main thread once the hook has returned (it also wakes a system call the main thread is in)
+        threading.Thread(target=_deliver_again, args=(getattr(exc, "signum", signal.SIGINT),), daemon=True,
+                         name="interrupt delivered again").start()
+        _Stops.in_hook = False  # a plain store, then the return: no check comes between
+
+    hook.keeps_interrupts = True  # type: ignore[attr-defined]
+    sys.unraisablehook = hook
+
 
 # the signals whose handlers raise in the main thread: Ctrl-C, and the CLI's SIGTERM/SIGHUP (errors.Terminated)
 _DEFERRED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)

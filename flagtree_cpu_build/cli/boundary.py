@@ -140,13 +140,16 @@ def stop_on_sigterm() -> None:
     """SIGTERM (CI cancelling a job, `timeout`, `kill`) and SIGHUP (the terminal closed; git and the build
     run in their own process groups, so it reaches only us) stop the run the way Ctrl-C does: the same
     cleanup, then exit 143 / 129. Raised once; a second signal during the cleanup is ignored so the
-    cleanup can finish (SIGKILL still works, and later runs sweep what it leaves)."""
+    cleanup can finish (SIGKILL still works, and later runs sweep what it leaves). A stop a finalizer dropped
+    is delivered again (interrupts.keep_interrupts_from_finalizers), Ctrl-C's too."""
     from ..errors import Terminated
+    from ..interrupts import first_stop, keep_interrupts_from_finalizers
+
+    keep_interrupts_from_finalizers()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        for ignored in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(ignored, signal.SIG_IGN)
-        raise Terminated(signum)
+        if first_stop(signum):
+            raise Terminated(signum)
 
     for signum in (signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(signum) == signal.SIG_DFL:  # `nohup flagtree-cpu ...` keeps SIGHUP ignored

@@ -164,3 +164,45 @@ def test_an_executors_worker_blocks_interrupts_from_its_first_line() -> None:
     with ThreadPoolExecutor(max_workers=1, initializer=interrupts.block_interrupts) as pool:
         mask = pool.submit(lambda: signal.pthread_sigmask(signal.SIG_BLOCK, [])).result(10)
     assert {signal.SIGINT, signal.SIGTERM, signal.SIGHUP} <= mask
+
+
+def test_an_interrupt_a_finalizer_dropped_is_delivered_again_in_ordinary_code() -> None:
+    """A signal handled while a weakref callback runs raises there, and Python drops ("ignores") that exception;
+    under load a SIGTERM'd fetch lost its stop that way inside importlib's module-lock callback."""
+    import gc
+    import sys
+    import time
+    import weakref
+
+    class Thing:
+        pass
+
+    def callback(_ref: object) -> None:
+        signal.raise_signal(signal.SIGINT)  # handled at the callback's next check: inside the finalizer
+
+    previous_hook, previous_handler = sys.unraisablehook, signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        interrupts.keep_interrupts_from_finalizers()
+        thing = Thing()
+        ref = weakref.ref(thing, callback)
+        with pytest.raises(KeyboardInterrupt):
+            del thing
+            gc.collect()
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:  # ordinary code: where the delivered-again interrupt lands
+                pass
+        assert ref() is None
+    finally:
+        sys.unraisablehook = previous_hook
+        signal.signal(signal.SIGINT, previous_handler)
+
+
+def test_a_second_stop_waits_for_the_first_unless_a_finalizer_dropped_it() -> None:
+    interrupts._Stops.raised, interrupts._Stops.dropped = None, False
+    try:
+        assert interrupts.first_stop(signal.SIGTERM)
+        assert not interrupts.first_stop(signal.SIGTERM), "a second SIGTERM would cut the cleanup short"
+        interrupts._Stops.dropped = True
+        assert interrupts.first_stop(signal.SIGTERM), "a dropped stop must raise again"
+    finally:
+        interrupts._Stops.raised, interrupts._Stops.dropped = None, False
