@@ -333,6 +333,24 @@ def install_and_recheck(report: PythonReport, ws: Workspace, ui: UI, recheck: Ca
     return after
 
 
+def install_missing(report: PythonReport, ws: Workspace, ui: UI, recheck: Callable[[], PythonReport], *,
+                    offline: bool, installer: Installer) -> Path | None:
+    """What ``report`` says is missing, installed and checked again (``install_and_recheck``); the wheelhouse it came
+    from. Offline, only an imported bundle's wheelhouse may provide them (the installer then reads that folder
+    alone); without one, the commands to run by hand are the error."""
+    wheelhouse = offline_wheelhouse(ws) if offline else None
+    if offline and wheelhouse is None:
+        commands = install_commands(report.python, report.missing, constraints_file(report.recipe, ws))
+        raise BuildError(f"{len(report.missing)} Python prerequisites are missing in {report.python} and "
+                         "--offline forbids pip", details=tuple(p.describe() for p in report.missing),
+                         fix=" && ".join(shlex.join(c) for c in commands) + "   (with PIP_FIND_LINKS=<wheel "
+                         "folder> PIP_NO_INDEX=1 on an air-gapped machine; or import a bundle made on a "
+                         "connected machine: flagtree-cpu bundle import FILE), then run the same command again")
+    ui.info(f"installer: {installer.why}")
+    install_and_recheck(report, ws, ui, recheck, wheelhouse=wheelhouse, installer=installer)
+    return wheelhouse
+
+
 def install_commands(python: Path, missing: Sequence[Prerequisite], constraints: Path | None = None,
                      wheelhouse: Path | None = None, installer: Installer = PIP) -> list[list[str]]:
     """The installer runs that install ``missing`` (pip's, for a printed fix): one per package index, each under

@@ -71,8 +71,6 @@ def workspace_lock(ws: Workspace) -> Lock | None:
     return read_lock(ws.lock_file) if ws.lock_file.is_file() else None
 
 
-
-
 def installed(ctx: StageContext, options: RunOptions, lock: Lock | None) -> dict[str, Any] | None:
     """The install-only record, when it holds for this recipe, lock and interpreter (the re-run: no wheelhouse is
     asked, nothing is downloaded); None otherwise (said when what it installed is gone: it is installed again)."""
@@ -238,6 +236,7 @@ def _runtime(ctx: StageContext, options: RunOptions, wanted: bool) -> None:
     """The venv, and what the installed wheel needs at run time (the recipe's python.runtime) when ``wanted``; never
     the build prerequisites."""
     from ... import pythonenv
+    from ...installer import choose_for
 
     recipe = ctx.recipe
     pythonenv.ensure_interpreter(options.python, ctx.workspace, recipe.python.requires, ctx.ui)
@@ -246,11 +245,11 @@ def _runtime(ctx: StageContext, options: RunOptions, wanted: bool) -> None:
         return
     path = os.pathsep.join([str(options.python.parent), os.environ.get("PATH", "")])
     report = pythonenv.check(options.python, runtime, path, recipe=recipe)
-    if report.missing:
-        wheelhouse = pythonenv.offline_wheelhouse(ctx.workspace) if options.offline else None
-        pythonenv.install_and_recheck(report, ctx.workspace, ctx.ui,
-                                      lambda: pythonenv.check(options.python, runtime, path, recipe=recipe),
-                                      wheelhouse=wheelhouse)
+    if report.missing:  # as the python stage installs them: the run's installer, and --offline's rule
+        pythonenv.install_missing(report, ctx.workspace, ctx.ui,
+                                  lambda: pythonenv.check(options.python, runtime, path, recipe=recipe),
+                                  offline=options.offline, installer=choose_for(recipe, options.installer,
+                                                                                options.python))
 
 
 def forget(ws: Workspace) -> None:
@@ -279,9 +278,6 @@ def status_item(record: dict[str, Any]) -> PlanItem:
 
     return PlanItem("build", str(record.get("file", "build")).split("/")[-1], "ok", said(record),
                     data={"install_only": record})
-
-
-
 
 
 def skipped_result(stage: str, record: dict[str, Any]) -> StageResult:

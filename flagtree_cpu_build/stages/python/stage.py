@@ -10,7 +10,6 @@ the wheelhouse a `bundle import` left in the workspace; without one the stage st
 from __future__ import annotations
 
 import os
-import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -145,7 +144,6 @@ def run_python(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> 
     """The venv and the prerequisites. The interpreter is asked again rather than trusted from ``plan``: the
     stages before this one (a stacked recipe's base) may have changed it since the plan was made."""
     from ... import pythonenv
-    from ...errors import BuildError
     from ...installer import choose_for
     from ...stagekit.stage import Action, StageResult
     from ...workspace import own_venv_note
@@ -176,21 +174,11 @@ def run_python(ctx: StageContext, options: RunOptions, plan: list[PlanItem]) -> 
         actions.append(Action("preinstalled", "ok", ", ".join(f"{p.name} {p.installed}"
                                                              for p in report.preinstalled)))
     if report.missing:
-        # offline, only an imported bundle's wheelhouse may provide them (pip then reads that folder alone)
-        wheelhouse = pythonenv.offline_wheelhouse(ws) if options.offline else None
-        if options.offline and wheelhouse is None:
-            commands = pythonenv.install_commands(python, report.missing, pythonenv.constraints_file(recipe, ws))
-            raise BuildError(f"{len(report.missing)} Python prerequisites are missing in {python} and "
-                             "--offline forbids pip", details=tuple(p.describe() for p in report.missing),
-                             fix=" && ".join(shlex.join(c) for c in commands) + "   (with PIP_FIND_LINKS=<wheel "
-                             "folder> PIP_NO_INDEX=1 on an air-gapped machine; or import a bundle made on a "
-                             "connected machine: flagtree-cpu bundle import FILE), then run the same command again")
         names = ", ".join(p.name for p in report.missing)
         installer = choose_for(recipe, options.installer, python)
-        ctx.ui.info(f"installer: {installer.why}")
-        pythonenv.install_and_recheck(report, ws, ctx.ui,
-                                      lambda: pythonenv.check(python, requirements, path, recipe=recipe),
-                                      wheelhouse=wheelhouse, installer=installer)
+        wheelhouse = pythonenv.install_missing(report, ws, ctx.ui,
+                                               lambda: pythonenv.check(python, requirements, path, recipe=recipe),
+                                               offline=options.offline, installer=installer)
         origin = f" from the wheelhouse {wheelhouse}" if wheelhouse else ""
         actions.append(Action("prerequisites", "created", f"installed {names}{origin} with {installer.name}",
                               {"installer": installer.name, **({"wheelhouse": str(wheelhouse)} if wheelhouse else {})}))
