@@ -197,6 +197,12 @@ def _version(text: Any) -> tuple[int, ...] | None:
         return None
 
 
+def newest(fits: list[dict[str, Any]]) -> dict[str, Any]:
+    """Of the published builds that fit, the one pip would take: the highest build-tag number, then (for builds
+    published before numbers) the newest ``built_on.at``."""
+    return max(fits, key=lambda w: (build_number(w["file"]), str(w.get("built_on", {}).get("at", ""))))
+
+
 def published_name(original: str, stamp: str, class_id: str, number: int) -> str:
     """The wheel's file name with the build tag ``<number>.<stamp>.<class>``. pip (and uv) order the builds of
     one version by the build tag, as (leading number, rest): the number is the wheelhouse's publish sequence, so

@@ -186,7 +186,7 @@ def _choose(wheels: list[dict[str, Any]], recipe: str, variant: str | None, mine
     same = [w for w in keyed if w["pins_key"] == mine.key]
     fits = [w for w in same if not wh.class_differences(w["class"], here)]
     if fits:
-        return max(fits, key=lambda w: (wh.build_number(w["file"]), str(w.get("built_on", {}).get("at", "")))), ""
+        return wh.newest(fits), ""
     if same:
         return None, (f"the build of these pins ({same[0]['file'].split('/')[-1]}) is for another machine: "
                       + "; ".join(wh.class_differences(same[0]["class"], here)[:_SHOWN]))

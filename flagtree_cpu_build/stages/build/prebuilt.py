@@ -136,7 +136,7 @@ def choose(wheels: list[dict[str, Any]], recipe: str, variant: str | None,
     mine = [w for w in wheels if w["recipe"] == recipe and w.get("variant") == variant]
     fits = [w for w in mine if w["stamp"] == me.stamp and not wh.class_differences(w["class"], me.target)]
     if fits:  # as pip orders the builds of one version: the build tag's number, then (for old tags) the time
-        return max(fits, key=lambda w: (wh.build_number(w["file"]), str(w.get("built_on", {}).get("at", "")))), ""
+        return wh.newest(fits), ""
     if not mine:
         return None, f"no build of {recipe}{f' (variant {variant})' if variant else ''} is published there"
 
