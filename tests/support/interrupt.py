@@ -123,12 +123,17 @@ if os.path.basename(os.getcwd()) == repo_name and not os.path.exists(fired):
         resource.prlimit(git, resource.RLIMIT_FSIZE, (cut, cut))
         with open(fired, "w") as f:
             f.write(f"{os.getpid()} {os.getpgid(0)} {path}\n")
-        if os.fork() == 0:  # once git has created the file, the Ctrl-C reaches the tool
+        if os.fork() == 0:  # once git has created the file and written its `cut` bytes, the Ctrl-C reaches the tool
             os.close(0)
             os.close(1)  # git reads this filter's output until every copy of the pipe is closed
             target = os.path.join(os.getcwd(), path)
+            def written():  # not only created: a tool quick to stop git could otherwise beat git's own first write
+                try:
+                    return os.lstat(target).st_size >= cut
+                except OSError:
+                    return False
             end = time.monotonic() + 20
-            while not os.path.lexists(target) and time.monotonic() < end:
+            while not written() and time.monotonic() < end:
                 time.sleep(0.001)
             os.kill(tool, getattr(signal, signame))
             os._exit(0)
@@ -140,9 +145,11 @@ def arm_cutting_filter(gitconfig: Path, folder: Path, repo_name: str, after_file
                        signal_name: str) -> InterruptingFilter:
     """Make the next checkout in a folder named ``repo_name`` stop *inside* file N+1 (N = ``after_files``): git
     creates it and writes ``cut_bytes`` of it, then dies (its file-size limit, set from the filter), and
-    ``signal_name`` reaches flagtree-cpu as the file appears — what a Ctrl-C landing between git's open() and
-    its last write() leaves. A fixture file is written in microseconds, too fast for a real signal to land
-    inside deterministically."""
+    ``signal_name`` reaches flagtree-cpu once those bytes are there (as the file appears, a tool quick to stop git
+    once beat git's first write: an empty file where the test expects the prefix) — what a Ctrl-C landing
+    between git's open() and its last write() leaves. A fixture file is written in microseconds, too fast for a real
+    signal to land inside deterministically.
+    """
     folder.mkdir(parents=True, exist_ok=True)
     script = folder / "cutting_filter.py"
     script.write_text(_CUTTING_FILTER)
